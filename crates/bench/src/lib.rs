@@ -1,0 +1,49 @@
+//! tamer's benchmarks. Each measures tamer and its baseline side by side in one run and reports
+//! ratios (this machine is shared and noisy; lone absolute times mean little).
+//!
+//! - [`runtime`]: user-level switch vs OS thread switch;
+//! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;
+//! - [`microsecond`]: seed 000's study: normalized performance vs user threads per core, for
+//!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap.
+//!
+//! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
+//! and writes its plots as SVG.
+
+pub mod device;
+pub mod microsecond;
+pub mod output;
+pub mod plot;
+pub mod runtime;
+pub mod work;
+
+use std::path::PathBuf;
+
+/// Options every bench takes.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// CI-sized: under a minute.
+    pub quick: bool,
+    /// Where to write the JSON result (default `<data_dir>/bench/<name>.json`).
+    pub json: Option<PathBuf>,
+    /// Where to write SVG plots (default `<data_dir>/bench`).
+    pub svg: Option<PathBuf>,
+    /// Where benchmark data files live (default `./tamer-data`); must be on a disk-backed file
+    /// system that supports O_DIRECT.
+    pub data_dir: PathBuf,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+impl BenchOptions {
+    pub fn json_path(&self, name: &str) -> PathBuf {
+        self.json
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("bench").join(format!("{name}.json")))
+    }
+
+    pub fn svg_dir(&self) -> PathBuf {
+        self.svg
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("bench"))
+    }
+}

@@ -1,0 +1,671 @@
+//! `tamer bench microsecond`: seed 000's central experiment on tamer's runtime.
+//!
+//! Each user-level thread loops: W ns of CPU work, then M independent 4 KiB device reads (MLP
+//! M), then it uses the data. Performance (loop iterations per second) is normalized to the
+//! DRAM baseline measured in the same run: one OS thread, no switching, the same W of work and
+//! M 4 KiB copies from random places in a DRAM array as large as the emulated device.
+//!
+//! Mechanisms:
+//! - `demand`: the core waits for its accesses (one thread; more cannot help);
+//! - `prefetch`: issue the accesses, switch to another user-level thread, resume when they
+//!   completed (the runtime's park/wake path). The cap of 10 in-flight accesses per core plays
+//!   the CPU's line-fill buffers: an access beyond it stalls the core;
+//! - `appqueue`: application-managed queue: threads push descriptors, the doorbell is rung, and
+//!   each thread yields round-robin and polls its own completion slot when resumed. Its bound is
+//!   the device queue, not the line-fill buffers, so it is not capped (as in the seed).
+//!
+//! Devices: the emulator at 1, 2, 4, 8, 16 and 50 µs, and the real disk (io_uring, O_DIRECT,
+//! filled file). One core runs the sweep; the emulator's data copy runs on that core (it stands
+//! in for the device's DMA, and costs what the DRAM baseline's copy costs).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tamer_device::{
+    now_ns, Arena, Device, DeviceFile, EmulatedDevice, EmulatorConfig, EmulatorModel, IoRequest,
+    UringConfig, UringDevice, BLOCK_SIZE,
+};
+use tamer_runtime::io::{self, WaitMode};
+use tamer_runtime::{Executor, IdleMode, RuntimeConfig};
+
+use crate::device::{bench_file, fio_path, measure_fio};
+use crate::output::BenchResult;
+use crate::plot::{write_svg, Chart, Series};
+use crate::work::Work;
+use crate::BenchOptions;
+
+/// User-level threads per core swept.
+pub const THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// The per-core in-flight cap, as the seed's 10 line-fill buffers.
+pub const LFB_CAP: usize = 10;
+const MAX_MLP: usize = 4;
+
+/// How a thread waits for its accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    Demand,
+    Prefetch,
+    AppQueue,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Demand => "demand",
+            Mechanism::Prefetch => "prefetch",
+            Mechanism::AppQueue => "appqueue",
+        }
+    }
+
+    fn wait_mode(self) -> WaitMode {
+        match self {
+            Mechanism::Demand => WaitMode::Spin,
+            Mechanism::Prefetch => WaitMode::Park,
+            Mechanism::AppQueue => WaitMode::PollYield,
+        }
+    }
+}
+
+/// Which device a point runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Emulated { latency_ns: u64 },
+    Disk,
+}
+
+impl Target {
+    pub fn label(self) -> String {
+        match self {
+            Target::Emulated { latency_ns } => format!("{} µs", latency_ns / 1_000),
+            Target::Disk => "disk".into(),
+        }
+    }
+}
+
+/// One point of the sweep.
+#[derive(Clone, Copy, Debug)]
+pub struct Point {
+    pub target: Target,
+    pub mechanism: Mechanism,
+    pub threads: usize,
+    pub mlp: usize,
+    pub cap: Option<usize>,
+    pub ops_per_s: f64,
+    pub normalized: f64,
+    pub device_iops: f64,
+    pub avg_device_latency_us: f64,
+}
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub latencies_ns: Vec<u64>,
+    pub disk: bool,
+    /// MLP values swept at every latency; `extra_mlp_at_4us` adds more at 4 µs only.
+    pub mlps: Vec<usize>,
+    pub extra_mlp_at_4us: Vec<usize>,
+    pub point_duration: Duration,
+    pub disk_point_duration: Duration,
+    pub work_ns: u64,
+    pub device_bytes: u64,
+    pub disk_bytes: u64,
+}
+
+impl Plan {
+    pub fn new(quick: bool, work_ns: u64) -> Self {
+        if quick {
+            Self {
+                latencies_ns: vec![1_000, 4_000, 16_000, 50_000],
+                disk: true,
+                mlps: vec![1],
+                extra_mlp_at_4us: vec![2, 4],
+                point_duration: Duration::from_millis(25),
+                disk_point_duration: Duration::from_millis(120),
+                work_ns,
+                device_bytes: 256 << 20,
+                disk_bytes: 256 << 20,
+            }
+        } else {
+            Self {
+                latencies_ns: vec![1_000, 2_000, 4_000, 8_000, 16_000, 50_000],
+                disk: true,
+                mlps: vec![1, 2, 4],
+                extra_mlp_at_4us: vec![],
+                point_duration: Duration::from_millis(150),
+                disk_point_duration: Duration::from_millis(400),
+                work_ns,
+                device_bytes: 1 << 30,
+                disk_bytes: 2 << 30,
+            }
+        }
+    }
+}
+
+/// The DRAM baseline: one thread, no switching, W work then M 4 KiB copies from random blocks.
+pub fn dram_baseline(
+    memory: &[u8],
+    work: &Work,
+    iterations: u64,
+    mlp: usize,
+    duration: Duration,
+    seed: u64,
+) -> f64 {
+    let blocks = (memory.len() / BLOCK_SIZE) as u64;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut buffers = vec![[0u8; BLOCK_SIZE]; mlp];
+    let mut sink = 0u64;
+    let mut ops = 0u64;
+    let start = Instant::now();
+    let stop_at = now_ns() + duration.as_nanos() as u64;
+    while now_ns() < stop_at {
+        sink ^= work.run(iterations, sink);
+        for buffer in buffers.iter_mut() {
+            let block = rng.gen_range(0..blocks) as usize;
+            buffer.copy_from_slice(&memory[block * BLOCK_SIZE..(block + 1) * BLOCK_SIZE]);
+        }
+        for buffer in &buffers {
+            sink ^= u64::from_le_bytes(buffer[..8].try_into().expect("8 bytes"));
+        }
+        ops += 1;
+    }
+    std::hint::black_box(sink);
+    ops as f64 / start.elapsed().as_secs_f64()
+}
+
+struct PointRun {
+    ops_per_s: f64,
+    device_iops: f64,
+    avg_device_latency_us: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_point(
+    device: Box<dyn Device>,
+    arena: &Arc<Arena>,
+    mechanism: Mechanism,
+    threads: usize,
+    mlp: usize,
+    cap: Option<usize>,
+    work: Work,
+    iterations: u64,
+    duration: Duration,
+    seed: u64,
+    disk: bool,
+) -> Result<PointRun, String> {
+    let blocks = device.capacity_bytes() / BLOCK_SIZE as u64;
+    let config = RuntimeConfig {
+        cores: 1,
+        threads_per_core: threads,
+        max_pending: threads,
+        local_queue: threads,
+        max_in_flight: cap,
+        idle: if disk {
+            IdleMode::Block
+        } else {
+            IdleMode::Poll
+        },
+        runs_per_iteration: 8,
+        pin: false,
+        initial_latency_ns: 1_000,
+        ..RuntimeConfig::default()
+    };
+    let mut executor = Executor::new(0, config, device, arena.clone())?;
+    let ops = Arc::new(AtomicU64::new(0));
+    let stop_at = now_ns() + duration.as_nanos() as u64;
+    for t in 0..threads {
+        let ops = ops.clone();
+        let mode = mechanism.wait_mode();
+        let first_frame = (t * mlp) as u32;
+        executor
+            .spawn(move || {
+                let arena = io::arena();
+                let mut rng = SmallRng::seed_from_u64(
+                    seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                );
+                let mut tickets = Vec::with_capacity(mlp);
+                let mut sink = 0u64;
+                let mut done = 0u64;
+                while now_ns() < stop_at {
+                    sink ^= work.run(iterations, sink);
+                    tickets.clear();
+                    for i in 0..mlp as u32 {
+                        let offset = rng.gen_range(0..blocks) * BLOCK_SIZE as u64;
+                        let request = IoRequest::read(offset, first_frame + i, 1, 0);
+                        tickets.push(io::submit(request).expect("valid read"));
+                    }
+                    io::wait_all_with(&tickets, mode).expect("read succeeds");
+                    for i in 0..mlp as u32 {
+                        // SAFETY: this thread owns frames first_frame..first_frame+mlp and its
+                        // reads into them have completed.
+                        let data = unsafe { arena.frame(first_frame + i) };
+                        sink ^= u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+                    }
+                    done += 1;
+                }
+                std::hint::black_box(sink);
+                ops.fetch_add(done, Ordering::Relaxed);
+            })
+            .map_err(|_| "local queue sized for every thread".to_string())?;
+    }
+    let start = Instant::now();
+    executor.run_until_idle();
+    let elapsed = start.elapsed().as_secs_f64();
+    let device_stats = executor.device_stats();
+    Ok(PointRun {
+        ops_per_s: ops.load(Ordering::Relaxed) as f64 / elapsed,
+        device_iops: device_stats.completed as f64 / elapsed,
+        avg_device_latency_us: device_stats.latency_ns.mean() / 1_000.0,
+    })
+}
+
+/// Runs the sweep.
+pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> {
+    let mut result = BenchResult::new("microsecond", options.quick, options.seed);
+    let plan = Plan::new(options.quick, work_ns);
+    tamer_runtime::pin_to_cpu(0);
+    let work = Work::calibrate();
+    let iterations = work.iterations_for(plan.work_ns);
+    let arena = Arc::new(
+        Arena::new((THREADS[THREADS.len() - 1] * MAX_MLP) as u32).map_err(|e| e.to_string())?,
+    );
+
+    // The DRAM array of the baseline and the emulated device have the same size and content kind.
+    let mut memory = vec![0u8; plan.device_bytes as usize];
+    SmallRng::seed_from_u64(options.seed).fill(&mut memory[..]);
+    let mut all_mlps: Vec<usize> = plan
+        .mlps
+        .iter()
+        .chain(&plan.extra_mlp_at_4us)
+        .cloned()
+        .collect();
+    all_mlps.sort_unstable();
+    all_mlps.dedup();
+    let baseline_duration = plan.point_duration * 8;
+    let mut baselines = std::collections::BTreeMap::new();
+    for &mlp in &all_mlps {
+        baselines.insert(
+            mlp,
+            dram_baseline(
+                &memory,
+                &work,
+                iterations,
+                mlp,
+                baseline_duration,
+                options.seed,
+            ),
+        );
+    }
+    println!(
+        "seed 000 microbenchmark: {} ns work per access round, 4 KiB reads, 1 core; DRAM baseline {}",
+        plan.work_ns,
+        baselines.iter().map(|(m, ops)| format!("MLP {m}: {:.0} ops/s", ops)).collect::<Vec<_>>().join(", ")
+    );
+
+    let disk_file: Option<Arc<DeviceFile>> = if plan.disk {
+        match bench_file(&options.data_dir, plan.disk_bytes, options.seed) {
+            Ok(file) => Some(file),
+            Err(err) => {
+                result.note(format!("real disk skipped: {err}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let mut targets: Vec<Target> = plan
+        .latencies_ns
+        .iter()
+        .map(|&latency_ns| Target::Emulated { latency_ns })
+        .collect();
+    if disk_file.is_some() {
+        targets.push(Target::Disk);
+    }
+    let mut points: Vec<Point> = Vec::new();
+    let mut models: Vec<(u64, Arc<EmulatorModel>)> = Vec::new();
+    for &latency_ns in &plan.latencies_ns {
+        let model = EmulatorConfig::with_latency_ns(latency_ns)
+            .capacity_bytes(plan.device_bytes)
+            .seed(options.seed)
+            .build()
+            .map_err(|e| e.to_string())?;
+        model.fill_with_data(options.seed);
+        models.push((latency_ns, model));
+    }
+    let mut seed = options.seed;
+    let mut group_baselines: Vec<(Target, usize, f64)> = Vec::new();
+    for &target in &targets {
+        let mlps: Vec<usize> = match target {
+            Target::Emulated { latency_ns: 4_000 } => all_mlps.clone(),
+            _ => plan.mlps.clone(),
+        };
+        for &mlp in &mlps {
+            // The baseline is measured again next to every group of points, so that the ratio
+            // compares measurements taken under the same machine load.
+            let baseline = dram_baseline(
+                &memory,
+                &work,
+                iterations,
+                mlp,
+                plan.point_duration * 4,
+                seed,
+            );
+            group_baselines.push((target, mlp, baseline));
+            let configs: Vec<(Mechanism, Option<usize>, Vec<usize>)> = vec![
+                (Mechanism::Demand, None, vec![1]),
+                (Mechanism::Prefetch, None, THREADS.to_vec()),
+                (Mechanism::Prefetch, Some(LFB_CAP), THREADS.to_vec()),
+                (Mechanism::AppQueue, None, THREADS.to_vec()),
+            ];
+            for (mechanism, cap, thread_counts) in configs {
+                for &threads in &thread_counts {
+                    seed = seed.wrapping_add(1);
+                    let (device, duration): (Box<dyn Device>, Duration) = match target {
+                        Target::Emulated { latency_ns } => {
+                            let model = &models
+                                .iter()
+                                .find(|(l, _)| *l == latency_ns)
+                                .expect("model")
+                                .1;
+                            (
+                                Box::new(EmulatedDevice::with_seed(
+                                    model.clone(),
+                                    arena.clone(),
+                                    seed,
+                                )),
+                                plan.point_duration,
+                            )
+                        }
+                        Target::Disk => {
+                            let file = disk_file.clone().expect("disk target only with a file");
+                            let device = UringDevice::open(
+                                file,
+                                arena.clone(),
+                                UringConfig { entries: 256 },
+                            )
+                            .map_err(|e| e.to_string())?;
+                            (Box::new(device), plan.disk_point_duration)
+                        }
+                    };
+                    let run = run_point(
+                        device,
+                        &arena,
+                        mechanism,
+                        threads,
+                        mlp,
+                        cap,
+                        work,
+                        iterations,
+                        duration,
+                        seed,
+                        target == Target::Disk,
+                    )?;
+                    points.push(Point {
+                        target,
+                        mechanism,
+                        threads,
+                        mlp,
+                        cap,
+                        ops_per_s: run.ops_per_s,
+                        normalized: run.ops_per_s / baseline,
+                        device_iops: run.device_iops,
+                        avg_device_latency_us: run.avg_device_latency_us,
+                    });
+                }
+            }
+        }
+    }
+    drop(memory);
+    // How much the machine's speed moved during the sweep: the slowest MLP-1 baseline over the
+    // fastest (1.0 = steady). Each point is normalized to its own group's baseline.
+    let mlp1: Vec<f64> = group_baselines
+        .iter()
+        .filter(|g| g.1 == 1)
+        .map(|g| g.2)
+        .collect();
+    let (lo, hi) = mlp1
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &b| (lo.min(b), hi.max(b)));
+    result.figure("dram_baseline_steadiness", (hi > 0.0).then(|| lo / hi));
+    result.figure("dram_baseline_mlp1_ops_per_s", Some(baselines[&1]));
+    for (target, mlp, baseline) in &group_baselines {
+        result.rows.push(
+            json!({"device": target.label(), "mlp": mlp, "dram_baseline_ops_per_s": baseline}),
+        );
+    }
+
+    print_table(&points, &targets);
+    for p in &points {
+        result.rows.push(json!({
+            "device": p.target.label(),
+            "latency_ns": match p.target { Target::Emulated { latency_ns } => Some(latency_ns), Target::Disk => None },
+            "mechanism": p.mechanism.name(),
+            "threads_per_core": p.threads,
+            "mlp": p.mlp,
+            "cap": p.cap,
+            "ops_per_s": p.ops_per_s,
+            "normalized": p.normalized,
+            "device_iops": p.device_iops,
+            "avg_device_latency_us": p.avg_device_latency_us,
+        }));
+    }
+
+    let best = |latency: Target,
+                mechanisms: &[Mechanism],
+                cap: Option<usize>,
+                mlp: usize,
+                max_threads: usize| {
+        points
+            .iter()
+            .filter(|p| {
+                p.target == latency
+                    && mechanisms.contains(&p.mechanism)
+                    && p.cap == cap
+                    && p.mlp == mlp
+                    && p.threads <= max_threads
+            })
+            .map(|p| p.normalized)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let us4 = Target::Emulated { latency_ns: 4_000 };
+    let us50 = Target::Emulated { latency_ns: 50_000 };
+    let both = [Mechanism::Prefetch, Mechanism::AppQueue];
+    result.figure("us4_best_normalized", best(us4, &both, None, 1, 16));
+    result.figure(
+        "us4_best_prefetch_normalized",
+        best(us4, &[Mechanism::Prefetch], None, 1, 16),
+    );
+    result.figure(
+        "us4_best_appqueue_normalized",
+        best(us4, &[Mechanism::AppQueue], None, 1, 16),
+    );
+    result.figure(
+        "us4_capped_normalized",
+        best(us4, &[Mechanism::Prefetch], Some(LFB_CAP), 1, 16),
+    );
+    result.figure(
+        "us4_demand_normalized",
+        best(us4, &[Mechanism::Demand], None, 1, 1),
+    );
+    result.figure("us50_best_normalized", best(us50, &both, None, 1, 64));
+    result.figure(
+        "us50_capped_normalized",
+        best(us50, &[Mechanism::Prefetch], Some(LFB_CAP), 1, 64),
+    );
+    result.figure(
+        "us4_mlp4_best_normalized",
+        best(us4, &[Mechanism::Prefetch], None, 4, 64),
+    );
+    result.figure(
+        "us4_mlp4_capped_normalized",
+        best(us4, &[Mechanism::Prefetch], Some(LFB_CAP), 4, 64),
+    );
+
+    if let Some(file) = &disk_file {
+        match fio_path() {
+            Some(fio) => {
+                for qd in [16usize, 64] {
+                    let tamer = points.iter().find(|p| {
+                        p.target == Target::Disk
+                            && p.mechanism == Mechanism::Prefetch
+                            && p.cap.is_none()
+                            && p.mlp == 1
+                            && p.threads == qd
+                    });
+                    let peer = measure_fio(
+                        &fio,
+                        file,
+                        qd,
+                        plan.disk_point_duration.max(Duration::from_millis(500)),
+                    )?;
+                    let ratio = tamer.map(|p| p.device_iops / peer.iops);
+                    println!(
+                        "real disk, {qd} threads x MLP 1 (QD {qd}): tamer {:.0} IOPS, fio {:.0} IOPS, ratio {}",
+                        tamer.map_or(0.0, |p| p.device_iops),
+                        peer.iops,
+                        ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
+                    );
+                    result.figure(&format!("disk_iops_vs_fio_qd{qd}"), ratio);
+                }
+            }
+            None => result
+                .note("fio is not installed (scripts/install-peers.sh): disk IOPS not compared"),
+        }
+    }
+
+    let dir = options.svg_dir();
+    let mut plots = Vec::new();
+    let by_latency = |mechanism: Mechanism, cap: Option<usize>, mlp: usize| -> Vec<Series> {
+        targets
+            .iter()
+            .map(|&target| Series {
+                label: target.label(),
+                points: points
+                    .iter()
+                    .filter(|p| {
+                        p.target == target
+                            && p.mechanism == mechanism
+                            && p.cap == cap
+                            && p.mlp == mlp
+                    })
+                    .map(|p| (p.threads as f64, p.normalized))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    for (name, title, mechanism, cap) in [
+        (
+            "microsecond_prefetch.svg",
+            "prefetch + user-level switch, no cap, MLP 1",
+            Mechanism::Prefetch,
+            None,
+        ),
+        (
+            "microsecond_prefetch_cap10.svg",
+            "prefetch + switch, 10 in flight per core (line-fill buffers), MLP 1",
+            Mechanism::Prefetch,
+            Some(LFB_CAP),
+        ),
+        (
+            "microsecond_appqueue.svg",
+            "application-managed queue, MLP 1",
+            Mechanism::AppQueue,
+            None,
+        ),
+    ] {
+        let series = by_latency(mechanism, cap, 1);
+        let path = dir.join(name);
+        write_svg(
+            &path,
+            &Chart {
+                title,
+                x_label: "user-level threads per core",
+                y_label: "performance / DRAM baseline",
+                series: &series,
+                log_x: true,
+            },
+        )?;
+        plots.push(path);
+    }
+    let mlp_series: Vec<Series> = all_mlps
+        .iter()
+        .flat_map(|&mlp| {
+            [
+                (Mechanism::Prefetch, None, "prefetch"),
+                (Mechanism::Prefetch, Some(LFB_CAP), "prefetch cap 10"),
+                (Mechanism::AppQueue, None, "appqueue"),
+            ]
+            .into_iter()
+            .map(move |(mechanism, cap, label)| (mlp, mechanism, cap, label))
+        })
+        .map(|(mlp, mechanism, cap, label)| Series {
+            label: format!("{label}, MLP {mlp}"),
+            points: points
+                .iter()
+                .filter(|p| {
+                    p.target == us4 && p.mechanism == mechanism && p.cap == cap && p.mlp == mlp
+                })
+                .map(|p| (p.threads as f64, p.normalized))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let path = dir.join("microsecond_mlp_4us.svg");
+    write_svg(
+        &path,
+        &Chart {
+            title: "4 µs device: memory-level parallelism",
+            x_label: "user-level threads per core",
+            y_label: "performance / DRAM baseline (same MLP)",
+            series: &mlp_series,
+            log_x: true,
+        },
+    )?;
+    plots.push(path);
+    result.plots = plots.iter().map(|p| p.display().to_string()).collect();
+    Ok(result)
+}
+
+fn print_table(points: &[Point], targets: &[Target]) {
+    println!("\nnormalized performance (1.0 = DRAM baseline) by user-level threads per core");
+    print!(
+        "{:<10} {:<9} {:>3} {:>6} |",
+        "mechanism", "cap", "MLP", "device"
+    );
+    for t in THREADS {
+        print!(" {t:>6}");
+    }
+    println!();
+    let mut seen = Vec::new();
+    for p in points {
+        let key = (p.mechanism, p.cap, p.mlp, p.target);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let cap = p.cap.map_or("none".to_string(), |c| c.to_string());
+        print!(
+            "{:<10} {:<9} {:>3} {:>6} |",
+            p.mechanism.name(),
+            cap,
+            p.mlp,
+            p.target.label()
+        );
+        for t in THREADS {
+            match points
+                .iter()
+                .find(|q| (q.mechanism, q.cap, q.mlp, q.target) == key && q.threads == t)
+            {
+                Some(q) => print!(" {:>6.3}", q.normalized),
+                None => print!(" {:>6}", "-"),
+            }
+        }
+        println!();
+    }
+    let _ = targets;
+}

@@ -1,0 +1,129 @@
+//! Results: a printed table, a JSON object with a `figures` map, machine facts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What a bench run produced.
+#[derive(Debug, Serialize)]
+pub struct BenchResult {
+    pub bench: String,
+    pub quick: bool,
+    pub seed: u64,
+    pub machine: Machine,
+    /// The named figures the issue asks for (ratios where a baseline exists).
+    pub figures: BTreeMap<String, Option<f64>>,
+    /// Every measured point.
+    pub rows: Vec<Value>,
+    /// What was not measured and why (a missing peer, a skipped device).
+    pub notes: Vec<String>,
+    /// SVG files written.
+    pub plots: Vec<String>,
+}
+
+impl BenchResult {
+    pub fn new(bench: &str, quick: bool, seed: u64) -> Self {
+        Self {
+            bench: bench.into(),
+            quick,
+            seed,
+            machine: Machine::detect(),
+            figures: BTreeMap::new(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+            plots: Vec::new(),
+        }
+    }
+
+    pub fn figure(&mut self, name: &str, value: Option<f64>) {
+        self.figures
+            .insert(name.into(), value.filter(|v| v.is_finite()));
+    }
+
+    pub fn note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        eprintln!("note: {note}");
+        self.notes.push(note);
+    }
+
+    /// Writes the JSON object to `path` (creating its directory).
+    pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_string_pretty(self).expect("serializable");
+        std::fs::write(path, text + "\n")
+    }
+
+    /// Prints the figures as a table.
+    pub fn print_figures(&self) {
+        println!("\nfigures ({}):", self.bench);
+        for (name, value) in &self.figures {
+            match value {
+                Some(v) => println!("  {name:<32} {v:>12.3}"),
+                None => println!("  {name:<32} {:>12}", "n/a"),
+            }
+        }
+        for note in &self.notes {
+            println!("  note: {note}");
+        }
+    }
+}
+
+/// Facts about the machine a result came from.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cpus: usize,
+    pub memory_bytes: u64,
+    pub kernel: String,
+    pub date_utc: String,
+}
+
+impl Machine {
+    pub fn detect() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_bytes = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let date_utc = std::process::Command::new("date")
+            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        Self {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_bytes,
+            kernel,
+            date_utc,
+        }
+    }
+}
+
+/// Percentile `q` (0..=100) of a sorted-or-not sample, in its unit.
+pub fn percentile(samples: &mut [u64], q: f64) -> Option<u64> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_unstable();
+    let rank = ((q / 100.0) * (samples.len() - 1) as f64).round() as usize;
+    Some(samples[rank.min(samples.len() - 1)])
+}

@@ -1,0 +1,518 @@
+//! Seed 000's microsecond-latency device emulator, in software.
+//!
+//! The device is DRAM-backed and shared by every core's handle. Its model:
+//! - a request becomes visible to the device at the doorbell ([`Device::submit`]);
+//! - it is admitted when fewer than `queue_depth` requests are in service device-wide (otherwise
+//!   it waits in the handle's submission queue, as a full hardware queue would make it wait);
+//! - an admitted request occupies the device's transfer pipe for `service_ns` =
+//!   max(len ÷ bandwidth, 1 ÷ IOPS) (zero when uncapped), queued behind earlier transfers;
+//! - its deadline is pipe start + `service_ns` + latency + seeded jitter in `[0, jitter_ns]`;
+//! - it completes when the owner polls at or after the deadline, never earlier; the data moves
+//!   at that moment (the polling core stands in for the device's DMA engine, so the 4 KiB copy
+//!   costs that core what a DRAM-resident copy would).
+//!
+//! What it does not model: device-internal parallelism limits other than the queue-depth cap,
+//! write amplification, or wear. Admission after a slot frees on another core happens at that
+//! core's next poll, not at the instant the slot freed.
+
+use std::cell::UnsafeCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::{
+    now_ns, validate, Arena, Completion, Device, DeviceError, DeviceStats, IoKind, IoRequest,
+    BLOCK_SIZE,
+};
+
+/// Number of lock stripes guarding block copies (a block maps to stripe `block % STRIPES`).
+const STRIPES: usize = 256;
+
+/// Largest emulated device: 64 GiB of DRAM.
+pub const MAX_EMULATED_BYTES: u64 = 64 << 30;
+
+/// Parameters of the emulated device. Build with [`EmulatorConfig::with_latency_ns`] or a preset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmulatorConfig {
+    pub latency_ns: u64,
+    /// Uniform extra latency in `[0, jitter_ns]`, drawn from a seeded generator per handle.
+    pub jitter_ns: u64,
+    pub seed: u64,
+    /// Requests in service at once, device-wide; `None` for no cap.
+    pub queue_depth: Option<usize>,
+    /// Requests per second, device-wide; `None` for no cap.
+    pub iops: Option<u64>,
+    /// Bytes per second, device-wide; `None` for no cap.
+    pub bandwidth_bytes_per_s: Option<u64>,
+    pub capacity_bytes: u64,
+}
+
+impl EmulatorConfig {
+    /// A device with fixed latency, no jitter, no caps and 64 MiB of capacity.
+    pub fn with_latency_ns(latency_ns: u64) -> Self {
+        Self {
+            latency_ns,
+            jitter_ns: 0,
+            seed: 0x7a3e_5eed,
+            queue_depth: None,
+            iops: None,
+            bandwidth_bytes_per_s: None,
+            capacity_bytes: 64 << 20,
+        }
+    }
+
+    /// Named presets: `1us`, `scm` (4 µs, storage-class memory), `flash` (50 µs).
+    pub fn preset(name: &str) -> Result<Self, DeviceError> {
+        let latency_ns = match name {
+            "1us" => 1_000,
+            "scm" | "4us" => 4_000,
+            "flash" | "50us" => 50_000,
+            other => {
+                return Err(DeviceError::Config(format!(
+                    "unknown emulator preset {other:?}: use 1us, scm (4 µs) or flash (50 µs)"
+                )))
+            }
+        };
+        Ok(Self::with_latency_ns(latency_ns))
+    }
+
+    pub fn jitter_ns(mut self, jitter_ns: u64) -> Self {
+        self.jitter_ns = jitter_ns;
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub fn queue_depth(mut self, queue_depth: usize) -> Self {
+        self.queue_depth = Some(queue_depth);
+        self
+    }
+
+    pub fn iops(mut self, iops: u64) -> Self {
+        self.iops = Some(iops);
+        self
+    }
+
+    pub fn bandwidth_bytes_per_s(mut self, bytes_per_s: u64) -> Self {
+        self.bandwidth_bytes_per_s = Some(bytes_per_s);
+        self
+    }
+
+    pub fn capacity_bytes(mut self, capacity_bytes: u64) -> Self {
+        self.capacity_bytes = capacity_bytes;
+        self
+    }
+
+    /// Validates and allocates the device's DRAM.
+    pub fn build(self) -> Result<Arc<EmulatorModel>, DeviceError> {
+        EmulatorModel::new(self)
+    }
+
+    /// Time one request of `len_bytes` occupies the transfer pipe.
+    fn service_ns(&self, len_bytes: u64) -> u64 {
+        let by_iops = self.iops.map_or(0, |iops| 1_000_000_000 / iops.max(1));
+        let by_bandwidth = self.bandwidth_bytes_per_s.map_or(0, |bw| {
+            (len_bytes as u128 * 1_000_000_000 / bw.max(1) as u128) as u64
+        });
+        by_iops.max(by_bandwidth)
+    }
+}
+
+/// The shared state of one emulated device: its memory and its device-wide caps.
+pub struct EmulatorModel {
+    config: EmulatorConfig,
+    memory: Box<[UnsafeCell<u8>]>,
+    stripes: Box<[Mutex<()>]>,
+    in_service: AtomicUsize,
+    pipe_free_ns: AtomicU64,
+}
+
+// SAFETY: `memory` is only accessed under the stripe lock of the block being copied.
+unsafe impl Sync for EmulatorModel {}
+// SAFETY: as above; the model owns its memory.
+unsafe impl Send for EmulatorModel {}
+
+impl EmulatorModel {
+    fn new(config: EmulatorConfig) -> Result<Arc<Self>, DeviceError> {
+        let capacity_bytes = config.capacity_bytes / BLOCK_SIZE as u64 * BLOCK_SIZE as u64;
+        if capacity_bytes == 0 || capacity_bytes > MAX_EMULATED_BYTES {
+            return Err(DeviceError::Config(format!(
+                "emulated capacity of {} bytes: must be 4 KiB ..= 64 GiB",
+                config.capacity_bytes
+            )));
+        }
+        if config.queue_depth == Some(0) || config.iops == Some(0) {
+            return Err(DeviceError::Config(
+                "queue depth and IOPS caps must be positive".into(),
+            ));
+        }
+        if config.bandwidth_bytes_per_s == Some(0) {
+            return Err(DeviceError::Config(
+                "a bandwidth cap must be positive".into(),
+            ));
+        }
+        let config = EmulatorConfig {
+            capacity_bytes,
+            ..config
+        };
+        // A zeroed Vec<u8> comes from calloc, so untouched pages cost no DRAM until written.
+        let memory: Box<[u8]> = vec![0u8; capacity_bytes as usize].into_boxed_slice();
+        // SAFETY: UnsafeCell<u8> has the same layout as u8.
+        let memory = unsafe { Box::from_raw(Box::into_raw(memory) as *mut [UnsafeCell<u8>]) };
+        let stripes = (0..STRIPES).map(|_| Mutex::new(())).collect();
+        Ok(Arc::new(Self {
+            config,
+            memory,
+            stripes,
+            in_service: AtomicUsize::new(0),
+            pipe_free_ns: AtomicU64::new(0),
+        }))
+    }
+
+    pub fn config(&self) -> &EmulatorConfig {
+        &self.config
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.config.capacity_bytes
+    }
+
+    /// Writes seeded pseudo-random data over the whole device (block `i` starts with `i` as a
+    /// little-endian u64), so reads touch real memory pages rather than the shared zero page, as
+    /// a benchmark needs. Not for use while requests are in service.
+    pub fn fill_with_data(&self, seed: u64) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for (block, chunk) in self.memory.chunks(BLOCK_SIZE).enumerate() {
+            let _guard = self.stripes[block % STRIPES]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // SAFETY: the block is guarded by its stripe lock; UnsafeCell<u8> is layout-compatible
+            // with u8 and the chunk is BLOCK_SIZE bytes of `memory`.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(chunk.as_ptr() as *mut u8, chunk.len()) };
+            rng.fill(bytes);
+            bytes[..8].copy_from_slice(&(block as u64).to_le_bytes());
+        }
+    }
+
+    /// Requests in service device-wide right now.
+    pub fn in_service(&self) -> usize {
+        self.in_service.load(Ordering::Relaxed)
+    }
+
+    fn try_admit(&self) -> bool {
+        match self.config.queue_depth {
+            None => {
+                self.in_service.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Some(cap) => self
+                .in_service
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                    (n < cap).then_some(n + 1)
+                })
+                .is_ok(),
+        }
+    }
+
+    fn release(&self) {
+        let before = self.in_service.fetch_sub(1, Ordering::AcqRel);
+        assert!(
+            before > 0,
+            "emulator released more requests than it admitted"
+        );
+    }
+
+    /// Reserves the transfer pipe for `service_ns` from `admit_ns` on; returns the end.
+    fn reserve_pipe(&self, admit_ns: u64, service_ns: u64) -> u64 {
+        if service_ns == 0 {
+            return admit_ns;
+        }
+        let mut free = self.pipe_free_ns.load(Ordering::Relaxed);
+        loop {
+            let start = free.max(admit_ns);
+            match self.pipe_free_ns.compare_exchange_weak(
+                free,
+                start + service_ns,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return start + service_ns,
+                Err(now) => free = now,
+            }
+        }
+    }
+
+    /// Moves one request's data between the device memory and the arena.
+    fn transfer(&self, request: &IoRequest, arena: &Arena) {
+        for i in 0..request.frames {
+            let block = request.offset_bytes / BLOCK_SIZE as u64 + u64::from(i);
+            let _guard = self.stripes[block as usize % STRIPES]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // A pointer into the whole slice, not `self.memory[i].get()`: a pointer derived
+            // from a one-byte element reference may not be used for the other 4095 bytes.
+            // SAFETY: the block lies inside `memory` (validated on push).
+            let device = UnsafeCell::raw_get(unsafe {
+                self.memory.as_ptr().add(block as usize * BLOCK_SIZE)
+            });
+            let frame = arena.frame_ptr(request.frame + i);
+            // SAFETY: the block lies inside `memory` (validated on push) and is guarded by its
+            // stripe lock; the frame is inside the arena and marked in I/O, so only this request
+            // touches it; the two regions cannot overlap (different allocations).
+            unsafe {
+                match request.kind {
+                    IoKind::Read => std::ptr::copy_nonoverlapping(device, frame, BLOCK_SIZE),
+                    IoKind::Write => std::ptr::copy_nonoverlapping(frame, device, BLOCK_SIZE),
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for EmulatorModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmulatorModel")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct InService {
+    deadline_ns: u64,
+    sequence: u64,
+    doorbell_ns: u64,
+    offset_bytes: u64,
+    frame: u32,
+    frames: u32,
+    tag: u64,
+    write: bool,
+}
+
+/// A per-core handle to an [`EmulatorModel`].
+pub struct EmulatedDevice {
+    model: Arc<EmulatorModel>,
+    arena: Arc<Arena>,
+    /// Most requests pushed and not yet reaped on this handle.
+    handle_queue_depth: usize,
+    /// Pushed, doorbell not yet rung.
+    pushed: VecDeque<IoRequest>,
+    /// Doorbell rung, waiting for a device-wide queue slot, with the doorbell time.
+    waiting: VecDeque<(IoRequest, u64)>,
+    /// Admitted, ordered by deadline.
+    in_service: BinaryHeap<Reverse<InService>>,
+    sequence: u64,
+    rng: SmallRng,
+    stats: DeviceStats,
+}
+
+/// Default bound on requests in flight per emulated handle.
+pub const EMULATED_HANDLE_QUEUE_DEPTH: usize = 1024;
+
+impl EmulatedDevice {
+    /// A handle on `model` moving data to and from `arena`. Its jitter generator is seeded with
+    /// the model's seed; give handles on different cores different seeds with
+    /// [`EmulatedDevice::with_seed`] (as `open_device` does).
+    pub fn new(model: Arc<EmulatorModel>, arena: Arc<Arena>) -> Self {
+        let seed = model.config.seed;
+        Self::with_seed(model, arena, seed)
+    }
+
+    /// As [`EmulatedDevice::new`], with this handle's jitter seed.
+    pub fn with_seed(model: Arc<EmulatorModel>, arena: Arc<Arena>, seed: u64) -> Self {
+        let handle_queue_depth = EMULATED_HANDLE_QUEUE_DEPTH;
+        Self {
+            model,
+            arena,
+            handle_queue_depth,
+            pushed: VecDeque::with_capacity(handle_queue_depth),
+            waiting: VecDeque::new(),
+            in_service: BinaryHeap::with_capacity(handle_queue_depth),
+            sequence: 0,
+            rng: SmallRng::seed_from_u64(seed),
+            stats: DeviceStats::default(),
+        }
+    }
+
+    pub fn model(&self) -> &Arc<EmulatorModel> {
+        &self.model
+    }
+
+    fn admit(&mut self, request: IoRequest, doorbell_ns: u64, admit_ns: u64) {
+        let config = &self.model.config;
+        let pipe_end = self
+            .model
+            .reserve_pipe(admit_ns, config.service_ns(request.len_bytes()));
+        let jitter = if config.jitter_ns > 0 {
+            self.rng.gen_range(0..=config.jitter_ns)
+        } else {
+            0
+        };
+        self.sequence += 1;
+        self.in_service.push(Reverse(InService {
+            deadline_ns: pipe_end + config.latency_ns + jitter,
+            sequence: self.sequence,
+            doorbell_ns,
+            offset_bytes: request.offset_bytes,
+            frame: request.frame,
+            frames: request.frames,
+            tag: request.tag,
+            write: request.kind == IoKind::Write,
+        }));
+    }
+
+    fn admit_waiting(&mut self, admit_ns: u64) {
+        while let Some(&(request, doorbell_ns)) = self.waiting.front() {
+            if !self.model.try_admit() {
+                break;
+            }
+            self.waiting.pop_front();
+            self.admit(request, doorbell_ns, admit_ns.max(doorbell_ns));
+        }
+    }
+
+    /// Earliest deadline of a request in service on this handle.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        self.in_service
+            .peek()
+            .map(|Reverse(entry)| entry.deadline_ns)
+    }
+}
+
+impl Device for EmulatedDevice {
+    fn name(&self) -> &'static str {
+        "emulated"
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.model.capacity_bytes()
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.handle_queue_depth
+    }
+
+    fn in_flight(&self) -> usize {
+        self.pushed.len() + self.waiting.len() + self.in_service.len()
+    }
+
+    fn push(&mut self, request: IoRequest) -> Result<(), DeviceError> {
+        validate(&request, self.capacity_bytes(), &self.arena)?;
+        if self.in_flight() >= self.handle_queue_depth {
+            return Err(DeviceError::QueueFull {
+                queue_depth: self.handle_queue_depth,
+            });
+        }
+        self.arena.begin_io(request.frame, request.frames)?;
+        self.pushed.push_back(request);
+        self.stats.pushed += 1;
+        Ok(())
+    }
+
+    fn submit(&mut self) -> Result<usize, DeviceError> {
+        let count = self.pushed.len();
+        if count == 0 {
+            return Ok(0);
+        }
+        let doorbell_ns = now_ns();
+        self.stats.doorbells += 1;
+        self.stats.submitted += count as u64;
+        // Requests already waiting keep their place ahead of the new ones.
+        while let Some(request) = self.pushed.pop_front() {
+            self.waiting.push_back((request, doorbell_ns));
+        }
+        self.admit_waiting(doorbell_ns);
+        Ok(count)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
+        let mut reaped = 0;
+        if self.in_service.is_empty() && self.waiting.is_empty() {
+            return 0;
+        }
+        let now = now_ns();
+        self.admit_waiting(now);
+        while let Some(&Reverse(entry)) = self.in_service.peek() {
+            if entry.deadline_ns > now {
+                break;
+            }
+            self.in_service.pop();
+            let request = IoRequest {
+                kind: if entry.write {
+                    IoKind::Write
+                } else {
+                    IoKind::Read
+                },
+                offset_bytes: entry.offset_bytes,
+                frame: entry.frame,
+                frames: entry.frames,
+                tag: entry.tag,
+            };
+            self.model.transfer(&request, &self.arena);
+            self.arena.end_io(request.frame, request.frames);
+            self.model.release();
+            // The freed slot serves this handle's oldest waiting request from the moment it freed.
+            self.admit_waiting(entry.deadline_ns);
+            let latency_ns = now - entry.doorbell_ns;
+            self.stats.record_completion(latency_ns, true);
+            out.push(Completion {
+                tag: entry.tag,
+                result: Ok(()),
+                latency_ns,
+            });
+            reaped += 1;
+        }
+        reaped
+    }
+
+    fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> Result<usize, DeviceError> {
+        self.submit()?;
+        let give_up_ns = now_ns() + timeout.as_nanos() as u64;
+        // A µs device is waited for by spinning: an OS sleep is coarser than its latency.
+        loop {
+            let reaped = self.poll(out);
+            if reaped > 0 || self.in_flight() == 0 || now_ns() >= give_up_ns {
+                return Ok(reaped);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        // DRAM-backed: completed writes are as durable as this emulated device gets.
+        Ok(())
+    }
+
+    fn stats(&self) -> &DeviceStats {
+        &self.stats
+    }
+
+    fn doorbell_is_cheap(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for EmulatedDevice {
+    fn drop(&mut self) {
+        // Requests still in service hold device-wide slots and arena frames: give them back.
+        for Reverse(entry) in self.in_service.drain() {
+            self.model.release();
+            self.arena.end_io(entry.frame, entry.frames);
+        }
+        for (request, _) in self.waiting.drain(..) {
+            self.arena.end_io(request.frame, request.frames);
+        }
+        for request in self.pushed.drain(..) {
+            self.arena.end_io(request.frame, request.frames);
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Block devices for tamer: the bottom layer every page access goes through.
+//!
+//! A [`Device`] is a per-core handle to a block store addressed in 4 KiB blocks. It works like an
+//! NVMe queue pair that the application manages itself (seed 000's "application-managed queues",
+//! seed 003's "no scheduler hop, each thread issues its own requests, poll for completions"):
+//!
+//! 1. [`Device::push`] writes a request descriptor into the submission queue (no syscall);
+//! 2. [`Device::submit`] rings the doorbell for everything pushed so far (at most one syscall);
+//! 3. [`Device::poll`] reaps completions from the completion queue (no syscall);
+//! 4. [`Device::wait`] blocks an idle core in the kernel until a completion or a timeout.
+//!
+//! Data moves between the device and an [`Arena`]: one preallocated, 4 KiB-aligned region of
+//! frames, registered with io_uring as a fixed buffer, shared by every core's handle. Requests name
+//! frames by index, so a buffer is aligned by construction.
+//!
+//! Implementations:
+//! - [`UringDevice`]: io_uring over a preallocated file opened with `O_DIRECT` (one ring per core);
+//! - [`EmulatedDevice`]: seed 000's microsecond-latency device emulator, DRAM-backed, with latency
+//!   in nanoseconds, seeded jitter, a queue-depth cap and an IOPS/bandwidth cap;
+//! - [`SyncDevice`]: blocking `pread`/`pwrite`, the baseline where the core waits for the device.
+//!
+//! # Example
+//! ```
+//! use std::sync::Arc;
+//! use tamer_device::{Arena, Device, EmulatedDevice, EmulatorConfig, IoRequest};
+//!
+//! let arena = Arc::new(Arena::new(2).unwrap());
+//! let model = EmulatorConfig::with_latency_ns(1_000).capacity_bytes(1 << 20).build().unwrap();
+//! let mut device = EmulatedDevice::new(model, arena.clone());
+//! // SAFETY: nothing else uses frame 0 and it is not in an I/O.
+//! unsafe { arena.frame_mut(0).fill(7) };
+//! device.push(IoRequest::write(8192, 0, 1, 1)).unwrap();
+//! device.submit().unwrap();
+//! let mut done = Vec::new();
+//! while device.poll(&mut done) == 0 {}
+//! assert!(done[0].result.is_ok());
+//! ```
+
+mod arena;
+mod emulated;
+mod error;
+mod file;
+mod open;
+mod stats;
+mod sync;
+mod uring;
+
+pub use arena::Arena;
+pub use emulated::{EmulatedDevice, EmulatorConfig, EmulatorModel};
+pub use error::DeviceError;
+pub use file::{fill_with_data, DeviceFile};
+pub use open::{open_device, uring_available, DeviceSpec};
+pub use stats::DeviceStats;
+pub use sync::SyncDevice;
+pub use uring::{UringConfig, UringDevice};
+
+use std::time::Duration;
+
+/// The unit of every device access: 4 KiB, the page size of the cache above.
+pub const BLOCK_SIZE: usize = 4096;
+
+/// Most frames in one request (16 MiB): larger transfers are split by the caller.
+pub const MAX_REQUEST_FRAMES: u32 = 4096;
+
+/// Direction of one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoKind {
+    /// Device to arena.
+    Read,
+    /// Arena to device.
+    Write,
+}
+
+/// One block request: `frames` consecutive arena frames starting at `frame`, moved to or from
+/// `frames` consecutive blocks starting at byte `offset_bytes` of the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoRequest {
+    pub kind: IoKind,
+    /// Byte offset on the device; must be a multiple of [`BLOCK_SIZE`].
+    pub offset_bytes: u64,
+    /// First arena frame.
+    pub frame: u32,
+    /// Number of frames (and blocks); at least 1.
+    pub frames: u32,
+    /// Returned unchanged in the [`Completion`].
+    pub tag: u64,
+}
+
+impl IoRequest {
+    /// A read of `frames` blocks at `offset_bytes` into arena frames starting at `frame`.
+    pub fn read(offset_bytes: u64, frame: u32, frames: u32, tag: u64) -> Self {
+        Self {
+            kind: IoKind::Read,
+            offset_bytes,
+            frame,
+            frames,
+            tag,
+        }
+    }
+
+    /// A write of `frames` arena frames starting at `frame` to the device at `offset_bytes`.
+    pub fn write(offset_bytes: u64, frame: u32, frames: u32, tag: u64) -> Self {
+        Self {
+            kind: IoKind::Write,
+            offset_bytes,
+            frame,
+            frames,
+            tag,
+        }
+    }
+
+    /// Length of the transfer in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        u64::from(self.frames) * BLOCK_SIZE as u64
+    }
+}
+
+/// The outcome of one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub tag: u64,
+    pub result: Result<(), DeviceError>,
+    /// From the doorbell that made the request visible to the completion being reaped.
+    pub latency_ns: u64,
+}
+
+/// A per-core handle to a block device. Not `Sync`: each core owns its handle (its own ring).
+pub trait Device: Send {
+    /// A short name for reports: `uring`, `emulated`, `sync`.
+    fn name(&self) -> &'static str;
+
+    /// Usable size in bytes, a multiple of [`BLOCK_SIZE`].
+    fn capacity_bytes(&self) -> u64;
+
+    /// Most requests this handle keeps in flight (pushed and not yet reaped); a push beyond it
+    /// fails with [`DeviceError::QueueFull`].
+    fn queue_depth(&self) -> usize;
+
+    /// Requests pushed and not yet reaped.
+    fn in_flight(&self) -> usize;
+
+    /// Queue one request without making it visible to the device. Validates alignment, range and
+    /// frame indices; the frames are marked as in I/O until the completion is reaped.
+    fn push(&mut self, request: IoRequest) -> Result<(), DeviceError>;
+
+    /// Ring the doorbell for every request pushed since the last call: at most one syscall, none
+    /// when nothing is new. Returns how many requests were made visible.
+    fn submit(&mut self) -> Result<usize, DeviceError>;
+
+    /// Append every completion that is ready to `out` without blocking (and, for io_uring,
+    /// without a syscall). Returns how many were appended.
+    fn poll(&mut self, out: &mut Vec<Completion>) -> usize;
+
+    /// Block the calling OS thread until at least one completion is ready or `timeout` passes.
+    /// For an idle core only; returns what [`Device::poll`] would.
+    fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> Result<usize, DeviceError>;
+
+    /// Durability barrier: every write completed before this call is durable when it returns.
+    fn flush(&mut self) -> Result<(), DeviceError>;
+
+    /// Counters and the latency histogram of this handle.
+    fn stats(&self) -> &DeviceStats;
+
+    /// True when [`Device::submit`] costs no syscall, so a scheduler may ring it after every
+    /// request instead of batching per loop iteration.
+    fn doorbell_is_cheap(&self) -> bool;
+}
+
+/// Checks what every implementation checks before accepting a request.
+pub(crate) fn validate(
+    request: &IoRequest,
+    capacity_bytes: u64,
+    arena: &Arena,
+) -> Result<(), DeviceError> {
+    if request.frames == 0 {
+        return Err(DeviceError::EmptyRequest);
+    }
+    if !request.offset_bytes.is_multiple_of(BLOCK_SIZE as u64) {
+        return Err(DeviceError::MisalignedOffset {
+            offset_bytes: request.offset_bytes,
+        });
+    }
+    let end = request.offset_bytes.checked_add(request.len_bytes());
+    if end.is_none_or(|end| end > capacity_bytes) {
+        return Err(DeviceError::OutOfRange {
+            offset_bytes: request.offset_bytes,
+            len_bytes: request.len_bytes(),
+            capacity_bytes,
+        });
+    }
+    let frame_end = u64::from(request.frame) + u64::from(request.frames);
+    let crosses_chunk = arena.buffer_index(request.frame)
+        != arena.buffer_index((frame_end - 1).min(u64::from(u32::MAX)) as u32);
+    if frame_end > u64::from(arena.frame_count())
+        || request.frames > MAX_REQUEST_FRAMES
+        || crosses_chunk
+    {
+        return Err(DeviceError::BadFrame {
+            frame: request.frame,
+            frames: request.frames,
+            arena_frames: arena.frame_count(),
+        });
+    }
+    Ok(())
+}
+
+pub use clock::now_ns;
+
+mod clock {
+    //! The clock of the data path. On x86-64 with an invariant TSC (constant and non-stop, as
+    //! /proc/cpuinfo reports) it reads the TSC (about 8 ns here) scaled by a rate calibrated
+    //! against `Instant` over 20 ms at first use; elsewhere it is `Instant` (about 24 ns here,
+    //! a VM's vDSO clock). Both are monotonic and comparable across cores.
+
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    struct Calibration {
+        origin: Instant,
+        #[cfg(target_arch = "x86_64")]
+        tsc: Option<(u64, f64)>,
+    }
+
+    fn calibration() -> &'static Calibration {
+        static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
+        CALIBRATION.get_or_init(|| {
+            let origin = Instant::now();
+            #[cfg(target_arch = "x86_64")]
+            {
+                let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+                let invariant =
+                    cpuinfo.contains(" constant_tsc") && cpuinfo.contains(" nonstop_tsc");
+                let tsc = invariant.then(|| {
+                    let tsc0 = rdtsc();
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_millis(20) {
+                        std::hint::spin_loop();
+                    }
+                    let tsc1 = rdtsc();
+                    let elapsed_ns = start.elapsed().as_nanos() as f64;
+                    let ns_per_tick = elapsed_ns / (tsc1 - tsc0).max(1) as f64;
+                    // Express the TSC origin as the moment `origin` was taken.
+                    let origin_tsc =
+                        tsc0 - ((start - origin).as_nanos() as f64 / ns_per_tick) as u64;
+                    (origin_tsc, ns_per_tick)
+                });
+                Calibration { origin, tsc }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Calibration { origin }
+        })
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn rdtsc() -> u64 {
+        // SAFETY: RDTSC has no preconditions on x86-64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    /// Nanoseconds since a process-wide origin; monotonic and comparable across cores.
+    #[inline]
+    pub fn now_ns() -> u64 {
+        let calibration = calibration();
+        #[cfg(target_arch = "x86_64")]
+        if let Some((origin_tsc, ns_per_tick)) = calibration.tsc {
+            return (rdtsc().saturating_sub(origin_tsc) as f64 * ns_per_tick) as u64;
+        }
+        calibration.origin.elapsed().as_nanos() as u64
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn tracks_instant_within_a_tenth_of_a_percent() {
+            let (a, start) = (now_ns(), Instant::now());
+            std::thread::sleep(Duration::from_millis(30));
+            let (b, real) = (now_ns(), start.elapsed().as_nanos() as u64);
+            let measured = b - a;
+            let slack = real / 1000 + 20_000;
+            assert!(
+                measured.abs_diff(real) < slack,
+                "clock {measured} ns vs Instant {real} ns"
+            );
+        }
+
+        #[test]
+        fn is_monotonic() {
+            let mut last = now_ns();
+            for _ in 0..100_000 {
+                let now = now_ns();
+                assert!(now >= last);
+                last = now;
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Choosing and opening a device, with the io_uring-to-sync fallback.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::{
+    Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, SyncDevice, UringConfig,
+    UringDevice,
+};
+
+/// Set this environment variable to make tamer behave as if io_uring were unavailable.
+pub const DISABLE_URING_ENV: &str = "TAMER_DISABLE_URING";
+
+/// What to open on each core.
+#[derive(Clone, Debug)]
+pub enum DeviceSpec {
+    /// io_uring on a file; falls back to [`DeviceSpec::Sync`] with a warning when io_uring is
+    /// unavailable.
+    Uring {
+        file: Arc<DeviceFile>,
+        config: UringConfig,
+    },
+    /// The microsecond-latency emulator.
+    Emulated { model: Arc<EmulatorModel> },
+    /// Blocking pread/pwrite on a file.
+    Sync {
+        file: Arc<DeviceFile>,
+        queue_depth: usize,
+    },
+}
+
+/// Whether io_uring can be set up in this process (probed once).
+pub fn uring_available() -> Result<(), DeviceError> {
+    static PROBE: OnceLock<Result<(), DeviceError>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            if std::env::var_os(DISABLE_URING_ENV).is_some() {
+                return Err(DeviceError::UringUnavailable {
+                    reason: format!("disabled by {DISABLE_URING_ENV}"),
+                });
+            }
+            io_uring::IoUring::new(2)
+                .map(|_| ())
+                .map_err(|err| DeviceError::UringUnavailable {
+                    reason: err.to_string(),
+                })
+        })
+        .clone()
+}
+
+/// Opens one per-core handle. `handle_index` distinguishes handles (jitter seeds).
+pub fn open_device(
+    spec: &DeviceSpec,
+    arena: Arc<Arena>,
+    handle_index: usize,
+) -> Result<Box<dyn Device>, DeviceError> {
+    match spec {
+        DeviceSpec::Uring { file, config } => {
+            match UringDevice::open(file.clone(), arena.clone(), *config) {
+                Ok(device) => Ok(Box::new(device)),
+                Err(DeviceError::UringUnavailable { reason }) => {
+                    let message = format!(
+                        "io_uring is unavailable ({reason}); using the synchronous pread/pwrite \
+                         device instead: every I/O now blocks its core"
+                    );
+                    tracing::warn!("{message}");
+                    eprintln!("warning: {message}");
+                    let depth = config.entries as usize;
+                    Ok(Box::new(SyncDevice::new(file.clone(), arena, depth)))
+                }
+                Err(other) => Err(other),
+            }
+        }
+        DeviceSpec::Emulated { model } => {
+            let seed = model.config().seed ^ (handle_index as u64).wrapping_mul(0x9e37_79b9);
+            Ok(Box::new(EmulatedDevice::with_seed(
+                model.clone(),
+                arena,
+                seed,
+            )))
+        }
+        DeviceSpec::Sync { file, queue_depth } => {
+            if *queue_depth == 0 {
+                return Err(DeviceError::Config(
+                    "sync device queue depth must be positive".into(),
+                ));
+            }
+            Ok(Box::new(SyncDevice::new(file.clone(), arena, *queue_depth)))
+        }
+    }
+}

@@ -1,0 +1,572 @@
+//! One core's shared state: the device handle, the ticket table and the scheduling queues.
+//!
+//! The executor loop and the user-level threads it runs share this through `&Core` on one OS
+//! thread (user threads reach it through a thread-local pointer set by the executor). Every
+//! field is a `Cell` or `RefCell`, and no borrow is held across a switch.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+use tamer_device::{now_ns, Arena, Completion, Device, DeviceError, IoRequest};
+
+use crate::config::MAX_OUTSTANDING_PER_THREAD;
+use crate::sched::{PendingHead, View};
+use crate::{Job, RuntimeConfig};
+
+/// Index of a user-level thread on its core.
+pub type WorkerId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Idle,
+    Running,
+    /// Waiting for device accesses (in the pending queue).
+    Parked,
+    /// Yielded or woken by a timer (in the runnable queue).
+    Runnable,
+    Sleeping,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorkerState {
+    pub status: Status,
+    /// Increments on every park, so stale queue entries can be recognised.
+    pub epoch: u32,
+    /// Accesses this thread waits for while parked.
+    pub awaiting: u32,
+    /// Accesses (tickets) this thread holds, done or not.
+    pub outstanding: u32,
+    /// Resumed before its accesses completed: wait for them instead of switching away.
+    pub force_progress: bool,
+    pub job_enqueued_ns: u64,
+    /// When it last parked.
+    pub parked_at_ns: u64,
+}
+
+/// What one core counted.
+#[derive(Clone, Debug)]
+pub struct CoreStats {
+    pub jobs_started: u64,
+    pub jobs_completed: u64,
+    pub jobs_panicked: u64,
+    /// Resumes of a user-level thread (each is a switch in and, later, out).
+    pub switches: u64,
+    pub parks: u64,
+    pub yields: u64,
+    /// Resumes with forced progress (the pending set was full, new work was waiting, and the
+    /// oldest pending job's access was still in flight).
+    pub forced_progress: u64,
+    /// Polls the core spent stalled because the per-core in-flight cap or the device queue was
+    /// full.
+    pub in_flight_stalls: u64,
+    /// Polls the core spent waiting for a thread's own access without switching (demand
+    /// access, forced progress).
+    pub spin_polls: u64,
+    /// Idle waits for the device (nothing runnable).
+    pub device_waits: u64,
+    pub max_pending_seen: usize,
+    /// From a job's arrival in a queue to its end, in nanoseconds.
+    pub job_latency_ns: Histogram<u64>,
+}
+
+impl Default for CoreStats {
+    fn default() -> Self {
+        Self {
+            jobs_started: 0,
+            jobs_completed: 0,
+            jobs_panicked: 0,
+            switches: 0,
+            parks: 0,
+            yields: 0,
+            forced_progress: 0,
+            in_flight_stalls: 0,
+            spin_polls: 0,
+            device_waits: 0,
+            max_pending_seen: 0,
+            job_latency_ns: Histogram::new_with_bounds(1, 100_000_000_000, 3)
+                .expect("static bounds"),
+        }
+    }
+}
+
+impl CoreStats {
+    pub fn merge(&mut self, other: &CoreStats) {
+        self.jobs_started += other.jobs_started;
+        self.jobs_completed += other.jobs_completed;
+        self.jobs_panicked += other.jobs_panicked;
+        self.switches += other.switches;
+        self.parks += other.parks;
+        self.yields += other.yields;
+        self.forced_progress += other.forced_progress;
+        self.in_flight_stalls += other.in_flight_stalls;
+        self.spin_polls += other.spin_polls;
+        self.device_waits += other.device_waits;
+        self.max_pending_seen = self.max_pending_seen.max(other.max_pending_seen);
+        let _ = self.job_latency_ns.add(&other.job_latency_ns);
+    }
+}
+
+/// A device access in flight or completed, owned by the user thread that submitted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    index: u32,
+    generation: u32,
+}
+
+impl Ticket {
+    fn tag(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    fn from_tag(tag: u64) -> Self {
+        Self {
+            index: tag as u32,
+            generation: (tag >> 32) as u32,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum TicketState {
+    Free,
+    InFlight,
+    Done(Result<(), DeviceError>),
+}
+
+#[derive(Debug)]
+struct TicketSlot {
+    generation: u32,
+    owner: WorkerId,
+    state: TicketState,
+    /// Its owner is parked waiting for it: its completion counts towards the owner's
+    /// `awaiting`. A thread may hold accesses it does not wait for yet; their completions must
+    /// not wake it (or underflow its count).
+    awaited: bool,
+}
+
+/// The scheduling queues of one core. Queue entries carry the worker's epoch; an entry whose
+/// epoch is stale is skipped and dropped (lazy deletion), and queues are compacted when they
+/// exceed twice the thread count, so each stays within `2 * threads + 1` entries.
+pub(crate) struct Sched {
+    pub workers: Vec<WorkerState>,
+    pub idle: Vec<WorkerId>,
+    /// New jobs taken from the shared queue or the inbox; bounded by `config.local_queue`.
+    pub local: VecDeque<Job>,
+    /// Parked workers in park order: (worker, epoch, parked_at_ns).
+    pub pending: VecDeque<(WorkerId, u32, u64)>,
+    /// Live entries of `pending`.
+    pub pending_live: usize,
+    /// Parked workers whose accesses all completed, in completion order: (worker, epoch, at).
+    pub ready: VecDeque<(WorkerId, u32, u64)>,
+    /// Yielded and timer-woken workers: (worker, runnable_at_ns).
+    pub runnable: VecDeque<(WorkerId, u64)>,
+    /// Sleeping workers by deadline.
+    pub timers: BinaryHeap<Reverse<(u64, WorkerId)>>,
+    /// Most parked workers at once.
+    pub max_pending_seen: usize,
+}
+
+impl Sched {
+    fn new(threads: usize, local_queue: usize) -> Self {
+        let state = WorkerState {
+            status: Status::Idle,
+            epoch: 0,
+            awaiting: 0,
+            outstanding: 0,
+            force_progress: false,
+            job_enqueued_ns: 0,
+            parked_at_ns: 0,
+        };
+        Self {
+            workers: vec![state; threads],
+            idle: (0..threads as WorkerId).rev().collect(),
+            local: VecDeque::with_capacity(local_queue),
+            pending: VecDeque::with_capacity(2 * threads + 1),
+            pending_live: 0,
+            ready: VecDeque::with_capacity(2 * threads + 1),
+            runnable: VecDeque::with_capacity(threads),
+            timers: BinaryHeap::with_capacity(threads),
+            max_pending_seen: 0,
+        }
+    }
+
+    fn is_live(&self, entry: (WorkerId, u32, u64)) -> bool {
+        let state = &self.workers[entry.0 as usize];
+        state.status == Status::Parked && state.epoch == entry.1
+    }
+
+    fn is_live_ready(&self, entry: (WorkerId, u32, u64)) -> bool {
+        self.is_live(entry) && self.workers[entry.0 as usize].awaiting == 0
+    }
+
+    /// Drops stale entries at the fronts so that the fronts are live.
+    pub fn clean_fronts(&mut self) {
+        while let Some(&front) = self.pending.front() {
+            if self.is_live(front) {
+                break;
+            }
+            self.pending.pop_front();
+        }
+        while let Some(&front) = self.ready.front() {
+            if self.is_live_ready(front) {
+                break;
+            }
+            self.ready.pop_front();
+        }
+    }
+
+    fn compact(&mut self) {
+        let threads = self.workers.len();
+        if self.pending.len() > 2 * threads {
+            let workers = &self.workers;
+            self.pending.retain(|&(w, epoch, _)| {
+                let s = &workers[w as usize];
+                s.status == Status::Parked && s.epoch == epoch
+            });
+        }
+        if self.ready.len() > 2 * threads {
+            let workers = &self.workers;
+            self.ready.retain(|&(w, epoch, _)| {
+                let s = &workers[w as usize];
+                s.status == Status::Parked && s.epoch == epoch && s.awaiting == 0
+            });
+        }
+    }
+
+    pub fn park(&mut self, worker: WorkerId, awaiting: u32, now: u64) {
+        let state = &mut self.workers[worker as usize];
+        debug_assert_eq!(state.status, Status::Running);
+        debug_assert!(awaiting > 0);
+        state.status = Status::Parked;
+        state.epoch = state.epoch.wrapping_add(1);
+        state.awaiting = awaiting;
+        state.parked_at_ns = now;
+        let epoch = state.epoch;
+        self.pending.push_back((worker, epoch, now));
+        self.pending_live += 1;
+        self.max_pending_seen = self.max_pending_seen.max(self.pending_live);
+        self.compact();
+    }
+
+    /// Takes a parked worker off the pending set (it is about to run).
+    pub fn unpark(&mut self, worker: WorkerId) {
+        let state = &mut self.workers[worker as usize];
+        assert_eq!(
+            state.status,
+            Status::Parked,
+            "unpark of a worker that is not parked"
+        );
+        state.status = Status::Running;
+        self.pending_live -= 1;
+    }
+
+    /// One awaited access of `worker` completed.
+    pub fn access_completed(&mut self, worker: WorkerId, now: u64) {
+        let state = &mut self.workers[worker as usize];
+        if state.status != Status::Parked {
+            return; // Running (spinning for it) or not waiting on it yet.
+        }
+        assert!(
+            state.awaiting > 0,
+            "completion for a parked worker awaiting nothing"
+        );
+        state.awaiting -= 1;
+        if state.awaiting == 0 {
+            let epoch = state.epoch;
+            self.ready.push_back((worker, epoch, now));
+            self.compact();
+        }
+    }
+
+    pub fn view(&mut self, now_ns: u64, avg_latency_ns: u64, max_pending: usize) -> View {
+        self.clean_fronts();
+        let head = self
+            .pending
+            .front()
+            .map(|&(w, _, parked_at_ns)| PendingHead {
+                parked_at_ns,
+                ready: self.workers[w as usize].awaiting == 0,
+            });
+        View {
+            now_ns,
+            avg_device_latency_ns: avg_latency_ns,
+            pending: self.pending_live,
+            max_pending,
+            head,
+            first_ready_at_ns: self.ready.front().map(|&(_, _, at)| at),
+            first_ready_parked_at_ns: self
+                .ready
+                .front()
+                .map(|&(w, _, _)| self.workers[w as usize].parked_at_ns),
+            runnable_at_ns: self.runnable.front().map(|&(_, at)| at),
+            new_job_at_ns: if self.idle.is_empty() {
+                None
+            } else {
+                self.local.front().map(|job| job.enqueued_ns)
+            },
+        }
+    }
+}
+
+/// The state one core's executor shares with the user-level threads it runs.
+pub struct Core {
+    pub(crate) id: usize,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) device: RefCell<Box<dyn Device>>,
+    tickets: RefCell<Vec<TicketSlot>>,
+    free_tickets: RefCell<Vec<u32>>,
+    pub(crate) sched: RefCell<Sched>,
+    pub(crate) current: Cell<Option<WorkerId>>,
+    avg_latency_ns: Cell<u64>,
+    completions: RefCell<Vec<Completion>>,
+    pub(crate) stats: RefCell<CoreStats>,
+    doorbell_is_cheap: bool,
+}
+
+impl Core {
+    pub(crate) fn new(
+        id: usize,
+        config: RuntimeConfig,
+        device: Box<dyn Device>,
+        arena: Arc<Arena>,
+    ) -> Self {
+        let threads = config.threads_per_core;
+        let ticket_count = threads * MAX_OUTSTANDING_PER_THREAD;
+        let tickets = (0..ticket_count)
+            .map(|_| TicketSlot {
+                generation: 0,
+                owner: 0,
+                state: TicketState::Free,
+                awaited: false,
+            })
+            .collect();
+        let doorbell_is_cheap = device.doorbell_is_cheap();
+        let queue_depth = device.queue_depth();
+        Self {
+            id,
+            avg_latency_ns: Cell::new(config.initial_latency_ns),
+            sched: RefCell::new(Sched::new(threads, config.local_queue)),
+            config,
+            arena,
+            device: RefCell::new(device),
+            tickets: RefCell::new(tickets),
+            free_tickets: RefCell::new((0..ticket_count as u32).rev().collect()),
+            current: Cell::new(None),
+            completions: RefCell::new(Vec::with_capacity(queue_depth)),
+            stats: RefCell::new(CoreStats::default()),
+            doorbell_is_cheap,
+        }
+    }
+
+    pub(crate) fn avg_latency_ns(&self) -> u64 {
+        self.avg_latency_ns.get()
+    }
+
+    /// Pushes one access for the running worker. Stalls the core (spins reaping completions)
+    /// while the per-core in-flight cap or the device queue is full.
+    pub(crate) fn submit(
+        &self,
+        worker: WorkerId,
+        mut request: IoRequest,
+    ) -> Result<Ticket, DeviceError> {
+        {
+            let sched = self.sched.borrow();
+            let outstanding = sched.workers[worker as usize].outstanding as usize;
+            assert!(
+                outstanding < MAX_OUTSTANDING_PER_THREAD,
+                "a user thread may hold at most {MAX_OUTSTANDING_PER_THREAD} accesses; wait for some first"
+            );
+        }
+        if let Some(cap) = self.config.max_in_flight {
+            while self.device.borrow().in_flight() >= cap {
+                self.stall_once();
+            }
+        }
+        let index = self
+            .free_tickets
+            .borrow_mut()
+            .pop()
+            .expect("ticket table sized for every thread");
+        let ticket = {
+            let mut tickets = self.tickets.borrow_mut();
+            let slot = &mut tickets[index as usize];
+            debug_assert!(matches!(slot.state, TicketState::Free));
+            slot.generation = slot.generation.wrapping_add(1);
+            slot.owner = worker;
+            slot.state = TicketState::InFlight;
+            slot.awaited = false;
+            Ticket {
+                index,
+                generation: slot.generation,
+            }
+        };
+        request.tag = ticket.tag();
+        loop {
+            let pushed = self.device.borrow_mut().push(request);
+            match pushed {
+                Ok(()) => break,
+                Err(DeviceError::QueueFull { .. }) => self.stall_once(),
+                Err(err) => {
+                    self.release_ticket(ticket);
+                    return Err(err);
+                }
+            }
+        }
+        self.sched.borrow_mut().workers[worker as usize].outstanding += 1;
+        if self.doorbell_is_cheap {
+            self.ring_doorbell();
+        }
+        Ok(ticket)
+    }
+
+    fn release_ticket(&self, ticket: Ticket) {
+        let mut tickets = self.tickets.borrow_mut();
+        let slot = &mut tickets[ticket.index as usize];
+        assert_eq!(slot.generation, ticket.generation, "stale ticket");
+        slot.state = TicketState::Free;
+        self.free_tickets.borrow_mut().push(ticket.index);
+    }
+
+    /// True when the access behind `ticket` completed.
+    pub(crate) fn is_done(&self, ticket: Ticket) -> bool {
+        let tickets = self.tickets.borrow();
+        let slot = &tickets[ticket.index as usize];
+        assert_eq!(
+            slot.generation, ticket.generation,
+            "ticket used after it was claimed"
+        );
+        matches!(slot.state, TicketState::Done(_))
+    }
+
+    /// Marks the accesses in `tickets` that are still in flight as awaited by their owner, which
+    /// is about to park on them; returns how many (the owner's `awaiting`).
+    pub(crate) fn await_in_flight(&self, tickets: &[Ticket]) -> u32 {
+        let mut slots = self.tickets.borrow_mut();
+        let mut count = 0;
+        for ticket in tickets {
+            let slot = &mut slots[ticket.index as usize];
+            assert_eq!(
+                slot.generation, ticket.generation,
+                "ticket used after it was claimed"
+            );
+            if matches!(slot.state, TicketState::InFlight) && !slot.awaited {
+                slot.awaited = true;
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Takes the result of a completed access and frees its ticket.
+    pub(crate) fn claim(&self, worker: WorkerId, ticket: Ticket) -> Result<(), DeviceError> {
+        let result = {
+            let mut tickets = self.tickets.borrow_mut();
+            let slot = &mut tickets[ticket.index as usize];
+            assert_eq!(slot.generation, ticket.generation, "ticket claimed twice");
+            assert_eq!(
+                slot.owner, worker,
+                "ticket claimed by a thread that does not own it"
+            );
+            match std::mem::replace(&mut slot.state, TicketState::Free) {
+                TicketState::Done(result) => result,
+                other => panic!("claim of an access that is not done: {other:?}"),
+            }
+        };
+        self.free_tickets.borrow_mut().push(ticket.index);
+        let mut sched = self.sched.borrow_mut();
+        let state = &mut sched.workers[worker as usize];
+        state.outstanding -= 1;
+        result
+    }
+
+    /// Rings the doorbell for everything pushed (at most one syscall).
+    pub(crate) fn ring_doorbell(&self) {
+        if let Err(err) = self.device.borrow_mut().submit() {
+            // The requests stay queued and the next doorbell retries them.
+            tracing::warn!(core = self.id, "doorbell failed: {err}");
+        }
+    }
+
+    /// Reaps completions without a syscall and wakes the threads waiting for them.
+    pub(crate) fn reap(&self) -> usize {
+        let mut completions = self.completions.borrow_mut();
+        completions.clear();
+        let count = self.device.borrow_mut().poll(&mut completions);
+        if count > 0 {
+            self.dispatch(&mut completions);
+        }
+        count
+    }
+
+    fn dispatch(&self, completions: &mut Vec<Completion>) {
+        let now = now_ns();
+        let mut tickets = self.tickets.borrow_mut();
+        let mut sched = self.sched.borrow_mut();
+        let mut avg = self.avg_latency_ns.get();
+        for completion in completions.drain(..) {
+            let ticket = Ticket::from_tag(completion.tag);
+            let slot = &mut tickets[ticket.index as usize];
+            assert_eq!(
+                slot.generation, ticket.generation,
+                "completion for a stale ticket"
+            );
+            assert!(
+                matches!(slot.state, TicketState::InFlight),
+                "second completion of one access"
+            );
+            slot.state = TicketState::Done(completion.result);
+            // Exponentially weighted moving average, weight 1/8.
+            avg = avg - avg / 8 + completion.latency_ns / 8;
+            if std::mem::take(&mut slot.awaited) {
+                sched.access_completed(slot.owner, now);
+            }
+        }
+        self.avg_latency_ns.set(avg.max(1));
+    }
+
+    /// The core waits for the running thread's own access: ring the doorbell and reap once.
+    pub(crate) fn spin_once(&self) {
+        self.stats.borrow_mut().spin_polls += 1;
+        self.ring_doorbell();
+        if self.reap() == 0 {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The core stalls on a full queue: ring the doorbell and reap once (no switch).
+    pub(crate) fn stall_once(&self) {
+        self.stats.borrow_mut().in_flight_stalls += 1;
+        self.ring_doorbell();
+        if self.reap() == 0 {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Blocks (or spins, in poll mode) until a completion or `timeout_ns` passes.
+    pub(crate) fn wait_device(&self, timeout_ns: u64) {
+        self.stats.borrow_mut().device_waits += 1;
+        let mut completions = self.completions.borrow_mut();
+        completions.clear();
+        let result = match self.config.idle {
+            crate::IdleMode::Block => self.device.borrow_mut().wait(
+                std::time::Duration::from_nanos(timeout_ns),
+                &mut completions,
+            ),
+            crate::IdleMode::Poll => {
+                let mut device = self.device.borrow_mut();
+                let _ = device.submit();
+                Ok(device.poll(&mut completions))
+            }
+        };
+        if let Err(err) = result {
+            tracing::warn!(core = self.id, "device wait failed: {err}");
+        }
+        if !completions.is_empty() {
+            self.dispatch(&mut completions);
+        }
+    }
+}

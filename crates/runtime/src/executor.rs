@@ -1,0 +1,435 @@
+//! The per-core executor: a pool of user-level threads (stackful coroutines) and the scheduling
+//! loop that runs them, rings the device doorbell once per iteration and reaps completions.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use crossbeam_queue::ArrayQueue;
+use tamer_device::{now_ns, Arena, Device};
+
+use crate::core::{Core, CoreStats, Status, WorkerId};
+use crate::sched::{decide, Decision};
+use crate::{Job, RuntimeConfig};
+
+/// Why a user-level thread gave the core back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    /// Its job finished; the thread is free for another.
+    Done,
+    /// It parked itself on device accesses (already in the pending queue).
+    Park,
+    /// It yielded (already in the runnable queue).
+    Yield,
+    /// It sleeps (already in the timer heap).
+    Sleep,
+}
+
+pub(crate) type WorkerYielder = Yielder<Option<Job>, Suspend>;
+type Worker = Coroutine<Option<Job>, Suspend, (), DefaultStack>;
+
+thread_local! {
+    /// The core whose executor runs on this OS thread (null outside `Executor::run*`).
+    static CORE: Cell<*const Core> = const { Cell::new(std::ptr::null()) };
+    /// The yielder of the user-level thread running now (null on the executor's own stack).
+    static YIELDER: Cell<*const WorkerYielder> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` with the current core, or returns `None` outside a user-level thread.
+pub(crate) fn with_core<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
+    let ptr = CORE.with(Cell::get);
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: the pointer is set by `Executor::run_loop` from an `Rc<Core>` the executor keeps
+    // alive for as long as the pointer is set, and `Core` is only ever used through `&Core`.
+    Some(f(unsafe { &*ptr }))
+}
+
+/// Switches from the running user-level thread back to its executor.
+pub(crate) fn suspend(reason: Suspend) {
+    let yielder = YIELDER.with(Cell::get);
+    assert!(
+        !yielder.is_null(),
+        "suspend called outside a user-level thread"
+    );
+    // SAFETY: the yielder belongs to the coroutine running on this stack; it lives as long as
+    // the coroutine, which is running (we are on its stack).
+    let next = unsafe { &*yielder }.suspend(reason);
+    // Other threads ran in between and replaced the pointer: restore ours.
+    YIELDER.with(|y| y.set(yielder));
+    debug_assert!(
+        next.is_none(),
+        "a suspended thread was resumed with a new job"
+    );
+}
+
+/// Puts back the core pointer a run loop replaced, when the loop ends or unwinds.
+struct RestoreCore(*const Core);
+
+impl Drop for RestoreCore {
+    fn drop(&mut self) {
+        CORE.with(|c| c.set(self.0));
+    }
+}
+
+/// What a run loop stops on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Until {
+    /// No work left on this core and nothing in the shared queues.
+    Idle,
+    /// The shutdown flag is set and no work is left.
+    Shutdown,
+}
+
+/// One core's scheduler and its user-level threads.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tamer_device::{Arena, EmulatedDevice, EmulatorConfig, IoRequest};
+/// use tamer_runtime::{io, Executor, RuntimeConfig};
+///
+/// let arena = Arc::new(Arena::new(4).unwrap());
+/// let model = EmulatorConfig::with_latency_ns(2_000).build().unwrap();
+/// let device = Box::new(EmulatedDevice::new(model, arena.clone()));
+/// let mut executor = Executor::new(0, RuntimeConfig::with_threads(4), device, arena).unwrap();
+/// for frame in 0..4u32 {
+///     executor.spawn(move || {
+///         io::read(u64::from(frame) * 4096, frame, 1).unwrap();
+///     }).unwrap();
+/// }
+/// executor.run_until_idle();
+/// assert_eq!(executor.stats().jobs_completed, 4);
+/// ```
+pub struct Executor {
+    core: Rc<Core>,
+    workers: Vec<Worker>,
+    global: Option<Arc<ArrayQueue<Job>>>,
+    inbox: Option<Arc<ArrayQueue<Job>>>,
+}
+
+impl Executor {
+    /// An executor for core `id` with `config.threads_per_core` user-level threads (stacks are
+    /// allocated here, not later).
+    pub fn new(
+        id: usize,
+        config: RuntimeConfig,
+        device: Box<dyn Device>,
+        arena: Arc<Arena>,
+    ) -> Result<Self, String> {
+        config.validate()?;
+        let threads = config.threads_per_core;
+        let stack_bytes = config.stack_bytes;
+        let core = Rc::new(Core::new(id, config, device, arena));
+        let mut workers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let stack = DefaultStack::new(stack_bytes)
+                .map_err(|err| format!("allocating a {stack_bytes}-byte stack: {err}"))?;
+            workers.push(Coroutine::with_stack(stack, worker_body));
+        }
+        Ok(Self {
+            core,
+            workers,
+            global: None,
+            inbox: None,
+        })
+    }
+
+    /// Feeds this executor from the shared job queue and its own inbox.
+    pub(crate) fn attach(&mut self, global: Arc<ArrayQueue<Job>>, inbox: Arc<ArrayQueue<Job>>) {
+        self.global = Some(global);
+        self.inbox = Some(inbox);
+    }
+
+    /// Queues a job on this core's local queue. Fails (returning the job) when the queue holds
+    /// `config.local_queue` jobs.
+    pub fn spawn(&mut self, f: impl FnOnce() + Send + 'static) -> Result<(), Job> {
+        self.spawn_job(Job::new(f))
+    }
+
+    /// As [`Executor::spawn`], for a job already built.
+    pub fn spawn_job(&mut self, job: Job) -> Result<(), Job> {
+        let mut sched = self.core.sched.borrow_mut();
+        if sched.local.len() >= self.core.config.local_queue {
+            return Err(job);
+        }
+        sched.local.push_back(job);
+        Ok(())
+    }
+
+    /// Runs until no job is queued, running, parked or sleeping on this core, and the shared
+    /// queues (if attached) are empty.
+    pub fn run_until_idle(&mut self) {
+        self.run_loop(Until::Idle, None);
+    }
+
+    /// Runs jobs from `jobs` (and this core's queues) until `stop` is set and no work is left.
+    pub(crate) fn run_until_shutdown(&mut self, stop: &AtomicBool) {
+        self.run_loop(Until::Shutdown, Some(stop));
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> CoreStats {
+        let mut stats = self.core.stats.borrow().clone();
+        stats.max_pending_seen = self.core.sched.borrow().max_pending_seen;
+        stats
+    }
+
+    /// Device counters so far.
+    pub fn device_stats(&self) -> tamer_device::DeviceStats {
+        self.core.device.borrow().stats().clone()
+    }
+
+    /// The device's short name (`uring`, `emulated`, `sync`).
+    pub fn device_name(&self) -> &'static str {
+        self.core.device.borrow().name()
+    }
+
+    /// The running average device latency that aging compares against.
+    pub fn avg_device_latency_ns(&self) -> u64 {
+        self.core.avg_latency_ns()
+    }
+
+    fn refill(&self) {
+        let mut sched = self.core.sched.borrow_mut();
+        let cap = self.core.config.local_queue;
+        for queue in [&self.inbox, &self.global].into_iter().flatten() {
+            while sched.local.len() < cap {
+                match queue.pop() {
+                    Some(job) => sched.local.push_back(job),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        let sched = self.core.sched.borrow();
+        let busy = sched.idle.len() < sched.workers.len();
+        busy || !sched.local.is_empty()
+    }
+
+    fn shared_queues_empty(&self) -> bool {
+        [&self.inbox, &self.global]
+            .into_iter()
+            .flatten()
+            .all(|q| q.is_empty())
+    }
+
+    fn run_loop(&mut self, until: Until, stop: Option<&AtomicBool>) {
+        // Restored on every exit, unwinding included: a pointer left behind would dangle once
+        // the executor is dropped.
+        let _restore = RestoreCore(CORE.with(|c| c.replace(Rc::as_ptr(&self.core))));
+        loop {
+            self.refill();
+            self.expire_timers();
+            let ran = self.run_batch();
+            self.core.ring_doorbell();
+            self.core.reap();
+            if ran > 0 {
+                continue;
+            }
+            if self.has_work() {
+                // Nothing runnable: wait for the device (or the next timer).
+                let timeout_ns = self.next_timer_in_ns().unwrap_or(1_000_000).min(1_000_000);
+                self.core.wait_device(timeout_ns.max(1));
+                continue;
+            }
+            if !self.shared_queues_empty() {
+                continue;
+            }
+            match until {
+                Until::Idle => break,
+                Until::Shutdown => {
+                    if stop.is_some_and(|s| s.load(Ordering::Acquire)) {
+                        break;
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_micros(100));
+                }
+            }
+        }
+    }
+
+    fn next_timer_in_ns(&self) -> Option<u64> {
+        let sched = self.core.sched.borrow();
+        let now = now_ns();
+        sched
+            .timers
+            .peek()
+            .map(|std::cmp::Reverse((deadline, _))| deadline.saturating_sub(now))
+    }
+
+    fn expire_timers(&self) {
+        let mut sched = self.core.sched.borrow_mut();
+        if sched.timers.is_empty() {
+            return;
+        }
+        let now = now_ns();
+        while let Some(&std::cmp::Reverse((deadline, worker))) = sched.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            sched.timers.pop();
+            debug_assert_eq!(sched.workers[worker as usize].status, Status::Sleeping);
+            sched.workers[worker as usize].status = Status::Runnable;
+            sched.runnable.push_back((worker, deadline));
+        }
+    }
+
+    /// Runs up to `runs_per_iteration` decisions between two doorbells (the doorbell of a
+    /// cheap device is also rung at every submit). Returns how many ran.
+    fn run_batch(&mut self) -> usize {
+        let limit = self.core.config.runs_per_iteration;
+        let mut ran = 0;
+        while ran < limit {
+            let now = now_ns();
+            let decision = {
+                let mut sched = self.core.sched.borrow_mut();
+                let view = sched.view(
+                    now,
+                    self.core.avg_latency_ns(),
+                    self.core.config.max_pending,
+                );
+                decide(self.core.config.policy, &view)
+            };
+            match decision {
+                Decision::StartNew => self.start_new(),
+                Decision::ResumeHead { forced } => self.resume_head(forced),
+                Decision::ResumeReady => self.resume_ready(),
+                Decision::ResumeRunnable => self.resume_runnable(),
+                Decision::WaitDevice | Decision::Idle => break,
+            }
+            ran += 1;
+            // Fresh completions make better decisions; reaping costs no syscall.
+            self.core.reap();
+        }
+        ran
+    }
+
+    fn start_new(&mut self) {
+        let (worker, job) = {
+            let mut sched = self.core.sched.borrow_mut();
+            let worker = sched.idle.pop().expect("StartNew with no idle thread");
+            let job = sched.local.pop_front().expect("StartNew with no job");
+            let state = &mut sched.workers[worker as usize];
+            state.status = Status::Running;
+            state.job_enqueued_ns = job.enqueued_ns;
+            (worker, job)
+        };
+        self.core.stats.borrow_mut().jobs_started += 1;
+        self.switch_to(worker, Some(job));
+    }
+
+    fn resume_head(&mut self, forced: bool) {
+        let worker = {
+            let mut sched = self.core.sched.borrow_mut();
+            let (worker, _, _) = sched
+                .pending
+                .pop_front()
+                .expect("ResumeHead with no pending job");
+            sched.unpark(worker);
+            sched.workers[worker as usize].force_progress = forced;
+            worker
+        };
+        if forced {
+            self.core.stats.borrow_mut().forced_progress += 1;
+        }
+        self.switch_to(worker, None);
+    }
+
+    fn resume_ready(&mut self) {
+        let worker = {
+            let mut sched = self.core.sched.borrow_mut();
+            let (worker, _, _) = sched
+                .ready
+                .pop_front()
+                .expect("ResumeReady with no ready job");
+            sched.unpark(worker);
+            worker
+        };
+        self.switch_to(worker, None);
+    }
+
+    fn resume_runnable(&mut self) {
+        let worker = {
+            let mut sched = self.core.sched.borrow_mut();
+            let (worker, _) = sched
+                .runnable
+                .pop_front()
+                .expect("ResumeRunnable with none");
+            let state = &mut sched.workers[worker as usize];
+            debug_assert_eq!(state.status, Status::Runnable);
+            state.status = Status::Running;
+            worker
+        };
+        self.switch_to(worker, None);
+    }
+
+    fn switch_to(&mut self, worker: WorkerId, job: Option<Job>) {
+        self.core.stats.borrow_mut().switches += 1;
+        self.core.current.set(Some(worker));
+        let result = self.workers[worker as usize].resume(job);
+        self.core.current.set(None);
+        match result {
+            CoroutineResult::Yield(Suspend::Done) => {
+                let enqueued_ns = {
+                    let mut sched = self.core.sched.borrow_mut();
+                    let state = &mut sched.workers[worker as usize];
+                    assert_eq!(
+                        state.outstanding, 0,
+                        "a job ended with device accesses outstanding"
+                    );
+                    state.status = Status::Idle;
+                    state.force_progress = false;
+                    let enqueued_ns = state.job_enqueued_ns;
+                    sched.idle.push(worker);
+                    enqueued_ns
+                };
+                let mut stats = self.core.stats.borrow_mut();
+                stats.jobs_completed += 1;
+                stats
+                    .job_latency_ns
+                    .saturating_record(now_ns().saturating_sub(enqueued_ns).max(1));
+            }
+            CoroutineResult::Yield(Suspend::Park) => self.core.stats.borrow_mut().parks += 1,
+            CoroutineResult::Yield(Suspend::Yield) => self.core.stats.borrow_mut().yields += 1,
+            CoroutineResult::Yield(Suspend::Sleep) => {}
+            CoroutineResult::Return(()) => unreachable!("user-level threads never return"),
+        }
+    }
+}
+
+/// The body of every user-level thread: run a job, report `Done`, wait for the next one.
+fn worker_body(yielder: &WorkerYielder, first: Option<Job>) {
+    let mut next = first;
+    loop {
+        if let Some(job) = next.take() {
+            YIELDER.with(|y| y.set(yielder as *const _));
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(job.run)) {
+                // The panic message went to stderr; the thread stays usable. A job that panics
+                // while holding accesses leaks them, which the Done handler asserts against.
+                let outstanding = with_core(|core| {
+                    let worker = core.current.get()?;
+                    core.stats.borrow_mut().jobs_panicked += 1;
+                    Some(core.sched.borrow().workers[worker as usize].outstanding)
+                })
+                .flatten();
+                let Some(outstanding) = outstanding else {
+                    // No run loop is running this thread: this is not the job's panic but
+                    // corosensei unwinding a suspended thread because its executor is being
+                    // dropped. Let the unwind reach the coroutine's root.
+                    std::panic::resume_unwind(payload);
+                };
+                assert_eq!(
+                    outstanding, 0,
+                    "a job panicked with device accesses in flight"
+                );
+            }
+        }
+        next = yielder.suspend(Suspend::Done);
+    }
+}

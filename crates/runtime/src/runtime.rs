@@ -1,0 +1,227 @@
+//! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
+//! balancing, seed 004) and small per-core inboxes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_queue::ArrayQueue;
+use tamer_device::{open_device, Arena, DeviceSpec, DeviceStats};
+
+use crate::{CoreStats, Executor, Job, RuntimeConfig};
+
+/// Why a job was not accepted.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The queue is at its bound; the job is handed back (reject it upstream: a NACK).
+    Full(Job),
+    /// No such core.
+    NoSuchCore(usize),
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::Full(_) => write!(f, "job queue full: shed load or retry later"),
+            SpawnError::NoSuchCore(core) => write!(f, "no core {core}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+/// What one core reports when the runtime shuts down.
+#[derive(Clone, Debug)]
+pub struct CoreReport {
+    pub core: usize,
+    pub stats: CoreStats,
+    pub device: DeviceStats,
+    pub device_name: &'static str,
+}
+
+struct Shared {
+    global: Arc<ArrayQueue<Job>>,
+    inboxes: Vec<Arc<ArrayQueue<Job>>>,
+    stop: AtomicBool,
+    threads: Mutex<Vec<std::thread::Thread>>,
+}
+
+/// A running set of executors.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use tamer_device::{Arena, DeviceSpec, EmulatorConfig};
+/// use tamer_runtime::{Runtime, RuntimeConfig};
+///
+/// let arena = Arc::new(Arena::new(1).unwrap());
+/// let model = EmulatorConfig::with_latency_ns(1_000).build().unwrap();
+/// let config = RuntimeConfig { cores: 2, pin: false, ..RuntimeConfig::with_threads(8) };
+/// let runtime = Runtime::start(config, DeviceSpec::Emulated { model }, arena).unwrap();
+/// let counter = Arc::new(AtomicU64::new(0));
+/// for _ in 0..100 {
+///     let counter = counter.clone();
+///     runtime.spawn(move || { counter.fetch_add(1, Ordering::Relaxed); }).unwrap();
+/// }
+/// let reports = runtime.shutdown();
+/// assert_eq!(counter.load(Ordering::Relaxed), 100);
+/// assert_eq!(reports.iter().map(|r| r.stats.jobs_completed).sum::<u64>(), 100);
+/// ```
+pub struct Runtime {
+    shared: Arc<Shared>,
+    handles: Vec<JoinHandle<Result<CoreReport, String>>>,
+}
+
+impl Runtime {
+    /// Starts `config.cores` executors, each with its own handle on the device in `spec`.
+    pub fn start(
+        config: RuntimeConfig,
+        spec: DeviceSpec,
+        arena: Arc<Arena>,
+    ) -> Result<Self, String> {
+        config.validate()?;
+        let shared = Arc::new(Shared {
+            global: Arc::new(ArrayQueue::new(config.global_queue)),
+            inboxes: (0..config.cores)
+                .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
+                .collect(),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        });
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let mut handles = Vec::with_capacity(config.cores);
+        for core in 0..config.cores {
+            let core_shared = shared.clone();
+            let config = config.clone();
+            let spec = spec.clone();
+            let arena = arena.clone();
+            let ready = ready_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("tamer-core-{core}"))
+                .spawn(move || -> Result<CoreReport, String> {
+                    if config.pin {
+                        pin_to_cpu(core % cpus);
+                    }
+                    let setup = open_device(&spec, arena.clone(), core)
+                        .map_err(|err| err.to_string())
+                        .and_then(|device| Executor::new(core, config, device, arena));
+                    let mut executor = match setup {
+                        Ok(executor) => {
+                            let _ = ready.send(Ok(()));
+                            executor
+                        }
+                        Err(err) => {
+                            let _ = ready.send(Err(err.clone()));
+                            return Err(err);
+                        }
+                    };
+                    executor.attach(
+                        core_shared.global.clone(),
+                        core_shared.inboxes[core].clone(),
+                    );
+                    executor.run_until_shutdown(&core_shared.stop);
+                    Ok(CoreReport {
+                        core,
+                        stats: executor.stats(),
+                        device_name: executor.device_name(),
+                        device: executor.device_stats(),
+                    })
+                })
+                .map_err(|err| format!("spawning core {core}: {err}"))?;
+            shared
+                .threads
+                .lock()
+                .expect("not poisoned")
+                .push(handle.thread().clone());
+            handles.push(handle);
+        }
+        drop(ready_tx);
+        let runtime = Self { shared, handles };
+        for _ in 0..config.cores {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    runtime.shutdown();
+                    return Err(err);
+                }
+                Err(_) => {
+                    runtime.shutdown();
+                    return Err("a core exited during start-up".into());
+                }
+            }
+        }
+        Ok(runtime)
+    }
+
+    /// Queues `f` on the shared queue; any core may run it.
+    pub fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Result<(), SpawnError> {
+        self.spawn_job(Job::new(f))
+    }
+
+    /// As [`Runtime::spawn`] for a built job.
+    pub fn spawn_job(&self, job: Job) -> Result<(), SpawnError> {
+        self.shared.global.push(job).map_err(SpawnError::Full)?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Queues `f` on `core`'s inbox.
+    pub fn spawn_on(
+        &self,
+        core: usize,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Result<(), SpawnError> {
+        let inbox = self
+            .shared
+            .inboxes
+            .get(core)
+            .ok_or(SpawnError::NoSuchCore(core))?;
+        inbox.push(Job::new(f)).map_err(SpawnError::Full)?;
+        if let Some(thread) = self.shared.threads.lock().expect("not poisoned").get(core) {
+            thread.unpark();
+        }
+        Ok(())
+    }
+
+    /// Jobs waiting in the shared queue.
+    pub fn queued(&self) -> usize {
+        self.shared.global.len()
+    }
+
+    fn wake(&self) {
+        for thread in self.shared.threads.lock().expect("not poisoned").iter() {
+            thread.unpark();
+        }
+    }
+
+    /// Lets every queued and running job finish, stops the executors and returns their reports.
+    pub fn shutdown(self) -> Vec<CoreReport> {
+        self.shared.stop.store(true, Ordering::Release);
+        self.wake();
+        let mut reports = Vec::new();
+        for handle in self.handles {
+            match handle.join() {
+                Ok(Ok(report)) => reports.push(report),
+                Ok(Err(err)) => tracing::warn!("core failed: {err}"),
+                Err(_) => tracing::warn!("a core panicked"),
+            }
+        }
+        reports
+    }
+}
+
+/// Pins the calling OS thread to `cpu`; a failure is logged, not fatal.
+pub fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(
+                "could not pin to cpu {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The scheduling decision, as a pure function of a snapshot of one core's queues, so that its
+//! policy order is unit-tested without threads or clocks.
+//!
+//! Seed 002 (AstriFlash, section IV-D): new jobs have priority over pending jobs (jobs parked on
+//! a device access) so that device latency overlaps useful work; aging stops starvation: when a
+//! pending job has waited longer than the running average device latency, it runs first; the
+//! pending set is bounded, and when it is full the core waits for the oldest pending job instead
+//! of starting new work. A job resumed before its access completed is resumed with *forced
+//! progress*: it is not switched out again, the core waits for its access instead.
+//!
+//! One deliberate difference: AstriFlash's hardware cannot tell whether a pending job's page has
+//! arrived, so its aging may resume a job whose data is not back (and then block the core). Our
+//! completion queue tells us, so aging applies to the first job whose accesses *completed*, and
+//! forced progress happens only when the pending set is full and new work is waiting.
+
+/// Which order the scheduler serves runnable work in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Seed 002: new jobs first, pending jobs after, aging by the average device latency.
+    PriorityAging,
+    /// Everything in the order it became runnable (new jobs by arrival, parked jobs by the time
+    /// their access completed): the comparison point.
+    Fifo,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "priority" | "priority-aging" => Ok(Policy::PriorityAging),
+            "fifo" => Ok(Policy::Fifo),
+            other => Err(format!("unknown policy {other:?}: use priority or fifo")),
+        }
+    }
+}
+
+/// The oldest pending job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingHead {
+    pub parked_at_ns: u64,
+    /// All of its accesses have completed.
+    pub ready: bool,
+}
+
+/// A snapshot of one core's scheduling state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub now_ns: u64,
+    /// Running average of device latency (doorbell to completion).
+    pub avg_device_latency_ns: u64,
+    /// Jobs parked on device accesses (ready or not).
+    pub pending: usize,
+    pub max_pending: usize,
+    pub head: Option<PendingHead>,
+    /// When the earliest-completed ready pending job became ready.
+    pub first_ready_at_ns: Option<u64>,
+    /// When that job parked.
+    pub first_ready_parked_at_ns: Option<u64>,
+    /// When the first yielded or timer-woken job became runnable.
+    pub runnable_at_ns: Option<u64>,
+    /// Arrival time of the next new job, if one is queued *and* a user thread is free to run it.
+    pub new_job_at_ns: Option<u64>,
+}
+
+/// What the core does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Resume the oldest pending job; `forced` when its accesses are not complete, so the core
+    /// waits for them rather than switching away again (forward progress).
+    ResumeHead { forced: bool },
+    /// Resume the pending job whose accesses completed first.
+    ResumeReady,
+    /// Resume the first yielded or timer-woken job.
+    ResumeRunnable,
+    /// Start the next new job on a free user thread.
+    StartNew,
+    /// Nothing can run until a device access completes.
+    WaitDevice,
+    /// Nothing to do at all.
+    Idle,
+}
+
+/// Picks the next thing to run under `policy`.
+pub fn decide(policy: Policy, view: &View) -> Decision {
+    debug_assert!(
+        view.head.is_some() == (view.pending > 0),
+        "head exists iff pending > 0"
+    );
+    debug_assert!(
+        view.first_ready_at_ns.is_some() == view.first_ready_parked_at_ns.is_some(),
+        "a ready job has both timestamps"
+    );
+    let full = view.pending > 0 && view.pending >= view.max_pending;
+    if full {
+        // Bounded pending set: no new job starts. Parked jobs whose data is back go first; with
+        // none and new work waiting, the core waits for the oldest (forced progress).
+        if view.first_ready_at_ns.is_some() {
+            return Decision::ResumeReady;
+        }
+        if let (Some(head), Some(_)) = (view.head, view.new_job_at_ns) {
+            return Decision::ResumeHead {
+                forced: !head.ready,
+            };
+        }
+    }
+    let new_job_at_ns = if full { None } else { view.new_job_at_ns };
+    match policy {
+        Policy::PriorityAging => {
+            // Aging: the first ready job runs before new work once it has been parked for the
+            // average device latency, so new jobs cannot starve it.
+            if let Some(parked_at_ns) = view.first_ready_parked_at_ns {
+                let age_ns = view.now_ns.saturating_sub(parked_at_ns);
+                if age_ns >= view.avg_device_latency_ns {
+                    return Decision::ResumeReady;
+                }
+            }
+            if new_job_at_ns.is_some() {
+                return Decision::StartNew;
+            }
+            match (view.first_ready_at_ns, view.runnable_at_ns) {
+                (Some(ready), Some(runnable)) if runnable < ready => Decision::ResumeRunnable,
+                (Some(_), _) => Decision::ResumeReady,
+                (None, Some(_)) => Decision::ResumeRunnable,
+                (None, None) if view.pending > 0 => Decision::WaitDevice,
+                (None, None) => Decision::Idle,
+            }
+        }
+        Policy::Fifo => {
+            let candidates = [
+                (view.first_ready_at_ns, Decision::ResumeReady),
+                (view.runnable_at_ns, Decision::ResumeRunnable),
+                (new_job_at_ns, Decision::StartNew),
+            ];
+            // Earliest timestamp wins; ties go to the earlier entry (work already started).
+            let best = candidates
+                .iter()
+                .filter_map(|(at, decision)| at.map(|at| (at, *decision)))
+                .min_by_key(|(at, _)| *at);
+            match best {
+                Some((_, decision)) => decision,
+                None if view.pending > 0 => Decision::WaitDevice,
+                None => Decision::Idle,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> View {
+        View {
+            now_ns: 1_000_000,
+            avg_device_latency_ns: 50_000,
+            pending: 0,
+            max_pending: 8,
+            head: None,
+            first_ready_at_ns: None,
+            first_ready_parked_at_ns: None,
+            runnable_at_ns: None,
+            new_job_at_ns: None,
+        }
+    }
+
+    /// One job parked 10 µs ago (younger than the 50 µs average); ready 5 µs ago if `ready`.
+    fn with_young_pending(ready: bool) -> View {
+        View {
+            pending: 1,
+            head: Some(PendingHead {
+                parked_at_ns: 990_000,
+                ready,
+            }),
+            first_ready_at_ns: ready.then_some(995_000),
+            first_ready_parked_at_ns: ready.then_some(990_000),
+            ..empty()
+        }
+    }
+
+    /// One job parked 60 µs ago (older than the average).
+    fn with_old_pending(ready: bool) -> View {
+        View {
+            head: Some(PendingHead {
+                parked_at_ns: 940_000,
+                ready,
+            }),
+            first_ready_parked_at_ns: ready.then_some(940_000),
+            ..with_young_pending(ready)
+        }
+    }
+
+    #[test]
+    fn idle_and_wait() {
+        assert_eq!(decide(Policy::PriorityAging, &empty()), Decision::Idle);
+        assert_eq!(decide(Policy::Fifo, &empty()), Decision::Idle);
+        let waiting = with_young_pending(false);
+        assert_eq!(
+            decide(Policy::PriorityAging, &waiting),
+            Decision::WaitDevice
+        );
+        assert_eq!(decide(Policy::Fifo, &waiting), Decision::WaitDevice);
+    }
+
+    #[test]
+    fn new_jobs_have_priority_over_young_ready_pending_jobs() {
+        let view = View {
+            new_job_at_ns: Some(999_000),
+            ..with_young_pending(true)
+        };
+        assert_eq!(decide(Policy::PriorityAging, &view), Decision::StartNew);
+        // FIFO serves whichever became runnable first: the pending job (ready at 995 µs).
+        assert_eq!(decide(Policy::Fifo, &view), Decision::ResumeReady);
+        // ...and the new job when it arrived earlier.
+        let early = View {
+            new_job_at_ns: Some(900_000),
+            ..view
+        };
+        assert_eq!(decide(Policy::Fifo, &early), Decision::StartNew);
+    }
+
+    #[test]
+    fn aging_runs_an_old_ready_job_before_new_work() {
+        let view = View {
+            new_job_at_ns: Some(999_000),
+            ..with_old_pending(true)
+        };
+        assert_eq!(decide(Policy::PriorityAging, &view), Decision::ResumeReady);
+        // Exactly at the average counts as aged.
+        let boundary = View {
+            first_ready_parked_at_ns: Some(950_000),
+            ..view
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &boundary),
+            Decision::ResumeReady
+        );
+        // One nanosecond younger does not.
+        let young = View {
+            first_ready_parked_at_ns: Some(950_001),
+            ..view
+        };
+        assert_eq!(decide(Policy::PriorityAging, &young), Decision::StartNew);
+    }
+
+    #[test]
+    fn aging_never_blocks_the_core_on_an_access_in_flight() {
+        // The oldest job is old but its access has not completed: new work runs meanwhile.
+        let view = View {
+            new_job_at_ns: Some(999_000),
+            ..with_old_pending(false)
+        };
+        assert_eq!(decide(Policy::PriorityAging, &view), Decision::StartNew);
+        let nothing_new = with_old_pending(false);
+        assert_eq!(
+            decide(Policy::PriorityAging, &nothing_new),
+            Decision::WaitDevice
+        );
+    }
+
+    #[test]
+    fn a_full_pending_set_runs_ready_jobs_then_waits_for_the_oldest_instead_of_new_work() {
+        for policy in [Policy::PriorityAging, Policy::Fifo] {
+            let full = View {
+                pending: 8,
+                max_pending: 8,
+                new_job_at_ns: Some(0),
+                ..with_young_pending(false)
+            };
+            assert_eq!(decide(policy, &full), Decision::ResumeHead { forced: true });
+            // A ready job goes first: it shrinks the set without waiting.
+            let with_ready = View {
+                pending: 8,
+                max_pending: 8,
+                new_job_at_ns: Some(0),
+                ..with_young_pending(true)
+            };
+            assert_eq!(decide(policy, &with_ready), Decision::ResumeReady);
+            // Full but no new work waiting: nothing to protect, so the core just waits.
+            let no_new = View {
+                new_job_at_ns: None,
+                ..full
+            };
+            assert_eq!(decide(policy, &no_new), Decision::WaitDevice);
+            // Below the bound the new job starts.
+            let below = View { pending: 7, ..full };
+            assert_eq!(decide(policy, &below), Decision::StartNew);
+        }
+    }
+
+    #[test]
+    fn yielded_jobs_run_after_new_jobs_and_in_time_order_with_ready_ones() {
+        let view = View {
+            runnable_at_ns: Some(990_000),
+            ..empty()
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &view),
+            Decision::ResumeRunnable
+        );
+        let with_new = View {
+            new_job_at_ns: Some(999_000),
+            ..view
+        };
+        assert_eq!(decide(Policy::PriorityAging, &with_new), Decision::StartNew);
+        let with_ready = View {
+            runnable_at_ns: Some(999_000),
+            ..with_young_pending(true)
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &with_ready),
+            Decision::ResumeReady
+        );
+        let runnable_first = View {
+            runnable_at_ns: Some(991_000),
+            ..with_young_pending(true)
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &runnable_first),
+            Decision::ResumeRunnable
+        );
+    }
+
+    #[test]
+    fn policy_parses() {
+        assert_eq!("fifo".parse::<Policy>(), Ok(Policy::Fifo));
+        assert_eq!("priority".parse::<Policy>(), Ok(Policy::PriorityAging));
+        assert!("lifo".parse::<Policy>().is_err());
+    }
+}

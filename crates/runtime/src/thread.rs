@@ -1,0 +1,55 @@
+//! What a user-level thread can do with its core: yield, sleep, ask where it runs.
+
+use std::time::Duration;
+
+use tamer_device::now_ns;
+
+use crate::core::Status;
+use crate::executor::{suspend, with_core, Suspend};
+
+const OUTSIDE: &str = "called outside a tamer user-level thread";
+
+/// True on a user-level thread run by an executor.
+pub fn in_user_thread() -> bool {
+    with_core(|core| core.current.get().is_some()).unwrap_or(false)
+}
+
+/// The index of the core (executor) running the calling thread.
+pub fn core_id() -> Option<usize> {
+    with_core(|core| core.id)
+}
+
+/// Gives the core to other runnable work; the caller runs again after the work that was
+/// runnable before it (it goes to the back of the runnable queue).
+pub fn yield_now() {
+    with_core(|core| {
+        let worker = core.current.get().expect(OUTSIDE);
+        let mut sched = core.sched.borrow_mut();
+        sched.workers[worker as usize].status = Status::Runnable;
+        sched.runnable.push_back((worker, now_ns()));
+    })
+    .expect(OUTSIDE);
+    suspend(Suspend::Yield);
+}
+
+/// Parks the calling thread until `deadline_ns` (on the [`tamer_device::now_ns`] clock) has
+/// passed; other threads run meanwhile. Returns at once when the deadline has passed.
+pub fn sleep_until(deadline_ns: u64) {
+    if deadline_ns <= now_ns() {
+        return;
+    }
+    with_core(|core| {
+        let worker = core.current.get().expect(OUTSIDE);
+        let mut sched = core.sched.borrow_mut();
+        sched.workers[worker as usize].status = Status::Sleeping;
+        sched.timers.push(std::cmp::Reverse((deadline_ns, worker)));
+    })
+    .expect(OUTSIDE);
+    suspend(Suspend::Sleep);
+    debug_assert!(now_ns() >= deadline_ns, "woke before the deadline");
+}
+
+/// Parks the calling thread for at least `duration`.
+pub fn sleep(duration: Duration) {
+    sleep_until(now_ns() + duration.as_nanos() as u64);
+}
