@@ -59,7 +59,8 @@ fn random_offset(rng: &mut SmallRng, blocks: u64) -> u64 {
 }
 
 /// tamer's io_uring device driven like fio: `qd` reads always in flight on one core, one
-/// doorbell per loop, completions reaped from the CQ, the kernel waited in only when none are.
+/// syscall per loop (doorbell and, when the CQ is empty, the wait), completions reaped from the
+/// CQ ring.
 pub fn measure_uring(
     file: &Arc<DeviceFile>,
     qd: usize,
@@ -89,11 +90,11 @@ pub fn measure_uring(
     let mut ios = 0u64;
     while start.elapsed() < duration {
         completions.clear();
-        if device.poll(&mut completions) == 0 {
-            device
-                .wait(Duration::from_millis(100), &mut completions)
-                .map_err(|e| e.to_string())?;
-        }
+        // One io_uring_enter per iteration, as fio does: it rings the doorbell for the
+        // replacements pushed last time and, when the CQ is empty, waits for a completion.
+        device
+            .wait(Duration::from_millis(100), &mut completions)
+            .map_err(|e| e.to_string())?;
         for completion in &completions {
             completion.result.clone().map_err(|e| e.to_string())?;
             ios += 1;
@@ -110,7 +111,6 @@ pub fn measure_uring(
                 ))
                 .map_err(|e| e.to_string())?;
         }
-        device.submit().map_err(|e| e.to_string())?;
     }
     let elapsed = start.elapsed().as_secs_f64();
     drop(device); // waits for the requests still in flight
@@ -179,6 +179,19 @@ pub fn measure_sync(
     })
 }
 
+/// The median of each field over rounds (IOPS, p50 and p99 separately).
+fn median_round(rounds: &mut [Measured]) -> Measured {
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(|a, b| a.total_cmp(b));
+        values[values.len() / 2]
+    };
+    Measured {
+        iops: median(&mut rounds.iter().map(|m| m.iops).collect()),
+        p50_us: median(&mut rounds.iter().map(|m| m.p50_us).collect()),
+        p99_us: median(&mut rounds.iter().map(|m| m.p99_us).collect()),
+    }
+}
+
 /// The path of fio, or `None` when it is not installed.
 pub fn fio_path() -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -239,10 +252,12 @@ pub fn measure_fio(
 /// Runs the bench.
 pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("device", options.quick, options.seed);
-    let (size_bytes, duration) = if options.quick {
-        (256u64 << 20, Duration::from_millis(1_000))
+    // Each point is measured in several short rounds, tamer and fio alternating, and the
+    // median round is reported: the shared disk's speed drifts by tens of percent over seconds.
+    let (size_bytes, duration, rounds) = if options.quick {
+        (256u64 << 20, Duration::from_millis(400), 3)
     } else {
-        (2u64 << 30, Duration::from_secs(4))
+        (2u64 << 30, Duration::from_secs(1), 5)
     };
     let file = bench_file(&options.data_dir, size_bytes, options.seed)?;
     let fio = fio_path();
@@ -250,7 +265,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
         result.note("fio is not installed: run scripts/install-peers.sh (Debian's fio); the fio column and the figures that need it are missing");
     }
     println!(
-        "4 KiB random reads, O_DIRECT, {} MiB file {}, {:?} per point",
+        "4 KiB random reads, O_DIRECT, {} MiB file {}, median of {rounds} rounds of {:?} per point",
         size_bytes >> 20,
         file.path().display(),
         duration
@@ -273,13 +288,30 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     let mut ratios = Vec::new();
     let mut qd1 = None;
     for (i, &qd) in QUEUE_DEPTHS.iter().enumerate() {
-        let seed = options.seed.wrapping_add(i as u64);
-        let uring = measure_uring(&file, qd, duration, seed)?;
-        let fio_m = match &fio {
-            Some(path) => Some(measure_fio(path, &file, qd, duration)?),
-            None => None,
-        };
-        let sync = measure_sync(&file, qd, duration, seed)?;
+        let mut uring_rounds = Vec::with_capacity(rounds);
+        let mut fio_rounds = Vec::with_capacity(rounds);
+        let mut sync_rounds = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let seed = options.seed.wrapping_add((i * rounds + round) as u64);
+            let fio_round = |fio_rounds: &mut Vec<Measured>| -> Result<(), String> {
+                if let Some(path) = &fio {
+                    fio_rounds.push(measure_fio(path, &file, qd, duration)?);
+                }
+                Ok(())
+            };
+            // Alternate who goes first so that neither always follows the other.
+            if round % 2 == 1 {
+                fio_round(&mut fio_rounds)?;
+            }
+            uring_rounds.push(measure_uring(&file, qd, duration, seed)?);
+            if round % 2 == 0 {
+                fio_round(&mut fio_rounds)?;
+            }
+            sync_rounds.push(measure_sync(&file, qd, duration, seed)?);
+        }
+        let uring = median_round(&mut uring_rounds);
+        let fio_m = (!fio_rounds.is_empty()).then(|| median_round(&mut fio_rounds));
+        let sync = median_round(&mut sync_rounds);
         let ratio = fio_m.map(|f| uring.iops / f.iops);
         if let Some(r) = ratio {
             ratios.push(r);

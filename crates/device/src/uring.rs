@@ -262,16 +262,37 @@ impl Device for UringDevice {
     }
 
     fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> Result<usize, DeviceError> {
-        self.submit()?;
         let reaped = self.reap(out);
         if reaped > 0 || self.in_flight() == 0 {
+            self.submit()?;
             return Ok(reaped);
+        }
+        // One io_uring_enter both rings the doorbell for anything pushed and waits.
+        let doorbell_ns = now_ns();
+        for &slot in &self.unsubmitted {
+            if let Some(entry) = self.slots[slot as usize].as_mut() {
+                entry.doorbell_ns = doorbell_ns;
+            }
+        }
+        if !self.unsubmitted.is_empty() {
+            self.stats.doorbells += 1;
         }
         let timespec = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&timespec);
         match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(err) if matches!(err.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
+            Ok(consumed) => {
+                let count = consumed.min(self.unsubmitted.len());
+                self.unsubmitted.drain(..count);
+                self.stats.submitted += count as u64;
+            }
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {
+                // On a timeout the SQEs were still consumed; the SQ is empty when the kernel
+                // took them all.
+                let left = self.ring.submission().len();
+                let taken = self.unsubmitted.len().saturating_sub(left);
+                self.unsubmitted.drain(..taken);
+                self.stats.submitted += taken as u64;
+            }
             Err(err) => return Err(DeviceError::os("io_uring_enter (wait)", err)),
         }
         Ok(self.reap(out))

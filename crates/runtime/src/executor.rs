@@ -77,6 +77,12 @@ impl Drop for RestoreCore {
     }
 }
 
+/// Longest idle wait for the device when only this core's queues feed it.
+const IDLE_WAIT_NS: u64 = 1_000_000;
+/// Longest idle wait when a shared queue feeds the core: bounds how long a new job can sit
+/// there while this core waits for the device.
+const IDLE_WAIT_SHARED_NS: u64 = 100_000;
+
 /// What a run loop stops on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Until {
@@ -228,17 +234,25 @@ impl Executor {
             self.refill();
             self.expire_timers();
             let ran = self.run_batch();
-            self.core.ring_doorbell();
-            self.core.reap();
-            if ran > 0 {
+            let reaped = self.core.reap();
+            if ran == self.core.config.runs_per_iteration || reaped > 0 {
+                // More is runnable: ring the doorbell for this batch and go on.
+                self.core.ring_doorbell();
                 continue;
             }
             if self.has_work() {
-                // Nothing runnable: wait for the device (or the next timer).
-                let timeout_ns = self.next_timer_in_ns().unwrap_or(1_000_000).min(1_000_000);
+                // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
+                // the next timer, or a bounded time so that new shared-queue jobs are seen).
+                let bound_ns = if self.global.is_some() {
+                    IDLE_WAIT_SHARED_NS
+                } else {
+                    IDLE_WAIT_NS
+                };
+                let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
                 self.core.wait_device(timeout_ns.max(1));
                 continue;
             }
+            self.core.ring_doorbell();
             if !self.shared_queues_empty() {
                 continue;
             }
