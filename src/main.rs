@@ -59,6 +59,10 @@ struct Common {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Never sleep waiting for the real disk: spin on the io_uring completion queue instead of
+    /// blocking in the kernel (costs a whole core; the emulator is always polled).
+    #[arg(long)]
+    poll: bool,
 }
 
 impl Common {
@@ -69,6 +73,7 @@ impl Common {
             svg: self.svg.clone(),
             data_dir: self.data_dir.clone(),
             seed: self.seed,
+            poll: self.poll,
         }
     }
 }

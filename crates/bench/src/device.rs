@@ -19,6 +19,11 @@ use crate::output::{percentile, BenchResult};
 use crate::plot::{write_svg, Chart, Series};
 use crate::BenchOptions;
 
+/// Every contender (tamer, fio, the sync threads) runs on this CPU: on this VM the disk's
+/// interrupts land on one CPU and a process next to them runs 15-25% faster, so an unpinned
+/// comparison measures the scheduler's placement.
+pub const BENCH_CPU: usize = 0;
+
 /// Queue depths measured.
 pub const QUEUE_DEPTHS: [usize; 5] = [1, 4, 16, 64, 128];
 
@@ -58,14 +63,21 @@ fn random_offset(rng: &mut SmallRng, blocks: u64) -> u64 {
     rng.gen_range(0..blocks) * BLOCK_SIZE as u64
 }
 
-/// tamer's io_uring device driven like fio: `qd` reads always in flight on one core, one
-/// syscall per loop (doorbell and, when the CQ is empty, the wait), completions reaped from the
-/// CQ ring.
+/// tamer's io_uring device driven like fio (io_uring engine, default `iodepth_batch_submit=1`):
+/// `qd` reads always in flight on one core, completions reaped from the CQ ring, each
+/// replacement's doorbell rung as soon as it is pushed, and the thread blocks (one
+/// io_uring_enter waiting for one completion) only when the CQ is empty.
+///
+/// Ringing one doorbell for all the replacements of a batch of completions is slower at
+/// mid queue depths on a virtio disk: the replacements reach the device together, complete
+/// together, and the whole queue drains before the next refill (16 completions per wake at
+/// QD 16), so the device idles while the core turns the batch around.
 pub fn measure_uring(
     file: &Arc<DeviceFile>,
     qd: usize,
     duration: Duration,
     seed: u64,
+    poll: bool,
 ) -> Result<Measured, String> {
     let arena = Arc::new(Arena::new(qd as u32).map_err(|e| e.to_string())?);
     let entries = (qd as u32).next_power_of_two().max(8);
@@ -90,11 +102,18 @@ pub fn measure_uring(
     let mut ios = 0u64;
     while start.elapsed() < duration {
         completions.clear();
-        // One io_uring_enter per iteration, as fio does: it rings the doorbell for the
-        // replacements pushed last time and, when the CQ is empty, waits for a completion.
-        device
-            .wait(Duration::from_millis(100), &mut completions)
-            .map_err(|e| e.to_string())?;
+        if poll {
+            // Never sleep: spin on the CQ ring (no syscall until a replacement is submitted).
+            if device.poll(&mut completions) == 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+        } else {
+            // Reaps the CQ; blocks in one io_uring_enter for a completion only when it is empty.
+            device
+                .wait(Duration::from_millis(100), &mut completions)
+                .map_err(|e| e.to_string())?;
+        }
         for completion in &completions {
             completion.result.clone().map_err(|e| e.to_string())?;
             ios += 1;
@@ -110,6 +129,9 @@ pub fn measure_uring(
                     completion.tag,
                 ))
                 .map_err(|e| e.to_string())?;
+            // One doorbell per replacement, as fio submits: the device gets it at once
+            // instead of after the rest of the batch is turned around.
+            device.submit().map_err(|e| e.to_string())?;
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -136,6 +158,7 @@ pub fn measure_sync(
             let file = file.clone();
             let arena = arena.clone();
             std::thread::spawn(move || -> Result<Vec<u64>, String> {
+                tamer_runtime::pin_to_cpu(BENCH_CPU);
                 let mut device = SyncDevice::new(file, arena, 1);
                 let mut rng = SmallRng::seed_from_u64(
                     seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -207,7 +230,9 @@ pub fn measure_fio(
     file: &DeviceFile,
     qd: usize,
     duration: Duration,
+    cpu: Option<usize>,
 ) -> Result<Measured, String> {
+    let cpus_allowed = cpu.map(|c| format!("--cpus_allowed={c}"));
     let output = Command::new(fio)
         .args([
             "--name=tamer-peer",
@@ -226,6 +251,7 @@ pub fn measure_fio(
             "--lat_percentiles=1",
             "--output-format=json",
         ])
+        .args(cpus_allowed.iter())
         .output()
         .map_err(|e| format!("running fio: {e}"))?;
     if !output.status.success() {
@@ -260,6 +286,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
         (2u64 << 30, Duration::from_secs(1), 5)
     };
     let file = bench_file(&options.data_dir, size_bytes, options.seed)?;
+    tamer_runtime::pin_to_cpu(BENCH_CPU);
     let fio = fio_path();
     if fio.is_none() {
         result.note("fio is not installed: run scripts/install-peers.sh (Debian's fio); the fio column and the figures that need it are missing");
@@ -295,7 +322,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
             let seed = options.seed.wrapping_add((i * rounds + round) as u64);
             let fio_round = |fio_rounds: &mut Vec<Measured>| -> Result<(), String> {
                 if let Some(path) = &fio {
-                    fio_rounds.push(measure_fio(path, &file, qd, duration)?);
+                    fio_rounds.push(measure_fio(path, &file, qd, duration, Some(BENCH_CPU))?);
                 }
                 Ok(())
             };
@@ -303,7 +330,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
             if round % 2 == 1 {
                 fio_round(&mut fio_rounds)?;
             }
-            uring_rounds.push(measure_uring(&file, qd, duration, seed)?);
+            uring_rounds.push(measure_uring(&file, qd, duration, seed, options.poll)?);
             if round % 2 == 0 {
                 fio_round(&mut fio_rounds)?;
             }

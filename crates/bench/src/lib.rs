@@ -32,6 +32,8 @@ pub struct BenchOptions {
     pub data_dir: PathBuf,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Never sleep waiting for the device: spin on the completion queue (io_uring `--poll`).
+    pub poll: bool,
 }
 
 impl BenchOptions {

@@ -32,7 +32,7 @@ use tamer_device::{
 use tamer_runtime::io::{self, WaitMode};
 use tamer_runtime::{Executor, IdleMode, RuntimeConfig};
 
-use crate::device::{bench_file, fio_path, measure_fio};
+use crate::device::{bench_file, fio_path, measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
 use crate::plot::{write_svg, Chart, Series};
 use crate::work::Work;
@@ -219,7 +219,7 @@ fn run_point(
     iterations: u64,
     duration: Duration,
     seed: u64,
-    disk: bool,
+    idle: IdleMode,
 ) -> Result<PointRun, String> {
     let blocks = device.capacity_bytes() / BLOCK_SIZE as u64;
     let config = RuntimeConfig {
@@ -228,11 +228,7 @@ fn run_point(
         max_pending: threads,
         local_queue: threads,
         max_in_flight: cap,
-        idle: if disk {
-            IdleMode::Block
-        } else {
-            IdleMode::Poll
-        },
+        idle,
         runs_per_iteration: 8,
         pin: false,
         initial_latency_ns: 1_000,
@@ -291,7 +287,7 @@ fn run_point(
 pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("microsecond", options.quick, options.seed);
     let plan = Plan::new(options.quick, work_ns);
-    tamer_runtime::pin_to_cpu(0);
+    tamer_runtime::pin_to_cpu(BENCH_CPU);
     let work = Work::calibrate();
     let iterations = work.iterations_for(plan.work_ns);
     let arena = Arc::new(
@@ -437,7 +433,11 @@ pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> 
                         iterations,
                         duration,
                         seed,
-                        target == Target::Disk,
+                        if target == Target::Disk && !options.poll {
+                            IdleMode::Block
+                        } else {
+                            IdleMode::Poll
+                        },
                     )?;
                     points.push(Point {
                         target,
@@ -543,28 +543,63 @@ pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> 
     if let Some(file) = &disk_file {
         match fio_path() {
             Some(fio) => {
+                // Side by side in alternating rounds, medians: the shared disk drifts by tens of
+                // percent over seconds, more than the difference being measured.
+                let rounds = if options.quick { 3 } else { 5 };
                 for qd in [16usize, 64] {
-                    let tamer = points.iter().find(|p| {
-                        p.target == Target::Disk
-                            && p.mechanism == Mechanism::Prefetch
-                            && p.cap.is_none()
-                            && p.mlp == 1
-                            && p.threads == qd
-                    });
-                    let peer = measure_fio(
-                        &fio,
-                        file,
-                        qd,
-                        plan.disk_point_duration.max(Duration::from_millis(500)),
-                    )?;
-                    let ratio = tamer.map(|p| p.device_iops / peer.iops);
+                    let mut ours = Vec::with_capacity(rounds);
+                    let mut theirs = Vec::with_capacity(rounds);
+                    for round in 0..rounds {
+                        let peer = |theirs: &mut Vec<f64>| -> Result<(), String> {
+                            let cpu = Some(BENCH_CPU);
+                            theirs.push(
+                                measure_fio(&fio, file, qd, plan.disk_point_duration, cpu)?.iops,
+                            );
+                            Ok(())
+                        };
+                        if round % 2 == 1 {
+                            peer(&mut theirs)?;
+                        }
+                        seed = seed.wrapping_add(1);
+                        let device = UringDevice::open(
+                            file.clone(),
+                            arena.clone(),
+                            UringConfig { entries: 256 },
+                        )
+                        .map_err(|e| e.to_string())?;
+                        let idle = if options.poll {
+                            IdleMode::Poll
+                        } else {
+                            IdleMode::Block
+                        };
+                        let run = run_point(
+                            Box::new(device),
+                            &arena,
+                            Mechanism::Prefetch,
+                            qd,
+                            1,
+                            None,
+                            work,
+                            iterations,
+                            plan.disk_point_duration,
+                            seed,
+                            idle,
+                        )?;
+                        ours.push(run.device_iops);
+                        if round % 2 == 0 {
+                            peer(&mut theirs)?;
+                        }
+                    }
+                    let (tamer, peer) = (median(&mut ours), median(&mut theirs));
                     println!(
-                        "real disk, {qd} threads x MLP 1 (QD {qd}): tamer {:.0} IOPS, fio {:.0} IOPS, ratio {}",
-                        tamer.map_or(0.0, |p| p.device_iops),
-                        peer.iops,
-                        ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
+                        "real disk, {qd} threads x MLP 1 (QD {qd}), median of {rounds} alternating rounds: \
+                         tamer {tamer:.0} IOPS, fio {peer:.0} IOPS, ratio {:.3}",
+                        tamer / peer
                     );
-                    result.figure(&format!("disk_iops_vs_fio_qd{qd}"), ratio);
+                    result.rows.push(
+                        json!({"disk_vs_fio_qd": qd, "tamer_iops": ours, "fio_iops": theirs}),
+                    );
+                    result.figure(&format!("disk_iops_vs_fio_qd{qd}"), Some(tamer / peer));
                 }
             }
             None => result
@@ -664,6 +699,11 @@ pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> 
     plots.push(path);
     result.plots = plots.iter().map(|p| p.display().to_string()).collect();
     Ok(result)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
 }
 
 fn print_table(points: &[Point], targets: &[Target]) {

@@ -322,6 +322,8 @@ pub struct Core {
     pub(crate) sched: RefCell<Sched>,
     pub(crate) current: Cell<Option<WorkerId>>,
     avg_latency_ns: Cell<u64>,
+    /// The clock as last read by this core (see [`Core::clock`]).
+    clock_ns: Cell<u64>,
     completions: RefCell<Vec<Completion>>,
     pub(crate) stats: RefCell<CoreStats>,
     doorbell_is_cheap: bool,
@@ -349,6 +351,7 @@ impl Core {
         Self {
             id,
             avg_latency_ns: Cell::new(config.initial_latency_ns),
+            clock_ns: Cell::new(now_ns()),
             sched: RefCell::new(Sched::new(threads, config.local_queue)),
             config,
             arena,
@@ -360,6 +363,19 @@ impl Core {
             stats: RefCell::new(CoreStats::default()),
             doorbell_is_cheap,
         }
+    }
+
+    /// Reads the clock and remembers the reading.
+    pub(crate) fn read_clock(&self) -> u64 {
+        let now = now_ns();
+        self.clock_ns.set(now);
+        now
+    }
+
+    /// The last reading: at most one scheduling batch old. For timestamps whose order, not
+    /// precision, matters (yields), so that a switch does not pay for a clock read.
+    pub(crate) fn clock(&self) -> u64 {
+        self.clock_ns.get()
     }
 
     pub(crate) fn avg_latency_ns(&self) -> u64 {
@@ -503,7 +519,7 @@ impl Core {
     }
 
     fn dispatch(&self, completions: &mut Vec<Completion>) {
-        let now = now_ns();
+        let now = self.read_clock();
         let mut tickets = self.tickets.borrow_mut();
         let mut sched = self.sched.borrow_mut();
         let mut avg = self.avg_latency_ns.get();

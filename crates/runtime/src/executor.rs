@@ -13,7 +13,7 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
-use crate::sched::{decide, Decision};
+use crate::sched::{decide, Decision, Policy};
 use crate::{Job, RuntimeConfig};
 
 /// Why a user-level thread gave the core back.
@@ -116,6 +116,8 @@ pub struct Executor {
     workers: Vec<Worker>,
     global: Option<Arc<ArrayQueue<Job>>>,
     inbox: Option<Arc<ArrayQueue<Job>>>,
+    /// Threads run since the doorbell was last rung by the loop.
+    runs_since_doorbell: usize,
 }
 
 impl Executor {
@@ -142,6 +144,7 @@ impl Executor {
             workers,
             global: None,
             inbox: None,
+            runs_since_doorbell: 0,
         })
     }
 
@@ -231,15 +234,21 @@ impl Executor {
         // the executor is dropped.
         let _restore = RestoreCore(CORE.with(|c| c.replace(Rc::as_ptr(&self.core))));
         loop {
+            self.core.read_clock();
             self.refill();
             self.expire_timers();
             let ran = self.run_batch();
-            let reaped = self.core.reap();
-            if ran == self.core.config.runs_per_iteration || reaped > 0 {
-                // More is runnable: ring the doorbell for this batch and go on.
+            self.runs_since_doorbell += ran;
+            if self.runs_since_doorbell >= self.core.config.runs_per_iteration {
+                // One doorbell (at most one syscall) per `runs_per_iteration` runs.
                 self.core.ring_doorbell();
+                self.runs_since_doorbell = 0;
+            }
+            let reaped = self.core.reap();
+            if ran > 0 || reaped > 0 {
                 continue;
             }
+            self.runs_since_doorbell = 0;
             if self.has_work() {
                 // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
                 // the next timer, or a bounded time so that new shared-queue jobs are seen).
@@ -270,11 +279,8 @@ impl Executor {
 
     fn next_timer_in_ns(&self) -> Option<u64> {
         let sched = self.core.sched.borrow();
-        let now = now_ns();
-        sched
-            .timers
-            .peek()
-            .map(|std::cmp::Reverse((deadline, _))| deadline.saturating_sub(now))
+        let &std::cmp::Reverse((deadline, _)) = sched.timers.peek()?;
+        Some(deadline.saturating_sub(self.core.read_clock()))
     }
 
     fn expire_timers(&self) {
@@ -282,7 +288,7 @@ impl Executor {
         if sched.timers.is_empty() {
             return;
         }
-        let now = now_ns();
+        let now = self.core.read_clock();
         while let Some(&std::cmp::Reverse((deadline, worker))) = sched.timers.peek() {
             if deadline > now {
                 break;
@@ -300,9 +306,17 @@ impl Executor {
         let limit = self.core.config.runs_per_iteration;
         let mut ran = 0;
         while ran < limit {
-            let now = now_ns();
             let decision = {
                 let mut sched = self.core.sched.borrow_mut();
+                // Only aging compares against the present, and only when a job is ready: read
+                // the clock then (8 ns on this machine), else use the loop's reading.
+                let now = if self.core.config.policy == Policy::PriorityAging
+                    && !sched.ready.is_empty()
+                {
+                    self.core.read_clock()
+                } else {
+                    self.core.clock()
+                };
                 let view = sched.view(
                     now,
                     self.core.avg_latency_ns(),

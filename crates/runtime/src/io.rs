@@ -76,7 +76,7 @@ pub fn wait_all_with(tickets: &[Ticket], mode: WaitMode) -> Result<(), DeviceErr
                     {
                         let mut sched = core.sched.borrow_mut();
                         sched.workers[worker as usize].status = crate::core::Status::Runnable;
-                        sched.runnable.push_back((worker, now_ns()));
+                        sched.runnable.push_back((worker, core.clock()));
                     }
                     suspend(Suspend::Yield);
                 }

@@ -26,7 +26,7 @@ pub fn yield_now() {
         let worker = core.current.get().expect(OUTSIDE);
         let mut sched = core.sched.borrow_mut();
         sched.workers[worker as usize].status = Status::Runnable;
-        sched.runnable.push_back((worker, now_ns()));
+        sched.runnable.push_back((worker, core.clock()));
     })
     .expect(OUTSIDE);
     suspend(Suspend::Yield);
