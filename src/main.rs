@@ -39,6 +39,18 @@ enum Bench {
         /// CPU work per round of accesses, in nanoseconds.
         #[arg(long, default_value_t = 1_000)]
         work_ns: u64,
+        /// Emulated latencies to sweep, in µs (default 1,2,4,8,16,50; quick 1,4,16,50).
+        #[arg(long, value_delimiter = ',')]
+        latencies_us: Option<Vec<u64>>,
+        /// MLP values to sweep at every latency (default 1,2,4; quick 1, plus 2,4 at 4 µs).
+        #[arg(long, value_delimiter = ',')]
+        mlp: Option<Vec<usize>>,
+        /// Leave out the real disk.
+        #[arg(long)]
+        no_disk: bool,
+        /// Duration of one emulated-device point, in ms (default 150; quick 40).
+        #[arg(long)]
+        point_ms: Option<u64>,
     },
 }
 
@@ -99,9 +111,38 @@ fn main() -> ExitCode {
             let result = tamer_bench::device::run(&options);
             (options, result)
         }
-        Bench::Microsecond { common, work_ns } => {
+        Bench::Microsecond {
+            common,
+            work_ns,
+            latencies_us,
+            mlp,
+            no_disk,
+            point_ms,
+        } => {
             let options = common.options();
-            let result = tamer_bench::microsecond::run(&options, work_ns);
+            let mut plan = tamer_bench::microsecond::Plan::new(options.quick, work_ns);
+            if let Some(latencies_us) = latencies_us {
+                plan.latencies_ns = latencies_us.iter().map(|us| us * 1_000).collect();
+            }
+            if let Some(mlp) = mlp {
+                if mlp
+                    .iter()
+                    .any(|&m| m == 0 || m > tamer_bench::microsecond::MAX_MLP)
+                {
+                    eprintln!(
+                        "error: --mlp values must be 1..={}",
+                        tamer_bench::microsecond::MAX_MLP
+                    );
+                    return ExitCode::FAILURE;
+                }
+                plan.mlps = mlp;
+                plan.extra_mlp_at_4us.clear();
+            }
+            plan.disk &= !no_disk;
+            if let Some(ms) = point_ms {
+                plan.point_duration = std::time::Duration::from_millis(ms.max(1));
+            }
+            let result = tamer_bench::microsecond::run(&options, plan);
             (options, result)
         }
     };

@@ -42,7 +42,8 @@ use crate::BenchOptions;
 pub const THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// The per-core in-flight cap, as the seed's 10 line-fill buffers.
 pub const LFB_CAP: usize = 10;
-const MAX_MLP: usize = 4;
+/// Most accesses per round (the arena holds 64 threads × this many frames).
+pub const MAX_MLP: usize = 4;
 
 /// How a thread waits for its accesses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +124,7 @@ impl Plan {
                 disk: true,
                 mlps: vec![1],
                 extra_mlp_at_4us: vec![2, 4],
-                point_duration: Duration::from_millis(25),
+                point_duration: Duration::from_millis(40),
                 disk_point_duration: Duration::from_millis(300),
                 work_ns,
                 device_bytes: 256 << 20,
@@ -284,9 +285,8 @@ fn run_point(
 }
 
 /// Runs the sweep.
-pub fn run(options: &BenchOptions, work_ns: u64) -> Result<BenchResult, String> {
+pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("microsecond", options.quick, options.seed);
-    let plan = Plan::new(options.quick, work_ns);
     tamer_runtime::pin_to_cpu(BENCH_CPU);
     let work = Work::calibrate();
     let iterations = work.iterations_for(plan.work_ns);

@@ -50,66 +50,66 @@ pub fn write_svg(path: &Path, chart: &Chart<'_>) -> Result<(), String> {
     }
     let y_top = (y_max * 1.1).max(1e-9);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    // A log-2 x axis is drawn as a linear axis over log2(x), labelled with x: plotters' own log
+    // scale draws a dense minor grid that hides the lines.
+    let transform = |x: f64| if chart.log_x { x.max(1e-9).log2() } else { x };
+    let (x_lo, x_hi) = if chart.log_x {
+        (
+            transform(x_min).floor(),
+            transform(x_max).ceil().max(transform(x_min).floor() + 1.0),
+        )
+    } else {
+        (0.0, x_max * 1.05)
+    };
+    let series: Vec<(String, Vec<(f64, f64)>)> = chart
+        .series
+        .iter()
+        .map(|s| {
+            (
+                s.label.clone(),
+                s.points.iter().map(|&(x, y)| (transform(x), y)).collect(),
+            )
+        })
+        .collect();
+    let log_x = chart.log_x;
+    let label_x = move |v: &f64| {
+        if log_x {
+            format!("{}", 2f64.powf(*v).round())
+        } else {
+            format!("{v}")
+        }
+    };
+    let x_labels = if log_x {
+        (x_hi - x_lo) as usize + 1
+    } else {
+        10
+    };
     let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
         root.fill(&WHITE)?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
+        let mut ctx = ChartBuilder::on(&root)
             .caption(chart.title, ("sans-serif", 20))
             .margin(14)
             .x_label_area_size(44)
-            .y_label_area_size(60);
-        if chart.log_x {
-            let mut ctx = builder
-                .build_cartesian_2d((x_min.max(0.5)..x_max * 1.05).log_scale(), 0f64..y_top)?;
-            ctx.configure_mesh()
-                .x_desc(chart.x_label)
-                .y_desc(chart.y_label)
-                .draw()?;
-            for (i, series) in chart.series.iter().enumerate() {
-                let color = COLORS[i % COLORS.len()];
-                ctx.draw_series(LineSeries::new(
-                    series.points.clone(),
-                    color.stroke_width(2),
-                ))?
-                .label(series.label.clone())
+            .y_label_area_size(60)
+            .build_cartesian_2d(x_lo..x_hi, 0f64..y_top)?;
+        ctx.configure_mesh()
+            .x_desc(chart.x_label)
+            .y_desc(chart.y_label)
+            .x_labels(x_labels)
+            .x_label_formatter(&label_x)
+            .light_line_style(WHITE)
+            .draw()?;
+        for (i, (label, points)) in series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            ctx.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-                ctx.draw_series(
-                    series
-                        .points
-                        .iter()
-                        .map(|&p| Circle::new(p, 3, color.filled())),
-                )?;
-            }
-            ctx.configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE)
-                .draw()?;
-        } else {
-            let mut ctx = builder.build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_top)?;
-            ctx.configure_mesh()
-                .x_desc(chart.x_label)
-                .y_desc(chart.y_label)
-                .draw()?;
-            for (i, series) in chart.series.iter().enumerate() {
-                let color = COLORS[i % COLORS.len()];
-                ctx.draw_series(LineSeries::new(
-                    series.points.clone(),
-                    color.stroke_width(2),
-                ))?
-                .label(series.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-                ctx.draw_series(
-                    series
-                        .points
-                        .iter()
-                        .map(|&p| Circle::new(p, 3, color.filled())),
-                )?;
-            }
-            ctx.configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE)
-                .draw()?;
+            ctx.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         }
+        ctx.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()?;
         root.present()?;
         Ok(())
     };

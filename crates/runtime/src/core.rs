@@ -519,7 +519,8 @@ impl Core {
     }
 
     fn dispatch(&self, completions: &mut Vec<Completion>) {
-        let now = self.read_clock();
+        // The loop's last reading: ready times order FIFO decisions, a batch of staleness is fine.
+        let now = self.clock();
         let mut tickets = self.tickets.borrow_mut();
         let mut sched = self.sched.borrow_mut();
         let mut avg = self.avg_latency_ns.get();

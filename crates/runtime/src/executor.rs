@@ -271,7 +271,9 @@ impl Executor {
                     if stop.is_some_and(|s| s.load(Ordering::Acquire)) {
                         break;
                     }
-                    std::thread::park_timeout(std::time::Duration::from_micros(100));
+                    // `Runtime::spawn` unparks every core, and an unpark that comes first makes
+                    // this return at once, so the timeout only bounds a missed shutdown.
+                    std::thread::park_timeout(std::time::Duration::from_millis(10));
                 }
             }
         }
@@ -332,7 +334,8 @@ impl Executor {
                 Decision::WaitDevice | Decision::Idle => break,
             }
             ran += 1;
-            // Fresh completions make better decisions; reaping costs no syscall.
+            // Fresh completions make the next decision right (aging needs to know which jobs
+            // are ready); reaping costs no syscall.
             self.core.reap();
         }
         ran
