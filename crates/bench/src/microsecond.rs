@@ -230,7 +230,6 @@ fn run_point(
         local_queue: threads,
         max_in_flight: cap,
         idle,
-        runs_per_iteration: 8,
         pin: false,
         initial_latency_ns: 1_000,
         ..RuntimeConfig::default()
