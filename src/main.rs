@@ -91,6 +91,10 @@ impl Common {
 }
 
 fn main() -> ExitCode {
+    // Behave like other command-line tools when the reader of stdout goes away (`| head`):
+    // end quietly instead of panicking on the failed write.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -283,7 +283,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     let (size_bytes, duration, rounds) = if options.quick {
         (256u64 << 20, Duration::from_millis(400), 3)
     } else {
-        (2u64 << 30, Duration::from_secs(1), 5)
+        (2u64 << 30, Duration::from_secs(1), 7)
     };
     let file = bench_file(&options.data_dir, size_bytes, options.seed)?;
     tamer_runtime::pin_to_cpu(BENCH_CPU);

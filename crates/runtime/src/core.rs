@@ -378,6 +378,11 @@ impl Core {
         self.clock_ns.get()
     }
 
+    /// True when the device's doorbell costs no syscall (it is rung at every submit).
+    pub(crate) fn doorbell_is_cheap(&self) -> bool {
+        self.doorbell_is_cheap
+    }
+
     pub(crate) fn avg_latency_ns(&self) -> u64 {
         self.avg_latency_ns.get()
     }

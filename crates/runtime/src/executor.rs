@@ -77,6 +77,9 @@ impl Drop for RestoreCore {
     }
 }
 
+/// Most runs per pass of the loop (between refills of the local queue and timer checks).
+const BATCH_RUNS: usize = 16;
+
 /// Longest idle wait for the device when only this core's queues feed it.
 const IDLE_WAIT_NS: u64 = 1_000_000;
 /// Longest idle wait when a shared queue feeds the core: bounds how long a new job can sit
@@ -238,14 +241,7 @@ impl Executor {
             self.refill();
             self.expire_timers();
             let ran = self.run_batch();
-            self.runs_since_doorbell += ran;
-            if self.runs_since_doorbell >= self.core.config.runs_per_iteration {
-                // One doorbell (at most one syscall) per `runs_per_iteration` runs.
-                self.core.ring_doorbell();
-                self.runs_since_doorbell = 0;
-            }
-            let reaped = self.core.reap();
-            if ran > 0 || reaped > 0 {
+            if ran > 0 || self.core.reap() > 0 {
                 continue;
             }
             self.runs_since_doorbell = 0;
@@ -302,12 +298,18 @@ impl Executor {
         }
     }
 
-    /// Runs up to `runs_per_iteration` decisions between two doorbells (the doorbell of a
-    /// cheap device is also rung at every submit). Returns how many ran.
+    /// Runs up to [`BATCH_RUNS`] decisions, ringing the doorbell of a syscall device after every
+    /// `runs_per_iteration` runs (a cheap device's doorbell is rung at every submit) and reaping
+    /// after every run. Returns how many ran.
     fn run_batch(&mut self) -> usize {
-        let limit = self.core.config.runs_per_iteration;
+        let limit = BATCH_RUNS;
         let mut ran = 0;
         while ran < limit {
+            if ran > 0 && self.global.is_some() {
+                // New jobs in the shared queues are seen at every decision (a pop from an empty
+                // ArrayQueue is two atomic loads), not only once per pass.
+                self.refill();
+            }
             let decision = {
                 let mut sched = self.core.sched.borrow_mut();
                 // Only aging compares against the present, and only when a job is ready: read
@@ -334,6 +336,14 @@ impl Executor {
                 Decision::WaitDevice | Decision::Idle => break,
             }
             ran += 1;
+            if !self.core.doorbell_is_cheap() {
+                self.runs_since_doorbell += 1;
+                if self.runs_since_doorbell >= self.core.config.runs_per_iteration {
+                    // At most one syscall per `runs_per_iteration` runs.
+                    self.core.ring_doorbell();
+                    self.runs_since_doorbell = 0;
+                }
+            }
             // Fresh completions make the next decision right (aging needs to know which jobs
             // are ready); reaping costs no syscall.
             self.core.reap();

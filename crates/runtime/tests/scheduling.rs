@@ -313,9 +313,6 @@ fn ready_versus_late_new_job(policy: Policy) -> Vec<String> {
     let config = RuntimeConfig {
         cores: 1,
         pin: false,
-        // New jobs are taken from the shared queue between iterations: one run per iteration
-        // lets C be seen as soon as H ends.
-        runs_per_iteration: 1,
         ..config(policy, 2)
     };
     let runtime = Runtime::start(config, DeviceSpec::Emulated { model }, arena).unwrap();
