@@ -146,10 +146,9 @@ impl Plan {
     }
 }
 
-/// The DRAM baseline as the best of three runs: a transient (the machine was busy, memory was
-/// just allocated) only ever lowers it, so the best run is the fair reference, and it makes the
-/// normalized figures conservative.
-pub fn best_baseline(
+/// The DRAM baseline as the median of three runs, the same statistic a point's single run
+/// estimates (the best of three would bias every ratio down by the machine's noise).
+pub fn median_baseline(
     memory: &[u8],
     work: &Work,
     iterations: u64,
@@ -157,18 +156,10 @@ pub fn best_baseline(
     duration: Duration,
     seed: u64,
 ) -> f64 {
-    (0..3)
-        .map(|i| {
-            dram_baseline(
-                memory,
-                work,
-                iterations,
-                mlp,
-                duration,
-                seed.wrapping_add(i),
-            )
-        })
-        .fold(0.0, f64::max)
+    let mut runs: Vec<f64> = (0..3)
+        .map(|i| dram_baseline(memory, work, iterations, mlp, duration, seed.wrapping_add(i)))
+        .collect();
+    median(&mut runs)
 }
 
 /// The DRAM baseline: one thread, no switching, W work then M 4 KiB copies from random blocks.
@@ -329,7 +320,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     for &mlp in &all_mlps {
         baselines.insert(
             mlp,
-            best_baseline(
+            median_baseline(
                 &memory,
                 &work,
                 iterations,
@@ -376,7 +367,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         for &mlp in &mlps {
             // The baseline is measured again next to every group of points, so that the ratio
             // compares measurements taken under the same machine load.
-            let baseline = best_baseline(
+            let baseline = median_baseline(
                 &memory,
                 &work,
                 iterations,
