@@ -157,7 +157,16 @@ pub fn median_baseline(
     seed: u64,
 ) -> f64 {
     let mut runs: Vec<f64> = (0..3)
-        .map(|i| dram_baseline(memory, work, iterations, mlp, duration, seed.wrapping_add(i)))
+        .map(|i| {
+            dram_baseline(
+                memory,
+                work,
+                iterations,
+                mlp,
+                duration,
+                seed.wrapping_add(i),
+            )
+        })
         .collect();
     median(&mut runs)
 }
