@@ -1,0 +1,1144 @@
+//! The page cache: lookup, misses, eviction, the pinned partition, flush.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tamer_device::{now_ns, Arena, DeviceError, IoRequest, BLOCK_SIZE};
+use tamer_runtime::{io, thread, Ticket};
+
+use crate::frame::{control, state_of, Frame, EMPTY, LOADING, NO_PAGE, READY, WRITEBACK};
+use crate::stats::{CacheStats, Counters, Histograms};
+use crate::{CacheConfig, CacheError};
+
+/// Device accesses one call (`get_many`, `flush`) keeps in flight at once. The runtime allows a
+/// user-level thread 16 ([`tamer_runtime::MAX_OUTSTANDING_PER_THREAD`]); 8 leaves room for the
+/// caller's own unwaited [`Prefetch`]es.
+pub const BATCH: usize = 8;
+
+/// Largest page number: its byte offset must fit in a `u64`.
+const MAX_PAGE: u64 = u64::MAX / BLOCK_SIZE as u64 - 1;
+
+/// Per-set state guarded by the set lock (taken on the miss path only).
+struct SetState {
+    /// CLOCK hand: the next way to examine.
+    hand: u32,
+}
+
+/// The pinned partition's directory: page → frame, insert-only, read without a lock.
+struct PinnedDir {
+    /// Frames handed out so far (the next free pinned frame is `data_frames + next`).
+    next: Mutex<u32>,
+    /// Open addressing: 0 = empty slot, else page + 1.
+    keys: Box<[AtomicU64]>,
+    frames: Box<[AtomicU32]>,
+    used: AtomicU32,
+}
+
+impl PinnedDir {
+    fn new(pinned_frames: u32) -> Self {
+        let slots = if pinned_frames == 0 {
+            0
+        } else {
+            (pinned_frames as usize * 2).next_power_of_two()
+        };
+        Self {
+            next: Mutex::new(0),
+            keys: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            frames: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            used: AtomicU32::new(0),
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, page: u64) -> Option<u32> {
+        if self.used.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mask = self.keys.len() - 1;
+        let mut slot = mix(page) as usize & mask;
+        loop {
+            let key = self.keys[slot].load(Ordering::Acquire);
+            if key == 0 {
+                return None;
+            }
+            if key == page + 1 {
+                return Some(self.frames[slot].load(Ordering::Relaxed));
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Inserts under the `next` lock; the table has twice as many slots as entries, so a free
+    /// slot always exists.
+    fn insert(&self, page: u64, frame: u32) {
+        let mask = self.keys.len() - 1;
+        let mut slot = mix(page) as usize & mask;
+        while self.keys[slot].load(Ordering::Relaxed) != 0 {
+            slot = (slot + 1) & mask;
+        }
+        self.frames[slot].store(frame, Ordering::Relaxed);
+        self.keys[slot].store(page + 1, Ordering::Release);
+        self.used.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A 64-bit mixer (the multiplicative step of SplitMix64 plus a shift) so that strided page
+/// numbers spread over the sets.
+#[inline]
+fn mix(page: u64) -> u64 {
+    let x = page.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^ (x >> 29)
+}
+
+/// How a lookup ended.
+enum Start<'a> {
+    /// Installed and pinned.
+    Ready(PageRef<'a>),
+    /// Another thread's read of the page is in flight (the frame is its miss-status entry).
+    Merged { frame: u32 },
+    /// This thread owns the miss: its read is in flight.
+    Loading(Load),
+    /// A non-blocking start found no free miss-status entry or no victim: nothing is held,
+    /// retry with a blocking start.
+    Deferred,
+}
+
+/// A miss owned by the calling thread.
+struct Load {
+    frame: u32,
+    page: u64,
+    ticket: Ticket,
+    started_ns: u64,
+}
+
+enum Victim {
+    /// Claimed as `LOADING|1`; `true` when it held a page (an eviction).
+    Clean(u32, bool),
+    /// Claimed as `WRITEBACK|0`: write it back, then retry.
+    Dirty(u32),
+    /// Every way is pinned or busy.
+    None,
+}
+
+/// A DRAM page cache of 4 KiB frames over a block device, for tamer's user-level threads.
+///
+/// See the crate documentation for the design and the memory footprint. Share it between cores
+/// with an `Arc`; every method takes `&self`.
+pub struct PageCache {
+    config: CacheConfig,
+    arena: Arc<Arena>,
+    /// Data frames (`0..data_frames`), then the pinned partition.
+    frames: Box<[Frame]>,
+    sets: Box<[Mutex<SetState>]>,
+    set_count: u32,
+    ways: u32,
+    data_frames: u32,
+    pinned_frames: u32,
+    max_misses: usize,
+    misses_in_flight: AtomicUsize,
+    pinned: PinnedDir,
+    counters: Counters,
+    histograms: Histograms,
+}
+
+impl std::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageCache")
+            .field("sets", &self.set_count)
+            .field("ways", &self.ways)
+            .field("data_frames", &self.data_frames)
+            .field("pinned_frames", &self.pinned_frames)
+            .field("max_misses", &self.max_misses)
+            .finish()
+    }
+}
+
+impl PageCache {
+    /// Validates `config` and allocates the arena (data frames, then the pinned partition) and
+    /// the metadata.
+    pub fn new(config: CacheConfig) -> Result<Self, CacheError> {
+        let (sets, data_frames, pinned_frames) = config.validate()?;
+        let arena = Arc::new(Arena::new(data_frames + pinned_frames)?);
+        let total = data_frames + pinned_frames;
+        let max_misses = config.max_misses.min(total as usize);
+        Ok(Self {
+            arena,
+            frames: (0..total).map(|_| Frame::new()).collect(),
+            sets: (0..sets)
+                .map(|_| Mutex::new(SetState { hand: 0 }))
+                .collect(),
+            set_count: sets,
+            ways: config.ways as u32,
+            data_frames,
+            pinned_frames,
+            max_misses,
+            misses_in_flight: AtomicUsize::new(0),
+            pinned: PinnedDir::new(pinned_frames),
+            counters: Counters::default(),
+            histograms: Histograms::new(),
+            config,
+        })
+    }
+
+    /// The arena holding every frame: open each core's device on it
+    /// (`tamer_device::open_device(&spec, cache.arena(), core)`, or pass it to
+    /// `Runtime::start`).
+    pub fn arena(&self) -> Arc<Arena> {
+        self.arena.clone()
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// Evictable frames (capacity rounded down to whole sets).
+    pub fn data_frames(&self) -> u32 {
+        self.data_frames
+    }
+
+    /// Frames of the pinned partition.
+    pub fn pinned_frames(&self) -> u32 {
+        self.pinned_frames
+    }
+
+    /// Number of sets.
+    pub fn sets(&self) -> u32 {
+        self.set_count
+    }
+
+    /// The effective bound of the miss-status table: `max_misses`, at most the frame count.
+    pub fn max_misses(&self) -> usize {
+        self.max_misses
+    }
+
+    /// Bytes of metadata the cache keeps besides the arena (frames, sets, pinned directory; the
+    /// latency histograms are a fixed extra).
+    pub fn metadata_bytes(&self) -> usize {
+        let frames = self.frames.len() * (std::mem::size_of::<Frame>() + 1); // + arena in-I/O flag
+        let sets = self.sets.len() * std::mem::size_of::<Mutex<SetState>>();
+        let dir = self.pinned.keys.len() * (8 + 4);
+        frames + sets + dir
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.counters;
+        CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            merged_misses: c.merged_misses.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            write_backs: c.write_backs.load(Ordering::Relaxed),
+            misses_in_flight: self.misses_in_flight.load(Ordering::Relaxed) as u64,
+            max_misses_in_flight: c.max_misses_in_flight.load(Ordering::Relaxed),
+            miss_latency_ns: self.histograms.merged(),
+        }
+    }
+
+    /// The page, pinned until the returned guard drops. On a miss the calling user-level
+    /// thread submits the read and parks (other threads run); concurrent misses on the page,
+    /// from any core, share that one read.
+    pub fn get(&self, page: u64) -> Result<PageRef<'_>, CacheError> {
+        self.check(page)?;
+        self.get_until(page, self.deadline())
+    }
+
+    /// Starts fetching `page` without waiting: call [`Prefetch::wait`] later, so that one job
+    /// overlaps several misses. A thread may hold at most 16 device accesses (the runtime's
+    /// bound), so keep at most [`BATCH`] prefetches unwaited; and do not `get` a page this
+    /// thread holds an unwaited prefetch of (it would wait for itself until the timeout).
+    pub fn prefetch(&self, page: u64) -> Result<Prefetch<'_>, CacheError> {
+        self.check(page)?;
+        let deadline = self.deadline();
+        // Non-blocking on shared resources: a thread holding unwaited reads (miss-status
+        // entries) must not wait for entries or frames held by others, or two such threads
+        // could wait for each other.
+        let state = match self.start(page, deadline, true, false)? {
+            Start::Ready(page_ref) => PrefetchState::Ready(page_ref),
+            Start::Merged { .. } | Start::Deferred => PrefetchState::Merged,
+            Start::Loading(load) => PrefetchState::Loading(load),
+        };
+        Ok(Prefetch {
+            cache: self,
+            page,
+            deadline,
+            state,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// Every page in `pages`, in order, with up to [`BATCH`] misses overlapped at a time.
+    /// Repeated pages are fetched once (and pinned once per occurrence).
+    pub fn get_many(&self, pages: &[u64]) -> Result<Vec<PageRef<'_>>, CacheError> {
+        for &page in pages {
+            self.check(page)?;
+        }
+        let mut out: Vec<PageRef<'_>> = Vec::with_capacity(pages.len());
+        for chunk in pages.chunks(BATCH) {
+            let base = out.len();
+            // First occurrence of each page in this chunk (or in the earlier output).
+            let mut prefetches: Vec<Option<Prefetch<'_>>> = Vec::with_capacity(chunk.len());
+            let mut source: Vec<Option<usize>> = Vec::with_capacity(chunk.len());
+            for (i, &page) in chunk.iter().enumerate() {
+                let earlier_out = out.iter().position(|r| r.page == page);
+                let earlier_chunk = chunk[..i].iter().position(|&p| p == page);
+                match (earlier_out, earlier_chunk) {
+                    (Some(j), _) => {
+                        source.push(Some(j));
+                        prefetches.push(None);
+                    }
+                    (None, Some(k)) => {
+                        source.push(Some(base + k));
+                        prefetches.push(None);
+                    }
+                    (None, None) => {
+                        source.push(None);
+                        // On error the earlier prefetches drop, which completes their reads.
+                        prefetches.push(Some(self.prefetch(page)?));
+                    }
+                }
+            }
+            // Own reads first: then this thread holds no miss-status entry while it waits for
+            // other threads' reads (which they, in turn, complete first).
+            let mut done: Vec<Option<Result<PageRef<'_>, CacheError>>> =
+                (0..chunk.len()).map(|_| None).collect();
+            for (slot, prefetch) in prefetches.iter_mut().enumerate() {
+                if prefetch.as_ref().is_some_and(Prefetch::issued_read) {
+                    done[slot] = prefetch.take().map(Prefetch::wait);
+                }
+            }
+            for (slot, prefetch) in prefetches.into_iter().enumerate() {
+                if let Some(prefetch) = prefetch {
+                    done[slot] = Some(prefetch.wait());
+                }
+            }
+            for (slot, from) in source.into_iter().enumerate() {
+                let page_ref = match (done[slot].take(), from) {
+                    (Some(result), _) => result?,
+                    (None, Some(j)) => out[j].clone(),
+                    (None, None) => unreachable!("every entry has a prefetch or a source"),
+                };
+                out.push(page_ref);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads `page` into the pinned partition, where it is never evicted (metadata), and
+    /// returns it pinned. Idempotent; a page already in the data partition moves over (dirty
+    /// or not). Fails with [`CacheError::PinnedFull`] when the partition has no free frame.
+    pub fn pin_permanent(&self, page: u64) -> Result<PageRef<'_>, CacheError> {
+        self.check(page)?;
+        let deadline = self.deadline();
+        if self.pinned_frames == 0 {
+            return Err(CacheError::PinnedFull { pinned_frames: 0 });
+        }
+        loop {
+            if self.pinned.lookup(page).is_some() {
+                return self.get_until(page, deadline);
+            }
+            if !self.reserve_miss() {
+                self.wait_step(deadline, || self.table_full())?;
+                continue;
+            }
+            let mut next = lock(&self.pinned.next);
+            if self.pinned.lookup(page).is_some() {
+                drop(next);
+                self.release_miss();
+                continue;
+            }
+            if *next >= self.pinned_frames {
+                drop(next);
+                self.release_miss();
+                return Err(CacheError::PinnedFull {
+                    pinned_frames: self.pinned_frames,
+                });
+            }
+            let pinned_frame = self.data_frames + *next;
+            let target = &self.frames[pinned_frame as usize];
+            let (set, base) = self.set_of(page);
+            let set_guard = lock(&self.sets[set]);
+            let mut busy = false;
+            let mut moved = false;
+            for way in 0..self.ways {
+                let frame_index = base + way;
+                let frame = &self.frames[frame_index as usize];
+                if frame.tag.load(Ordering::Acquire) != page {
+                    continue;
+                }
+                if frame.try_claim(WRITEBACK, 0) {
+                    // We own the unpinned data frame: move the page over.
+                    // SAFETY: both frames are owned by this thread (the data frame is claimed,
+                    // the pinned frame is not yet published), neither is in an I/O.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            self.arena.frame_ptr(frame_index),
+                            self.arena.frame_ptr(pinned_frame),
+                            BLOCK_SIZE,
+                        );
+                    }
+                    let dirty = frame.dirty.swap(false, Ordering::AcqRel);
+                    target.dirty.store(dirty, Ordering::Release);
+                    target.tag.store(page, Ordering::Release);
+                    target.control.store(control(READY, 0), Ordering::Release);
+                    frame.tag.store(NO_PAGE, Ordering::Release);
+                    frame.referenced.store(false, Ordering::Relaxed);
+                    frame.control.store(control(EMPTY, 0), Ordering::Release);
+                    moved = true;
+                } else {
+                    busy = true;
+                }
+                break;
+            }
+            if busy {
+                drop(set_guard);
+                drop(next);
+                self.release_miss();
+                self.wait_step(deadline, || CacheError::MissTimeout {
+                    page,
+                    waited_ms: self.waited_ms(),
+                })?;
+                continue;
+            }
+            if !moved {
+                target.tag.store(page, Ordering::Release);
+                target.dirty.store(false, Ordering::Release);
+                target.control.store(control(LOADING, 1), Ordering::Release);
+            }
+            self.pinned.insert(page, pinned_frame);
+            *next += 1;
+            drop(set_guard);
+            drop(next);
+            if moved {
+                self.release_miss();
+                return self.get_until(page, deadline);
+            }
+            let load = self.submit_load(pinned_frame, page)?;
+            return self.finish_load(load);
+        }
+    }
+
+    /// Writes back every dirty frame (in batches of [`BATCH`]) and then calls the device's
+    /// durability barrier (`io::flush`). A frame being written keeps its shared latch: readers
+    /// go on, writers of that page wait for the write.
+    pub fn flush(&self) -> Result<(), CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        let deadline = self.deadline();
+        let mut batch: Vec<(u32, Ticket)> = Vec::with_capacity(BATCH);
+        let mut first_error: Option<CacheError> = None;
+        for index in 0..self.frames.len() as u32 {
+            let frame = &self.frames[index as usize];
+            // A victim being written back by its evictor: wait, so that the barrier covers it.
+            while frame.state() == WRITEBACK {
+                self.wait_step(deadline, || CacheError::MissTimeout {
+                    page: frame.tag.load(Ordering::Relaxed),
+                    waited_ms: self.waited_ms(),
+                })?;
+            }
+            if !frame.dirty.load(Ordering::Acquire) {
+                continue;
+            }
+            let page = frame.tag.load(Ordering::Acquire);
+            if page == NO_PAGE || !frame.try_pin(page, false) {
+                continue;
+            }
+            while !frame.try_lock_shared() {
+                backoff();
+            }
+            if !frame.dirty.swap(false, Ordering::AcqRel) {
+                frame.unlock_shared();
+                frame.unpin();
+                continue;
+            }
+            match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
+                Ok(ticket) => batch.push((index, ticket)),
+                Err(err) => {
+                    frame.dirty.store(true, Ordering::Release);
+                    frame.unlock_shared();
+                    frame.unpin();
+                    first_error.get_or_insert(self.device_error(err, page));
+                    break;
+                }
+            }
+            if batch.len() == BATCH {
+                self.drain_writes(&mut batch, &mut first_error);
+            }
+        }
+        self.drain_writes(&mut batch, &mut first_error);
+        if let Some(err) = first_error {
+            return Err(err);
+        }
+        io::flush()?;
+        Ok(())
+    }
+
+    fn drain_writes(&self, batch: &mut Vec<(u32, Ticket)>, first_error: &mut Option<CacheError>) {
+        for (index, ticket) in batch.drain(..) {
+            let frame = &self.frames[index as usize];
+            match io::wait(ticket) {
+                Ok(()) => Counters::bump(&self.counters.write_backs),
+                Err(err) => {
+                    frame.dirty.store(true, Ordering::Release);
+                    let page = frame.tag.load(Ordering::Relaxed);
+                    first_error.get_or_insert(self.device_error(err, page));
+                }
+            }
+            frame.unlock_shared();
+            frame.unpin();
+        }
+    }
+
+    // --- internals ---
+
+    fn check(&self, page: u64) -> Result<(), CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        let capacity_bytes = self.config.device_capacity_bytes.unwrap_or(u64::MAX);
+        if page > MAX_PAGE || (page + 1) * BLOCK_SIZE as u64 > capacity_bytes {
+            return Err(CacheError::PageOutOfRange {
+                page,
+                capacity_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn deadline(&self) -> u64 {
+        now_ns().saturating_add(self.config.wait_timeout.as_nanos() as u64)
+    }
+
+    fn waited_ms(&self) -> u64 {
+        self.config.wait_timeout.as_millis() as u64
+    }
+
+    fn table_full(&self) -> CacheError {
+        CacheError::MissTableFull {
+            max_misses: self.max_misses,
+            waited_ms: self.waited_ms(),
+        }
+    }
+
+    /// One step of a bounded wait for another thread: yield, or fail past the deadline.
+    fn wait_step(
+        &self,
+        deadline: u64,
+        error: impl FnOnce() -> CacheError,
+    ) -> Result<(), CacheError> {
+        if now_ns() > deadline {
+            return Err(error());
+        }
+        thread::yield_now();
+        Ok(())
+    }
+
+    fn device_error(&self, err: DeviceError, page: u64) -> CacheError {
+        match err {
+            DeviceError::OutOfRange { capacity_bytes, .. } => CacheError::PageOutOfRange {
+                page,
+                capacity_bytes,
+            },
+            other => CacheError::Device(other),
+        }
+    }
+
+    #[inline]
+    fn set_of(&self, page: u64) -> (usize, u32) {
+        let set = (mix(page) % u64::from(self.set_count)) as u32;
+        (set as usize, set * self.ways)
+    }
+
+    /// Pins the page if it is installed (pinned partition first, then its set); no lock.
+    #[inline]
+    fn lookup_pin(&self, page: u64) -> Option<u32> {
+        if let Some(frame) = self.pinned.lookup(page) {
+            return self.frames[frame as usize]
+                .try_pin(page, true)
+                .then_some(frame);
+        }
+        let (_, base) = self.set_of(page);
+        (base..base + self.ways).find(|&index| {
+            let frame = &self.frames[index as usize];
+            frame.tag.load(Ordering::Acquire) == page && frame.try_pin(page, true)
+        })
+    }
+
+    /// Takes a miss-status entry if one is free.
+    fn reserve_miss(&self) -> bool {
+        let mut current = self.misses_in_flight.load(Ordering::Relaxed);
+        loop {
+            if current >= self.max_misses {
+                return false;
+            }
+            match self.misses_in_flight.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
+        debug_assert!(
+            current < self.max_misses,
+            "miss-status table over its bound"
+        );
+        self.counters
+            .max_misses_in_flight
+            .fetch_max(current as u64 + 1, Ordering::Relaxed);
+        true
+    }
+
+    fn release_miss(&self) {
+        let before = self.misses_in_flight.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "miss-status entry released twice");
+    }
+
+    fn get_until(&self, page: u64, deadline: u64) -> Result<PageRef<'_>, CacheError> {
+        let mut first = true;
+        loop {
+            match self.start(page, deadline, first, true)? {
+                Start::Ready(page_ref) => return Ok(page_ref),
+                Start::Loading(load) => return self.finish_load(load),
+                Start::Merged { frame } => self.wait_merged(frame, page, deadline)?,
+                Start::Deferred => unreachable!("a blocking start does not defer"),
+            }
+            first = false;
+        }
+    }
+
+    /// Waits (yielding, polling the frame with Acquire loads) until another thread's read of
+    /// `page` into `frame` ends. The reader may run on another core, whose completion cannot
+    /// wake this core's threads, hence polling.
+    fn wait_merged(&self, frame: u32, page: u64, deadline: u64) -> Result<(), CacheError> {
+        let frame = &self.frames[frame as usize];
+        while frame.tag.load(Ordering::Acquire) == page && frame.state() == LOADING {
+            self.wait_step(deadline, || CacheError::MissTimeout {
+                page,
+                waited_ms: self.waited_ms(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The hit path, then the miss path: merge with a read in flight, or take a miss-status
+    /// entry and a victim and submit the read.
+    /// `blocking`: wait (bounded) for a free miss-status entry or victim; otherwise return
+    /// [`Start::Deferred`] holding nothing.
+    fn start(
+        &self,
+        page: u64,
+        deadline: u64,
+        count_hit: bool,
+        blocking: bool,
+    ) -> Result<Start<'_>, CacheError> {
+        let merged_counted = !count_hit;
+        loop {
+            if let Some(frame) = self.lookup_pin(page) {
+                if !merged_counted {
+                    Counters::bump(&self.counters.hits);
+                }
+                return Ok(Start::Ready(PageRef::new(self, frame, page)));
+            }
+            // A pinned-partition page whose load is in flight or failed.
+            if let Some(index) = self.pinned.lookup(page) {
+                let frame = &self.frames[index as usize];
+                match frame.state() {
+                    LOADING => {
+                        if !merged_counted {
+                            Counters::bump(&self.counters.merged_misses);
+                        }
+                        return Ok(Start::Merged { frame: index });
+                    }
+                    EMPTY => {
+                        if !self.reserve_miss() {
+                            if !blocking {
+                                return Ok(Start::Deferred);
+                            }
+                            self.wait_step(deadline, || self.table_full())?;
+                            continue;
+                        }
+                        if frame
+                            .control
+                            .compare_exchange(
+                                control(EMPTY, 0),
+                                control(LOADING, 1),
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            )
+                            .is_err()
+                        {
+                            self.release_miss();
+                            continue;
+                        }
+                        return self.submit_load(index, page).map(Start::Loading);
+                    }
+                    _ => continue,
+                }
+            }
+            let (set, base) = self.set_of(page);
+            let mut guard = lock(&self.sets[set]);
+            if self.pinned.lookup(page).is_some() {
+                continue; // moved to the pinned partition meanwhile
+            }
+            let mut found = None;
+            for index in base..base + self.ways {
+                let frame = &self.frames[index as usize];
+                if frame.tag.load(Ordering::Acquire) == page {
+                    found = Some((index, frame.state()));
+                    break;
+                }
+            }
+            match found {
+                Some((_, READY)) => continue, // installed meanwhile: pin it
+                Some((index, LOADING)) => {
+                    drop(guard);
+                    if !merged_counted {
+                        Counters::bump(&self.counters.merged_misses);
+                    }
+                    return Ok(Start::Merged { frame: index });
+                }
+                Some((_, _)) => {
+                    // Being written back (or moved): the device copy is not current yet.
+                    drop(guard);
+                    self.wait_step(deadline, || CacheError::MissTimeout {
+                        page,
+                        waited_ms: self.waited_ms(),
+                    })?;
+                    continue;
+                }
+                None => {}
+            }
+            if !self.reserve_miss() {
+                drop(guard);
+                if !blocking {
+                    return Ok(Start::Deferred);
+                }
+                self.wait_step(deadline, || self.table_full())?;
+                continue;
+            }
+            match self.choose_victim(&mut guard, base) {
+                Victim::Clean(index, evicted) => {
+                    let frame = &self.frames[index as usize];
+                    frame.tag.store(page, Ordering::Release);
+                    frame.dirty.store(false, Ordering::Release);
+                    frame.referenced.store(true, Ordering::Relaxed);
+                    drop(guard);
+                    if evicted {
+                        Counters::bump(&self.counters.evictions);
+                    }
+                    return self.submit_load(index, page).map(Start::Loading);
+                }
+                Victim::Dirty(index) => {
+                    drop(guard);
+                    self.release_miss();
+                    // Only this set's victim page waits for the write; other pages and sets
+                    // go on. Then retry: the frame is clean now.
+                    self.write_back_victim(index)?;
+                }
+                Victim::None => {
+                    drop(guard);
+                    self.release_miss();
+                    if !blocking {
+                        return Ok(Start::Deferred);
+                    }
+                    self.wait_step(deadline, || CacheError::SetPinned {
+                        page,
+                        ways: self.ways as usize,
+                        waited_ms: self.waited_ms(),
+                    })?;
+                }
+            }
+        }
+    }
+
+    /// CLOCK over the set, preferring a clean victim: an empty way first; then up to two
+    /// sweeps of the hand, clearing reference bits, taking the first unreferenced clean frame;
+    /// failing that, the first unreferenced dirty one seen. Pinned and busy frames are skipped.
+    fn choose_victim(&self, set: &mut MutexGuard<'_, SetState>, base: u32) -> Victim {
+        for index in base..base + self.ways {
+            let frame = &self.frames[index as usize];
+            if frame
+                .control
+                .compare_exchange(
+                    control(EMPTY, 0),
+                    control(LOADING, 1),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                debug_assert_eq!(frame.tag.load(Ordering::Relaxed), NO_PAGE);
+                return Victim::Clean(index, false);
+            }
+        }
+        let mut dirty = None;
+        for _ in 0..2 * self.ways {
+            let index = base + set.hand;
+            set.hand = (set.hand + 1) % self.ways;
+            let frame = &self.frames[index as usize];
+            let word = frame.control.load(Ordering::Acquire);
+            if word != control(READY, 0) {
+                continue;
+            }
+            if frame.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            if frame.dirty.load(Ordering::Acquire) {
+                dirty.get_or_insert(index);
+                continue;
+            }
+            if frame.try_claim(LOADING, 1) {
+                // A writer may have pinned, dirtied and unpinned it since we looked: the claim
+                // synchronizes with its unpin, so this check sees its dirty mark.
+                if frame.dirty.load(Ordering::Acquire) {
+                    frame
+                        .control
+                        .store(control(WRITEBACK, 0), Ordering::Release);
+                    return Victim::Dirty(index);
+                }
+                return Victim::Clean(index, true);
+            }
+        }
+        if let Some(index) = dirty {
+            if self.frames[index as usize].try_claim(WRITEBACK, 0) {
+                return Victim::Dirty(index);
+            }
+        }
+        Victim::None
+    }
+
+    /// Writes a claimed dirty victim (`WRITEBACK|0`) back and makes it a clean `READY` frame.
+    fn write_back_victim(&self, index: u32) -> Result<(), CacheError> {
+        let frame = &self.frames[index as usize];
+        let page = frame.tag.load(Ordering::Acquire);
+        debug_assert_eq!(frame.control.load(Ordering::Relaxed), control(WRITEBACK, 0));
+        let result =
+            io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)).and_then(io::wait);
+        if result.is_ok() {
+            frame.dirty.store(false, Ordering::Release);
+            Counters::bump(&self.counters.write_backs);
+        }
+        // Nobody could pin it meanwhile (it was not READY): hand it back, clean or still dirty.
+        frame.control.store(control(READY, 0), Ordering::Release);
+        result.map_err(|err| self.device_error(err, page))
+    }
+
+    /// Submits the read of a frame claimed as `LOADING|1` (with a miss-status entry taken).
+    fn submit_load(&self, frame: u32, page: u64) -> Result<Load, CacheError> {
+        Counters::bump(&self.counters.misses);
+        let started_ns = now_ns();
+        match io::submit(IoRequest::read(page * BLOCK_SIZE as u64, frame, 1, 0)) {
+            Ok(ticket) => Ok(Load {
+                frame,
+                page,
+                ticket,
+                started_ns,
+            }),
+            Err(err) => {
+                self.fail_load(frame);
+                self.release_miss();
+                Err(self.device_error(err, page))
+            }
+        }
+    }
+
+    /// Parks until the read completes, installs the page and frees the miss-status entry.
+    fn finish_load(&self, load: Load) -> Result<PageRef<'_>, CacheError> {
+        let result = io::wait(load.ticket);
+        self.histograms
+            .record(now_ns().saturating_sub(load.started_ns));
+        let frame = &self.frames[load.frame as usize];
+        let outcome = match result {
+            Ok(()) => {
+                debug_assert!(
+                    !self.arena.is_in_io(load.frame),
+                    "a frame in I/O is never handed out"
+                );
+                let before = frame.set_state(READY);
+                debug_assert_eq!(state_of(before), LOADING);
+                debug_assert!(before & 0xffff_ffff >= 1, "the loader holds a pin");
+                Ok(PageRef::new(self, load.frame, load.page))
+            }
+            Err(err) => {
+                self.fail_load(load.frame);
+                Err(self.device_error(err, load.page))
+            }
+        };
+        self.release_miss();
+        outcome
+    }
+
+    /// Empties a frame whose read failed (a pinned-partition frame keeps its page, to retry).
+    fn fail_load(&self, index: u32) {
+        let frame = &self.frames[index as usize];
+        if index < self.data_frames {
+            let (set, _) = self.set_of(frame.tag.load(Ordering::Relaxed));
+            let _guard = lock(&self.sets[set]);
+            frame.tag.store(NO_PAGE, Ordering::Release);
+            frame.dirty.store(false, Ordering::Release);
+            frame.control.store(control(EMPTY, 0), Ordering::Release);
+        } else {
+            frame.control.store(control(EMPTY, 0), Ordering::Release);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while a set lock is held; recover the data if something did.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Waits for a latch held by another thread: yield to it if it runs on this core.
+fn backoff() {
+    if thread::in_user_thread() {
+        thread::yield_now();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// A pinned page. While it lives the frame is not evicted; it unpins on drop.
+///
+/// Access goes through the frame's version latch: [`PageRef::read`] (shared),
+/// [`PageRef::write`] (exclusive, marks the page dirty) and [`PageRef::read_optimistic`]
+/// (no latch; the result is discarded if a writer intervened). Do not call `write` inside
+/// `read` (or either inside `write`) on the same page: the latch is not reentrant.
+pub struct PageRef<'a> {
+    cache: &'a PageCache,
+    frame: u32,
+    page: u64,
+}
+
+impl<'a> PageRef<'a> {
+    fn new(cache: &'a PageCache, frame: u32, page: u64) -> Self {
+        debug_assert_eq!(cache.frames[frame as usize].state(), READY);
+        Self { cache, frame, page }
+    }
+
+    fn meta(&self) -> &Frame {
+        &self.cache.frames[self.frame as usize]
+    }
+
+    /// The page number.
+    pub fn page(&self) -> u64 {
+        self.page
+    }
+
+    /// The arena frame holding the page (stable while pinned).
+    pub fn frame_index(&self) -> u32 {
+        self.frame
+    }
+
+    /// True when the frame is in the pinned partition.
+    pub fn is_permanent(&self) -> bool {
+        self.frame >= self.cache.data_frames
+    }
+
+    /// The latch version now (even: unlocked; odd: a writer holds it).
+    pub fn version(&self) -> u64 {
+        self.meta().version.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` on the page under the shared latch (writers wait; other readers do not).
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let meta = self.meta();
+        while !meta.try_lock_shared() {
+            backoff();
+        }
+        let _unlock = UnlockShared(meta);
+        // SAFETY: pinned (the frame is READY, no read I/O into it) and the shared latch
+        // excludes writers. A flush may be writing the frame to the device: that only reads it.
+        let data = unsafe {
+            std::slice::from_raw_parts(self.cache.arena.frame_ptr(self.frame), BLOCK_SIZE)
+        };
+        f(data)
+    }
+
+    /// Runs `f` on the page under the exclusive latch and marks it dirty.
+    pub fn write<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let meta = self.meta();
+        let held = loop {
+            if let Some(held) = meta.try_lock_exclusive() {
+                break held;
+            }
+            backoff();
+        };
+        let unlock = UnlockExclusive(meta, held);
+        while !meta.readers_drained() {
+            backoff();
+        }
+        debug_assert!(
+            !self.cache.arena.is_in_io(self.frame),
+            "a frame in I/O is never written"
+        );
+        meta.dirty.store(true, Ordering::Release);
+        // SAFETY: pinned, and the exclusive latch with no readers left gives this thread the
+        // only reference; flushes hold the shared latch while the frame is in I/O.
+        let data = unsafe {
+            std::slice::from_raw_parts_mut(self.cache.arena.frame_ptr(self.frame), BLOCK_SIZE)
+        };
+        let result = f(data);
+        drop(unlock);
+        result
+    }
+
+    /// Runs `f` on the page without a latch and returns its result only if no writer held the
+    /// latch before or during the call; `None` otherwise (retry, or use [`PageRef::read`]).
+    ///
+    /// `f` may see a page being modified (torn): it must not act on what it reads (no
+    /// indexing by values read, no side effects) beyond computing a result that is discarded
+    /// when validation fails. This is the seqlock pattern of optimistic latch coupling.
+    pub fn read_optimistic<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let meta = self.meta();
+        let version = meta.optimistic_begin()?;
+        // SAFETY: pinned, so the frame holds this page and no read I/O targets it; concurrent
+        // writes are possible and detected by the version check below.
+        let data = unsafe {
+            std::slice::from_raw_parts(self.cache.arena.frame_ptr(self.frame), BLOCK_SIZE)
+        };
+        let result = f(data);
+        meta.optimistic_validate(version).then_some(result)
+    }
+}
+
+impl Clone for PageRef<'_> {
+    fn clone(&self) -> Self {
+        self.meta().add_pin();
+        Self {
+            cache: self.cache,
+            frame: self.frame,
+            page: self.page,
+        }
+    }
+}
+
+impl Drop for PageRef<'_> {
+    fn drop(&mut self) {
+        self.meta().unpin();
+    }
+}
+
+impl std::fmt::Debug for PageRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageRef")
+            .field("page", &self.page)
+            .field("frame", &self.frame)
+            .finish()
+    }
+}
+
+struct UnlockShared<'a>(&'a Frame);
+
+impl Drop for UnlockShared<'_> {
+    fn drop(&mut self) {
+        self.0.unlock_shared();
+    }
+}
+
+struct UnlockExclusive<'a>(&'a Frame, u64);
+
+impl Drop for UnlockExclusive<'_> {
+    fn drop(&mut self) {
+        let before = self.0.version.load(Ordering::Relaxed);
+        self.0.unlock_exclusive(self.1);
+        debug_assert!(self.0.version.load(Ordering::Relaxed) > before, "monotonic");
+    }
+}
+
+enum PrefetchState<'a> {
+    Ready(PageRef<'a>),
+    Merged,
+    Loading(Load),
+    Taken,
+}
+
+/// A fetch started by [`PageCache::prefetch`]. [`Prefetch::wait`] returns the pinned page.
+/// Dropping it unwaited still completes the read (parking the thread if it must). It belongs
+/// to the user-level thread that made it (the device ticket does), hence not `Send`.
+pub struct Prefetch<'a> {
+    cache: &'a PageCache,
+    page: u64,
+    deadline: u64,
+    state: PrefetchState<'a>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> Prefetch<'a> {
+    /// The page being fetched.
+    pub fn page(&self) -> u64 {
+        self.page
+    }
+
+    /// True when this prefetch issued the device read itself (not a hit, not merged).
+    pub fn issued_read(&self) -> bool {
+        matches!(self.state, PrefetchState::Loading(_))
+    }
+
+    /// Waits for the page (parking if this thread's read is in flight, polling if another
+    /// thread's is) and returns it pinned.
+    pub fn wait(mut self) -> Result<PageRef<'a>, CacheError> {
+        match std::mem::replace(&mut self.state, PrefetchState::Taken) {
+            PrefetchState::Ready(page_ref) => Ok(page_ref),
+            PrefetchState::Loading(load) => self.cache.finish_load(load),
+            PrefetchState::Merged => self.cache.get_until(self.page, self.deadline),
+            PrefetchState::Taken => unreachable!("wait consumes the prefetch"),
+        }
+    }
+}
+
+impl Drop for Prefetch<'_> {
+    fn drop(&mut self) {
+        if let PrefetchState::Loading(load) =
+            std::mem::replace(&mut self.state, PrefetchState::Taken)
+        {
+            // The ticket must be claimed by its owner and the frame installed (or emptied).
+            let _ = self.cache.finish_load(load);
+        }
+    }
+}
+
+impl std::fmt::Debug for Prefetch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prefetch")
+            .field("page", &self.page)
+            .field("issued_read", &self.issued_read())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_matches_the_documented_figures() {
+        assert_eq!(std::mem::size_of::<Frame>(), 32);
+        assert!(std::mem::size_of::<Mutex<SetState>>() <= 12);
+        let cache = PageCache::new(CacheConfig::new(1024 * 4096)).unwrap();
+        // 1024 data frames: 33 bytes each + 128 set locks.
+        let per_frame = cache.metadata_bytes() as f64 / 1024.0;
+        assert!(
+            (33.0..=34.5).contains(&per_frame),
+            "{per_frame} bytes per frame"
+        );
+    }
+
+    #[test]
+    fn pages_spread_over_sets() {
+        let cache = PageCache::new(CacheConfig::new(64 * 4096)).unwrap();
+        let mut counts = vec![0u32; cache.sets() as usize];
+        for page in (0..8000u64).map(|p| p * 8) {
+            counts[cache.set_of(page).0] += 1;
+        }
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(*min > 800 && *max < 1200, "{counts:?}");
+    }
+}

@@ -1,0 +1,750 @@
+//! Page-cache behaviour on the emulated device (and one io_uring test on a temp file).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{check, emulated, fill, PAGE};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_cache::{CacheConfig, CacheError, PageCache};
+use tamer_device::{DeviceFile, DeviceSpec, UringConfig};
+use tamer_runtime::{thread, Runtime, RuntimeConfig};
+
+/// Content of a page at `generation` (0: never written, all zeros).
+fn matches(buf: &[u8], page: u64, generation: u64) -> bool {
+    if generation == 0 {
+        buf.iter().all(|&b| b == 0)
+    } else {
+        check(buf) == Some((page, generation))
+    }
+}
+
+#[test]
+fn merged_misses_give_one_device_read() {
+    let (cache, model) = emulated(CacheConfig::new(64 * PAGE as u64), 50_000, 1024);
+    let mut executor = common::executor(&cache, &model, 32);
+    let ok = Arc::new(AtomicUsize::new(0));
+    for _ in 0..32 {
+        let (cache, ok) = (cache.clone(), ok.clone());
+        executor
+            .spawn(move || {
+                let page = cache.get(7).unwrap();
+                assert_eq!(page.page(), 7);
+                ok.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(ok.load(Ordering::Relaxed), 32);
+    assert_eq!(executor.device_stats().completed, 1, "one device read");
+    let stats = cache.stats();
+    assert_eq!(stats.misses, 1);
+    assert_eq!(stats.merged_misses + stats.hits, 31);
+    assert!(stats.merged_misses >= 1, "{stats:?}");
+    assert_eq!(stats.misses_in_flight, 0);
+    assert_eq!(stats.miss_latency_ns.len(), 1);
+    assert!(stats.miss_latency_ns.min() >= 50_000);
+}
+
+#[test]
+fn merged_misses_across_cores_give_one_device_read() {
+    let (cache, model) = emulated(CacheConfig::new(64 * PAGE as u64), 200_000, 1024);
+    let config = RuntimeConfig {
+        cores: 2,
+        pin: false,
+        ..RuntimeConfig::with_threads(16)
+    };
+    let runtime = Runtime::start(config, DeviceSpec::Emulated { model }, cache.arena()).unwrap();
+    let barrier = Arc::new(AtomicUsize::new(0));
+    for core in 0..2 {
+        for _ in 0..16 {
+            let (cache, barrier) = (cache.clone(), barrier.clone());
+            runtime
+                .spawn_on(core, move || {
+                    // Start together so that both cores miss while the read is in flight.
+                    barrier.fetch_add(1, Ordering::AcqRel);
+                    while barrier.load(Ordering::Acquire) < 32 {
+                        thread::yield_now();
+                    }
+                    cache.get(11).unwrap();
+                })
+                .unwrap();
+        }
+    }
+    let reports = runtime.shutdown();
+    common::no_panics(&reports);
+    let reads: u64 = reports.iter().map(|r| r.device.completed).sum();
+    assert_eq!(reads, 1, "one device read for 32 threads on 2 cores");
+    assert_eq!(cache.stats().misses, 1);
+}
+
+#[test]
+fn eviction_never_loses_a_dirty_page() {
+    const PAGES: u64 = 256;
+    // 16 frames (2 sets of 8) for 256 pages.
+    let (cache, model) = emulated(CacheConfig::new(16 * PAGE as u64), 2_000, PAGES);
+    let mut executor = common::executor(&cache, &model, 8);
+    for worker in 0..8u64 {
+        let cache = cache.clone();
+        executor
+            .spawn(move || {
+                for page in (worker..PAGES).step_by(8) {
+                    cache
+                        .get(page)
+                        .unwrap_or_else(|e| panic!("get {page}: {e}"))
+                        .write(|buf| fill(buf, page, 1));
+                }
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    let stats = cache.stats();
+    assert!(stats.evictions >= PAGES - 16, "{stats:?}");
+    assert!(stats.write_backs >= PAGES - 16, "{stats:?}");
+    let bad = Arc::new(AtomicU64::new(0));
+    for worker in 0..8u64 {
+        let (cache, bad) = (cache.clone(), bad.clone());
+        executor
+            .spawn(move || {
+                for page in (worker..PAGES).step_by(8) {
+                    if !cache
+                        .get(page)
+                        .unwrap_or_else(|e| panic!("get {page}: {e}"))
+                        .read(|buf| matches(buf, page, 1))
+                    {
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "pages lost or corrupted");
+
+    // Flush, then a new cache over the same device sees everything.
+    let flushed = cache.clone();
+    executor.spawn(move || flushed.flush().unwrap()).unwrap();
+    common::run(&mut executor);
+    drop(executor);
+    let fresh = Arc::new(PageCache::new(CacheConfig::new(16 * PAGE as u64)).unwrap());
+    let mut executor = common::executor(&fresh, &model, 4);
+    for worker in 0..4u64 {
+        let (fresh, bad) = (fresh.clone(), bad.clone());
+        executor
+            .spawn(move || {
+                for page in (worker..PAGES).step_by(4) {
+                    if !fresh.get(page).unwrap().read(|buf| matches(buf, page, 1)) {
+                        bad.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "pages lost after flush");
+    assert_eq!(fresh.stats().misses, PAGES);
+}
+
+#[test]
+fn pinned_frames_are_never_evicted() {
+    let config = CacheConfig::new(16 * PAGE as u64).pinned_bytes(4 * PAGE as u64);
+    let (cache, model) = emulated(config, 2_000, 512);
+    let mut executor = common::executor(&cache, &model, 8);
+    let frames = Arc::new(Mutex::new(Vec::new()));
+    {
+        let (cache, frames) = (cache.clone(), frames.clone());
+        executor
+            .spawn(move || {
+                for page in 0..4u64 {
+                    let pinned = cache.pin_permanent(page).unwrap();
+                    assert!(pinned.is_permanent());
+                    pinned.write(|buf| fill(buf, page, 7));
+                    frames.lock().unwrap().push(pinned.frame_index());
+                }
+                assert!(matches!(
+                    cache.pin_permanent(99),
+                    Err(CacheError::PinnedFull { pinned_frames: 4 })
+                ));
+                // Idempotent.
+                let again = cache.pin_permanent(2).unwrap();
+                assert_eq!(again.frame_index(), frames.lock().unwrap()[2]);
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    // Also a data-partition page held pinned by a guard across the pressure.
+    let held_ok = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    {
+        let (cache, held_ok, release) = (cache.clone(), held_ok.clone(), release.clone());
+        executor
+            .spawn(move || {
+                let held = cache.get(100).unwrap();
+                held.write(|buf| fill(buf, 100, 3));
+                let frame = held.frame_index();
+                while !release.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                let same = held.frame_index() == frame && held.read(|buf| matches(buf, 100, 3));
+                held_ok.store(same, Ordering::Release);
+            })
+            .unwrap();
+    }
+    for worker in 0..6u64 {
+        let (cache, release) = (cache.clone(), release.clone());
+        executor
+            .spawn(move || {
+                for page in (200 + worker..512).step_by(6) {
+                    cache
+                        .get(page)
+                        .unwrap_or_else(|e| panic!("get {page}: {e}"))
+                        .write(|buf| fill(buf, page, 1));
+                }
+                release.store(true, Ordering::Release);
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert!(held_ok.load(Ordering::Acquire), "a pinned data frame moved");
+    assert!(cache.stats().evictions > 100);
+    let misses_before = cache.stats().misses;
+    {
+        let (cache, frames) = (cache.clone(), frames.clone());
+        executor
+            .spawn(move || {
+                for page in 0..4u64 {
+                    let pinned = cache
+                        .get(page)
+                        .unwrap_or_else(|e| panic!("get {page}: {e}"));
+                    assert_eq!(pinned.frame_index(), frames.lock().unwrap()[page as usize]);
+                    assert!(pinned.read(|buf| matches(buf, page, 7)));
+                }
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(cache.stats().misses, misses_before, "pinned pages stayed");
+}
+
+#[test]
+fn pin_permanent_moves_a_cached_dirty_page() {
+    let config = CacheConfig::new(8 * PAGE as u64).pinned_bytes(PAGE as u64);
+    let (cache, model) = emulated(config, 1_000, 64);
+    let mut executor = common::executor(&cache, &model, 1);
+    let job = cache.clone();
+    executor
+        .spawn(move || {
+            let data = job.get(5).unwrap();
+            assert!(!data.is_permanent());
+            data.write(|buf| fill(buf, 5, 9));
+            drop(data);
+            let pinned = job.pin_permanent(5).unwrap();
+            assert!(pinned.is_permanent());
+            assert!(pinned.read(|buf| matches(buf, 5, 9)));
+            drop(pinned);
+            job.flush().unwrap();
+        })
+        .unwrap();
+    common::run(&mut executor);
+    assert_eq!(cache.stats().misses, 1);
+    assert_eq!(cache.stats().write_backs, 1);
+}
+
+#[test]
+fn the_latch_detects_a_concurrent_change() {
+    let (cache, model) = emulated(CacheConfig::new(8 * PAGE as u64), 1_000, 16);
+    let mut executor = common::executor(&cache, &model, 2);
+    let reader_started = Arc::new(AtomicBool::new(false));
+    let writer_done = Arc::new(AtomicBool::new(false));
+    let outcome = Arc::new(Mutex::new(None));
+    {
+        let (cache, started, done, outcome) = (
+            cache.clone(),
+            reader_started.clone(),
+            writer_done.clone(),
+            outcome.clone(),
+        );
+        executor
+            .spawn(move || {
+                let page = cache.get(3).unwrap();
+                // Without interference the optimistic read validates.
+                assert_eq!(page.read_optimistic(|buf| buf[0]), Some(0));
+                let result = page.read_optimistic(|buf| {
+                    let before = buf[0];
+                    started.store(true, Ordering::Release);
+                    // Yield point: the writer runs here.
+                    while !done.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    before
+                });
+                *outcome.lock().unwrap() = Some((result, page.read(|buf| buf[0])));
+            })
+            .unwrap();
+    }
+    {
+        let (cache, started, done) = (cache.clone(), reader_started.clone(), writer_done.clone());
+        executor
+            .spawn(move || {
+                while !started.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                let page = cache.get(3).unwrap();
+                let before = page.version();
+                page.write(|buf| buf[0] = 1);
+                assert_eq!(page.version(), before + 2, "one exclusive cycle: +2");
+                done.store(true, Ordering::Release);
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    let (optimistic, after) = outcome.lock().unwrap().take().expect("reader ran");
+    assert_eq!(optimistic, None, "the writer in between must be detected");
+    assert_eq!(after, 1);
+}
+
+#[test]
+fn stress_random_reads_and_writes_on_two_cores() {
+    const PAGES: u64 = 4096;
+    const JOBS: u64 = 64;
+    const OPS: usize = 400;
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_2024);
+    eprintln!("stress seed {seed} (set TAMER_TEST_SEED to reproduce)");
+    // 128 frames for 4096 pages: 1/32 of the data. 32 threads hold at most 4 pins each, so a
+    // set (8 ways) is rarely all pinned.
+    let (cache, model) = emulated(
+        CacheConfig::new(128 * PAGE as u64).max_misses(32),
+        5_000,
+        PAGES,
+    );
+    let reference: Arc<Vec<AtomicU64>> = Arc::new((0..PAGES).map(|_| AtomicU64::new(0)).collect());
+    let failures = Arc::new(AtomicU64::new(0));
+    let config = RuntimeConfig {
+        cores: 2,
+        pin: false,
+        ..RuntimeConfig::with_threads(16)
+    };
+    let runtime = Runtime::start(
+        config,
+        DeviceSpec::Emulated {
+            model: model.clone(),
+        },
+        cache.arena(),
+    )
+    .unwrap();
+    for job in 0..JOBS {
+        let (cache, reference, failures) = (cache.clone(), reference.clone(), failures.clone());
+        let mut spawn = Some(move || {
+            let mut rng = SmallRng::seed_from_u64(seed ^ job.wrapping_mul(0x9E37_79B9));
+            for _ in 0..OPS {
+                // Skewed: half the operations on 1/16 of the pages.
+                let page = if rng.gen_bool(0.5) {
+                    rng.gen_range(0..PAGES / 16)
+                } else {
+                    rng.gen_range(0..PAGES)
+                };
+                match rng.gen_range(0..10) {
+                    0..=3 => {
+                        let guard = cache
+                            .get(page)
+                            .unwrap_or_else(|e| panic!("get {page}: {e}"));
+                        guard.write(|buf| {
+                            let next = reference[page as usize].load(Ordering::Acquire) + 1;
+                            fill(buf, page, next);
+                            reference[page as usize].store(next, Ordering::Release);
+                        });
+                    }
+                    4..=7 => {
+                        let guard = cache
+                            .get(page)
+                            .unwrap_or_else(|e| panic!("get {page}: {e}"));
+                        let ok = guard.read(|buf| {
+                            matches(buf, page, reference[page as usize].load(Ordering::Acquire))
+                        });
+                        if !ok {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    8 => {
+                        let guard = cache
+                            .get(page)
+                            .unwrap_or_else(|e| panic!("get {page}: {e}"));
+                        // A validated optimistic read saw a consistent page.
+                        let seen = guard.read_optimistic(|buf| {
+                            let expected = reference[page as usize].load(Ordering::Acquire);
+                            matches(buf, page, expected)
+                        });
+                        if seen == Some(false) {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    _ => {
+                        let pages: Vec<u64> = (0..4).map(|_| rng.gen_range(0..PAGES)).collect();
+                        for guard in cache
+                            .get_many(&pages)
+                            .unwrap_or_else(|e| panic!("get_many {pages:?}: {e}"))
+                        {
+                            let p = guard.page();
+                            let ok = guard.read(|buf| {
+                                matches(buf, p, reference[p as usize].load(Ordering::Acquire))
+                            });
+                            if !ok {
+                                failures.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        while let Some(f) = spawn.take() {
+            if let Err(tamer_runtime::SpawnError::Full(_)) = runtime.spawn(f) {
+                unreachable!("the global queue holds 4096 jobs");
+            }
+        }
+    }
+    common::no_panics(&runtime.shutdown());
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "seed {seed}: a read saw content different from the reference"
+    );
+    let stats = cache.stats();
+    eprintln!("stress stats: {stats:?}");
+    assert!(stats.evictions > 0 && stats.write_backs > 0, "seed {seed}");
+    assert!(stats.max_misses_in_flight <= 32, "seed {seed}");
+    assert_eq!(stats.misses_in_flight, 0, "seed {seed}");
+
+    // Flush and check every page through a fresh cache over the same device.
+    let mut executor = common::executor(&cache, &model, 1);
+    let flushed = cache.clone();
+    executor.spawn(move || flushed.flush().unwrap()).unwrap();
+    common::run(&mut executor);
+    drop(executor);
+    let fresh = Arc::new(PageCache::new(CacheConfig::new(64 * PAGE as u64)).unwrap());
+    let mut executor = common::executor(&fresh, &model, 8);
+    for worker in 0..8u64 {
+        let (fresh, reference, failures) = (fresh.clone(), reference.clone(), failures.clone());
+        executor
+            .spawn(move || {
+                for page in (worker..PAGES).step_by(8) {
+                    let expected = reference[page as usize].load(Ordering::Acquire);
+                    if !fresh
+                        .get(page)
+                        .unwrap()
+                        .read(|buf| matches(buf, page, expected))
+                    {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "seed {seed}: the device disagrees with the reference after flush"
+    );
+}
+
+#[test]
+fn prefetch_overlaps_misses() {
+    let (cache, model) = emulated(CacheConfig::new(64 * PAGE as u64), 100_000, 256);
+    let mut executor = common::executor(&cache, &model, 1);
+    let elapsed = Arc::new(AtomicU64::new(0));
+    {
+        let (cache, elapsed) = (cache.clone(), elapsed.clone());
+        executor
+            .spawn(move || {
+                let start = std::time::Instant::now();
+                let prefetches: Vec<_> = (0..8).map(|p| cache.prefetch(p).unwrap()).collect();
+                assert!(prefetches.iter().all(|p| p.issued_read()));
+                for (p, prefetch) in prefetches.into_iter().enumerate() {
+                    assert_eq!(prefetch.wait().unwrap().page(), p as u64);
+                }
+                let pages = cache.get_many(&[20, 21, 20, 22, 3]).unwrap();
+                let order: Vec<u64> = pages.iter().map(|p| p.page()).collect();
+                assert_eq!(order, vec![20, 21, 20, 22, 3]);
+                elapsed.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                // An unwaited prefetch completes on drop.
+                drop(cache.prefetch(40).unwrap());
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    let stats = cache.stats();
+    assert_eq!(stats.misses, 8 + 3 + 1);
+    // Two overlapped rounds of 100 µs, not 11 sequential ones.
+    assert!(
+        elapsed.load(Ordering::Relaxed) < 800_000,
+        "{} ns",
+        elapsed.load(Ordering::Relaxed)
+    );
+}
+
+#[test]
+fn page_past_the_device_end_is_an_error() {
+    let (cache, model) = emulated(CacheConfig::new(8 * PAGE as u64), 1_000, 16);
+    let bounded = Arc::new(
+        PageCache::new(CacheConfig::new(8 * PAGE as u64).device_capacity_bytes(16 * PAGE as u64))
+            .unwrap(),
+    );
+    let mut executor = common::executor(&cache, &model, 1);
+    let job = cache.clone();
+    executor
+        .spawn(move || {
+            // The device refuses it.
+            assert!(matches!(
+                job.get(16),
+                Err(CacheError::PageOutOfRange { page: 16, .. })
+            ));
+            assert!(matches!(
+                job.get(u64::MAX),
+                Err(CacheError::PageOutOfRange { .. })
+            ));
+            assert!(job.prefetch(1 << 40).is_err());
+            assert!(job.get_many(&[1, 2, 99]).is_err());
+            // Nothing leaked: the frame and the miss entry are free again.
+            assert_eq!(job.stats().misses_in_flight, 0);
+            assert!(job.get(15).is_ok());
+            // Known capacity: refused before any I/O.
+            assert!(matches!(
+                bounded.get(16),
+                Err(CacheError::PageOutOfRange {
+                    page: 16,
+                    capacity_bytes: 65536
+                })
+            ));
+            assert_eq!(bounded.stats().misses, 0);
+        })
+        .unwrap();
+    common::run(&mut executor);
+    // Outside a user-level thread: an error, not a panic.
+    assert_eq!(cache.get(1).unwrap_err(), CacheError::NotInUserThread);
+}
+
+#[test]
+fn a_full_miss_table_makes_requesters_wait() {
+    // One entry: eight threads missing on eight pages take turns.
+    let config = CacheConfig::new(16 * PAGE as u64).max_misses(1);
+    let (cache, model) = emulated(config, 20_000, 64);
+    assert_eq!(cache.max_misses(), 1);
+    let mut executor = common::executor(&cache, &model, 8);
+    for page in 0..8u64 {
+        let cache = cache.clone();
+        executor
+            .spawn(move || {
+                drop(
+                    cache
+                        .get(page)
+                        .unwrap_or_else(|e| panic!("get {page}: {e}")),
+                )
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    let stats = cache.stats();
+    assert_eq!(stats.misses, 8);
+    assert_eq!(stats.max_misses_in_flight, 1);
+
+    // An entry held past the wait bound: the requester gives up with an error.
+    let config = CacheConfig::new(16 * PAGE as u64)
+        .max_misses(1)
+        .wait_timeout(Duration::from_millis(20));
+    let (cache, model) = emulated(config, 1_000, 64);
+    let mut executor = common::executor(&cache, &model, 2);
+    let outcome = Arc::new(Mutex::new(None));
+    {
+        let cache = cache.clone();
+        executor
+            .spawn(move || {
+                let prefetch = cache.prefetch(1).unwrap();
+                thread::sleep(Duration::from_millis(60));
+                prefetch.wait().unwrap();
+            })
+            .unwrap();
+    }
+    {
+        let (cache, outcome) = (cache.clone(), outcome.clone());
+        executor
+            .spawn(move || {
+                *outcome.lock().unwrap() = Some(cache.get(2).map(|_| ()));
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    let result = outcome.lock().unwrap().take().unwrap();
+    assert!(
+        matches!(result, Err(CacheError::MissTableFull { max_misses: 1, .. })),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_fully_pinned_set_makes_requesters_wait() {
+    // One set of 2 ways.
+    let config = CacheConfig::new(2 * PAGE as u64)
+        .ways(2)
+        .wait_timeout(Duration::from_millis(500));
+    let (cache, model) = emulated(config, 1_000, 64);
+    let mut executor = common::executor(&cache, &model, 2);
+    let third = Arc::new(Mutex::new(None));
+    {
+        let cache = cache.clone();
+        executor
+            .spawn(move || {
+                let a = cache.get(1).unwrap();
+                let b = cache.get(2).unwrap();
+                thread::sleep(Duration::from_millis(20));
+                drop((a, b));
+            })
+            .unwrap();
+    }
+    {
+        let (cache, third) = (cache.clone(), third.clone());
+        executor
+            .spawn(move || {
+                thread::sleep(Duration::from_millis(5));
+                *third.lock().unwrap() = Some(cache.get(3).map(|p| p.page()));
+            })
+            .unwrap();
+    }
+    common::run(&mut executor);
+    assert_eq!(third.lock().unwrap().take().unwrap(), Ok(3));
+
+    // Never unpinned within the bound: an error.
+    let config = CacheConfig::new(2 * PAGE as u64)
+        .ways(2)
+        .wait_timeout(Duration::from_millis(20));
+    let (cache, model) = emulated(config, 1_000, 64);
+    let mut executor = common::executor(&cache, &model, 1);
+    let job = cache.clone();
+    executor
+        .spawn(move || {
+            let _a = job.get(1).unwrap();
+            let _b = job.get(2).unwrap();
+            assert!(matches!(
+                job.get(3),
+                Err(CacheError::SetPinned {
+                    page: 3,
+                    ways: 2,
+                    ..
+                })
+            ));
+        })
+        .unwrap();
+    common::run(&mut executor);
+}
+
+#[test]
+fn config_validation() {
+    let bad = |config: CacheConfig, needle: &str| {
+        let err = PageCache::new(config).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+    };
+    bad(CacheConfig::new(4096 * 8).ways(0), "ways");
+    bad(CacheConfig::new(4096 * 80).ways(65), "ways");
+    bad(CacheConfig::new(1000), "multiple of 4096");
+    bad(CacheConfig::new(4096 * 4), "at least one set");
+    bad(CacheConfig::new(0), "at least one set");
+    bad(CacheConfig::new(4096 * 8).pinned_bytes(100), "pinned_bytes");
+    bad(CacheConfig::new(4096 * 8).max_misses(0), "max_misses");
+    bad(CacheConfig::new(8 << 30), "arena");
+    bad(
+        CacheConfig::new(4096 * 8).device_capacity_bytes(1),
+        "device_capacity_bytes",
+    );
+    bad(
+        CacheConfig::new(4096 * 8).wait_timeout(Duration::ZERO),
+        "wait_timeout",
+    );
+    // Rounded down to whole sets; misses bounded by frames.
+    let cache = PageCache::new(CacheConfig::new(4096 * 20).pinned_bytes(4096 * 3)).unwrap();
+    assert_eq!(cache.data_frames(), 16);
+    assert_eq!(cache.sets(), 2);
+    assert_eq!(cache.pinned_frames(), 3);
+    assert_eq!(cache.arena().frame_count(), 19);
+    assert_eq!(cache.max_misses(), 19);
+    assert_eq!(CacheConfig::new(4096).cores(4).max_misses, 1024);
+    assert!(cache.metadata_bytes() > 19 * 32);
+}
+
+#[test]
+fn uring_on_a_temp_file() {
+    let dir = std::env::temp_dir().join(format!("tamer-cache-{}-uring", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("device");
+    const PAGES: u64 = 128;
+    let file = match DeviceFile::open(&path, PAGES * PAGE as u64) {
+        Ok(file) => Arc::new(file),
+        Err(err) => {
+            eprintln!("skipping: {err}");
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+    };
+    let spec = DeviceSpec::Uring {
+        file,
+        config: UringConfig::default(),
+    };
+    let run = |cache: Arc<PageCache>, write: bool| -> u64 {
+        let config = RuntimeConfig {
+            cores: 2,
+            pin: false,
+            ..RuntimeConfig::with_threads(8)
+        };
+        let runtime = Runtime::start(config, spec.clone(), cache.arena()).unwrap();
+        let bad = Arc::new(AtomicU64::new(0));
+        for worker in 0..8u64 {
+            let (cache, bad) = (cache.clone(), bad.clone());
+            runtime
+                .spawn(move || {
+                    for page in (worker..PAGES).step_by(8) {
+                        let guard = cache
+                            .get(page)
+                            .unwrap_or_else(|e| panic!("get {page}: {e}"));
+                        if write {
+                            guard.write(|buf| fill(buf, page, 5));
+                        } else if !guard.read(|buf| matches(buf, page, 5)) {
+                            bad.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+                .unwrap();
+        }
+        // Wait for the jobs, then flush from one more job.
+        while runtime.queued() > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let reports = runtime.shutdown();
+        common::no_panics(&reports);
+        assert!(reports
+            .iter()
+            .all(|r| r.device_name == "uring" || r.device_name == "sync"));
+        if write {
+            let config = RuntimeConfig {
+                cores: 1,
+                pin: false,
+                ..RuntimeConfig::with_threads(1)
+            };
+            let runtime = Runtime::start(config, spec.clone(), cache.arena()).unwrap();
+            let flushed = cache.clone();
+            runtime.spawn(move || flushed.flush().unwrap()).unwrap();
+            common::no_panics(&runtime.shutdown());
+        }
+        bad.load(Ordering::Relaxed)
+    };
+    let cache = Arc::new(PageCache::new(CacheConfig::new(16 * PAGE as u64)).unwrap());
+    assert_eq!(run(cache.clone(), true), 0);
+    assert!(cache.stats().write_backs >= PAGES);
+    let fresh = Arc::new(PageCache::new(CacheConfig::new(16 * PAGE as u64)).unwrap());
+    assert_eq!(run(fresh, false), 0, "content read back through io_uring");
+    let _ = std::fs::remove_dir_all(&dir);
+}
