@@ -15,6 +15,7 @@ pub mod output;
 pub mod plot;
 pub mod runtime;
 pub mod work;
+pub mod workload;
 
 use std::path::PathBuf;
 
