@@ -159,7 +159,7 @@ pub mod tatp_table {
 
 impl Tatp {
     pub fn new(subscribers: u64) -> Self {
-        assert!(subscribers >= 1 && subscribers < (1 << 48));
+        assert!((1..(1 << 48)).contains(&subscribers), "1..2^48 subscribers");
         // TATP: A = 65535 for up to 1M subscribers, 1048575 up to 10M, 2097151 beyond.
         let nurand_a = match subscribers {
             0..=1_000_000 => 65_535,
