@@ -51,6 +51,9 @@ enum Bench {
         /// Duration of one emulated-device point, in ms (default 150; quick 40).
         #[arg(long)]
         point_ms: Option<u64>,
+        /// Cores running the sweep (threads are per core); the DRAM baseline runs on as many.
+        #[arg(long, default_value_t = 1)]
+        cores: usize,
     },
 }
 
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
             mlp,
             no_disk,
             point_ms,
+            cores,
         } => {
             let options = common.options();
             let mut plan = tamer_bench::microsecond::Plan::new(options.quick, work_ns);
@@ -143,6 +147,12 @@ fn main() -> ExitCode {
                 plan.extra_mlp_at_4us.clear();
             }
             plan.disk &= !no_disk;
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cores == 0 || cores > cpus {
+                eprintln!("error: --cores must be 1..={cpus} (this machine's CPUs)");
+                return ExitCode::FAILURE;
+            }
+            plan.cores = cores;
             if let Some(ms) = point_ms {
                 plan.point_duration = std::time::Duration::from_millis(ms.max(1));
             }

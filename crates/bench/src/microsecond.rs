@@ -26,11 +26,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tamer_device::{
-    now_ns, Arena, Device, DeviceFile, EmulatedDevice, EmulatorConfig, EmulatorModel, IoRequest,
-    UringConfig, UringDevice, BLOCK_SIZE,
+    now_ns, open_device, Arena, DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, IoRequest,
+    UringConfig, BLOCK_SIZE,
 };
 use tamer_runtime::io::{self, WaitMode};
-use tamer_runtime::{Executor, IdleMode, RuntimeConfig};
+use tamer_runtime::{Executor, IdleMode, Runtime, RuntimeConfig};
 
 use crate::device::{bench_file, fio_path, measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
@@ -114,6 +114,9 @@ pub struct Plan {
     pub work_ns: u64,
     pub device_bytes: u64,
     pub disk_bytes: u64,
+    /// Cores running the sweep, each with `threads` user-level threads (seed 000's multi-core
+    /// figure); the DRAM baseline then runs one OS thread per core at once.
+    pub cores: usize,
 }
 
 impl Plan {
@@ -129,6 +132,7 @@ impl Plan {
                 work_ns,
                 device_bytes: 256 << 20,
                 disk_bytes: 256 << 20,
+                cores: 1,
             }
         } else {
             Self {
@@ -141,6 +145,7 @@ impl Plan {
                 work_ns,
                 device_bytes: 1 << 30,
                 disk_bytes: 2 << 30,
+                cores: 1,
             }
         }
     }
@@ -155,17 +160,29 @@ pub fn median_baseline(
     mlp: usize,
     duration: Duration,
     seed: u64,
+    cores: usize,
 ) -> f64 {
     let mut runs: Vec<f64> = (0..3)
         .map(|i| {
-            dram_baseline(
-                memory,
-                work,
-                iterations,
-                mlp,
-                duration,
-                seed.wrapping_add(i),
-            )
+            let seed = seed.wrapping_add(i);
+            if cores == 1 {
+                return dram_baseline(memory, work, iterations, mlp, duration, seed);
+            }
+            // One OS thread per core at once, each pinned: the multi-core DRAM baseline.
+            std::thread::scope(|scope| {
+                let runs: Vec<_> = (0..cores)
+                    .map(|core| {
+                        scope.spawn(move || {
+                            tamer_runtime::pin_to_cpu(core);
+                            let seed = seed ^ (core as u64 + 1);
+                            dram_baseline(memory, work, iterations, mlp, duration, seed)
+                        })
+                    })
+                    .collect();
+                runs.into_iter()
+                    .map(|r| r.join().expect("baseline thread"))
+                    .sum()
+            })
         })
         .collect();
     median(&mut runs)
@@ -208,10 +225,56 @@ struct PointRun {
     avg_device_latency_us: f64,
 }
 
+/// What every user-level thread of a point runs: W of work, then `mlp` reads of random blocks
+/// into its own frames, waited for with `mode`, then a use of the data; until `stop_at`.
+#[allow(clippy::too_many_arguments)]
+fn point_job(
+    t: usize,
+    mlp: usize,
+    blocks: u64,
+    mode: WaitMode,
+    work: Work,
+    iterations: u64,
+    stop_at: u64,
+    seed: u64,
+    ops: Arc<AtomicU64>,
+) -> impl FnOnce() + Send + 'static {
+    let first_frame = (t * mlp) as u32;
+    move || {
+        let arena = io::arena();
+        let mut rng =
+            SmallRng::seed_from_u64(seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut tickets = Vec::with_capacity(mlp);
+        let mut sink = 0u64;
+        let mut done = 0u64;
+        while now_ns() < stop_at {
+            sink ^= work.run(iterations, sink);
+            tickets.clear();
+            for i in 0..mlp as u32 {
+                let offset = rng.gen_range(0..blocks) * BLOCK_SIZE as u64;
+                let request = IoRequest::read(offset, first_frame + i, 1, 0);
+                tickets.push(io::submit(request).expect("valid read"));
+            }
+            io::wait_all_with(&tickets, mode).expect("read succeeds");
+            for i in 0..mlp as u32 {
+                // SAFETY: this thread owns frames first_frame..first_frame+mlp and its reads
+                // into them have completed.
+                let data = unsafe { arena.frame(first_frame + i) };
+                sink ^= u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+            }
+            done += 1;
+        }
+        std::hint::black_box(sink);
+        ops.fetch_add(done, Ordering::Relaxed);
+    }
+}
+
+/// One point on `cores` cores (one executor on this thread when 1, a pinned [`Runtime`] else).
 #[allow(clippy::too_many_arguments)]
 fn run_point(
-    device: Box<dyn Device>,
+    spec: &DeviceSpec,
     arena: &Arc<Arena>,
+    cores: usize,
     mechanism: Mechanism,
     threads: usize,
     mlp: usize,
@@ -222,60 +285,78 @@ fn run_point(
     seed: u64,
     idle: IdleMode,
 ) -> Result<PointRun, String> {
-    let blocks = device.capacity_bytes() / BLOCK_SIZE as u64;
     let config = RuntimeConfig {
-        cores: 1,
+        cores,
         threads_per_core: threads,
         max_pending: threads,
         local_queue: threads,
+        inbox_queue: threads,
         max_in_flight: cap,
         idle,
-        pin: false,
+        pin: cores > 1,
         initial_latency_ns: 1_000,
         ..RuntimeConfig::default()
     };
-    let mut executor = Executor::new(0, config, device, arena.clone())?;
     let ops = Arc::new(AtomicU64::new(0));
-    let stop_at = now_ns() + duration.as_nanos() as u64;
-    for t in 0..threads {
-        let ops = ops.clone();
-        let mode = mechanism.wait_mode();
-        let first_frame = (t * mlp) as u32;
-        executor
-            .spawn(move || {
-                let arena = io::arena();
-                let mut rng = SmallRng::seed_from_u64(
-                    seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    let mode = mechanism.wait_mode();
+    // The clock starts once the executors and their stacks exist: set-up is not measured.
+    let (start, device_stats) = if cores == 1 {
+        let device = open_device(spec, arena.clone(), seed as usize).map_err(|e| e.to_string())?;
+        let blocks = device.capacity_bytes() / BLOCK_SIZE as u64;
+        let mut executor = Executor::new(0, config, device, arena.clone())?;
+        let start = Instant::now();
+        let stop_at = now_ns() + duration.as_nanos() as u64;
+        for t in 0..threads {
+            let job = point_job(
+                t,
+                mlp,
+                blocks,
+                mode,
+                work,
+                iterations,
+                stop_at,
+                seed,
+                ops.clone(),
+            );
+            executor
+                .spawn(job)
+                .map_err(|_| "local queue sized for every thread".to_string())?;
+        }
+        executor.run_until_idle();
+        (start, executor.device_stats())
+    } else {
+        let blocks = match spec {
+            DeviceSpec::Emulated { model } => model.capacity_bytes(),
+            DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
+        } / BLOCK_SIZE as u64;
+        let runtime = Runtime::start(config, spec.clone(), arena.clone())?;
+        let start = Instant::now();
+        let stop_at = now_ns() + duration.as_nanos() as u64;
+        for core in 0..cores {
+            for i in 0..threads {
+                let t = core * threads + i;
+                let job = point_job(
+                    t,
+                    mlp,
+                    blocks,
+                    mode,
+                    work,
+                    iterations,
+                    stop_at,
+                    seed,
+                    ops.clone(),
                 );
-                let mut tickets = Vec::with_capacity(mlp);
-                let mut sink = 0u64;
-                let mut done = 0u64;
-                while now_ns() < stop_at {
-                    sink ^= work.run(iterations, sink);
-                    tickets.clear();
-                    for i in 0..mlp as u32 {
-                        let offset = rng.gen_range(0..blocks) * BLOCK_SIZE as u64;
-                        let request = IoRequest::read(offset, first_frame + i, 1, 0);
-                        tickets.push(io::submit(request).expect("valid read"));
-                    }
-                    io::wait_all_with(&tickets, mode).expect("read succeeds");
-                    for i in 0..mlp as u32 {
-                        // SAFETY: this thread owns frames first_frame..first_frame+mlp and its
-                        // reads into them have completed.
-                        let data = unsafe { arena.frame(first_frame + i) };
-                        sink ^= u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
-                    }
-                    done += 1;
-                }
-                std::hint::black_box(sink);
-                ops.fetch_add(done, Ordering::Relaxed);
-            })
-            .map_err(|_| "local queue sized for every thread".to_string())?;
-    }
-    let start = Instant::now();
-    executor.run_until_idle();
+                runtime.spawn_on(core, job).map_err(|e| e.to_string())?;
+            }
+        }
+        let reports = runtime.shutdown();
+        let mut total = tamer_device::DeviceStats::default();
+        for report in &reports {
+            total.merge(&report.device);
+        }
+        (start, total)
+    };
     let elapsed = start.elapsed().as_secs_f64();
-    let device_stats = executor.device_stats();
     Ok(PointRun {
         ops_per_s: ops.load(Ordering::Relaxed) as f64 / elapsed,
         device_iops: device_stats.completed as f64 / elapsed,
@@ -290,7 +371,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let work = Work::calibrate();
     let iterations = work.iterations_for(plan.work_ns);
     let arena = Arc::new(
-        Arena::new((THREADS[THREADS.len() - 1] * MAX_MLP) as u32).map_err(|e| e.to_string())?,
+        Arena::new((plan.cores * THREADS[THREADS.len() - 1] * MAX_MLP) as u32)
+            .map_err(|e| e.to_string())?,
     );
 
     // The DRAM array of the baseline and the emulated device have the same size and content kind.
@@ -336,12 +418,14 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                 mlp,
                 baseline_duration,
                 options.seed,
+                plan.cores,
             ),
         );
     }
     println!(
-        "seed 000 microbenchmark: {} ns work per access round, 4 KiB reads, 1 core; DRAM baseline {}",
+        "seed 000 microbenchmark: {} ns work per access round, 4 KiB reads, {} core(s); DRAM baseline {}",
         plan.work_ns,
+        plan.cores,
         baselines.iter().map(|(m, ops)| format!("MLP {m}: {:.0} ops/s", ops)).collect::<Vec<_>>().join(", ")
     );
 
@@ -383,6 +467,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                 mlp,
                 plan.point_duration * 2,
                 seed,
+                plan.cores,
             );
             group_baselines.push((target, mlp, baseline));
             let configs: Vec<(Mechanism, Option<usize>, Vec<usize>)> = vec![
@@ -394,7 +479,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             for (mechanism, cap, thread_counts) in configs {
                 for &threads in &thread_counts {
                     seed = seed.wrapping_add(1);
-                    let (device, duration): (Box<dyn Device>, Duration) = match target {
+                    let (spec, duration) = match target {
                         Target::Emulated { latency_ns } => {
                             let model = &models
                                 .iter()
@@ -402,28 +487,22 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                                 .expect("model")
                                 .1;
                             (
-                                Box::new(EmulatedDevice::with_seed(
-                                    model.clone(),
-                                    arena.clone(),
-                                    seed,
-                                )),
+                                DeviceSpec::Emulated {
+                                    model: model.clone(),
+                                },
                                 plan.point_duration,
                             )
                         }
                         Target::Disk => {
                             let file = disk_file.clone().expect("disk target only with a file");
-                            let device = UringDevice::open(
-                                file,
-                                arena.clone(),
-                                UringConfig { entries: 256 },
-                            )
-                            .map_err(|e| e.to_string())?;
-                            (Box::new(device), plan.disk_point_duration)
+                            let config = UringConfig { entries: 256 };
+                            (DeviceSpec::Uring { file, config }, plan.disk_point_duration)
                         }
                     };
                     let run = run_point(
-                        device,
+                        &spec,
                         &arena,
+                        plan.cores,
                         mechanism,
                         threads,
                         mlp,
@@ -466,6 +545,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         .fold((f64::MAX, 0.0f64), |(lo, hi), &b| (lo.min(b), hi.max(b)));
     result.figure("dram_baseline_steadiness", (hi > 0.0).then(|| lo / hi));
     result.figure("dram_baseline_mlp1_ops_per_s", Some(baselines[&1]));
+    result.figure("cores", Some(plan.cores as f64));
     for (target, mlp, baseline) in &group_baselines {
         result.rows.push(
             json!({"device": target.label(), "mlp": mlp, "dram_baseline_ops_per_s": baseline}),
@@ -560,20 +640,19 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                             peer(&mut theirs)?;
                         }
                         seed = seed.wrapping_add(1);
-                        let device = UringDevice::open(
-                            file.clone(),
-                            arena.clone(),
-                            UringConfig { entries: 256 },
-                        )
-                        .map_err(|e| e.to_string())?;
+                        let spec = DeviceSpec::Uring {
+                            file: file.clone(),
+                            config: UringConfig { entries: 256 },
+                        };
                         let idle = if options.poll {
                             IdleMode::Poll
                         } else {
                             IdleMode::Block
                         };
                         let run = run_point(
-                            Box::new(device),
+                            &spec,
                             &arena,
+                            1,
                             Mechanism::Prefetch,
                             qd,
                             1,
