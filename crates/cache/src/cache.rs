@@ -255,7 +255,7 @@ impl PageCache {
         // Non-blocking on shared resources: a thread holding unwaited reads (miss-status
         // entries) must not wait for entries or frames held by others, or two such threads
         // could wait for each other.
-        let state = match self.start(page, deadline, true, false)? {
+        let state = match self.start(page, deadline, true, false, false)? {
             Start::Ready(page_ref) => PrefetchState::Ready(page_ref),
             Start::Merged { .. } | Start::Deferred => PrefetchState::Merged,
             Start::Loading(load) => PrefetchState::Loading(load),
@@ -428,7 +428,8 @@ impl PageCache {
             return Err(CacheError::NotInUserThread);
         }
         let deadline = self.deadline();
-        let mut batch: Vec<(u32, Ticket)> = Vec::with_capacity(BATCH);
+        // (frame, ticket, exclusive latch version when checksums are on).
+        let mut batch: Vec<(u32, Ticket, Option<u64>)> = Vec::with_capacity(BATCH);
         let mut first_error: Option<CacheError> = None;
         for index in 0..self.frames.len() as u32 {
             let frame = &self.frames[index as usize];
@@ -446,19 +447,42 @@ impl PageCache {
             if page == NO_PAGE || !frame.try_pin(page, false) {
                 continue;
             }
-            while !frame.try_lock_shared() {
-                backoff();
-            }
+            // With checksums the trailer is written into the frame, so the write holds the
+            // exclusive latch (readers of this page wait for it); without, the shared one.
+            let held = if self.config.checksum {
+                let held = loop {
+                    if let Some(held) = frame.try_lock_exclusive() {
+                        break held;
+                    }
+                    backoff();
+                };
+                while !frame.readers_drained() {
+                    backoff();
+                }
+                Some(held)
+            } else {
+                while !frame.try_lock_shared() {
+                    backoff();
+                }
+                None
+            };
+            let unlatch = |frame: &Frame| match held {
+                Some(held) => frame.unlock_exclusive(held),
+                None => frame.unlock_shared(),
+            };
             if !frame.dirty.swap(false, Ordering::AcqRel) {
-                frame.unlock_shared();
+                unlatch(frame);
                 frame.unpin();
                 continue;
             }
+            if self.config.checksum {
+                self.seal(index, page);
+            }
             match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
-                Ok(ticket) => batch.push((index, ticket)),
+                Ok(ticket) => batch.push((index, ticket, held)),
                 Err(err) => {
                     frame.dirty.store(true, Ordering::Release);
-                    frame.unlock_shared();
+                    unlatch(frame);
                     frame.unpin();
                     first_error.get_or_insert(self.device_error(err, page));
                     break;
@@ -476,8 +500,12 @@ impl PageCache {
         Ok(())
     }
 
-    fn drain_writes(&self, batch: &mut Vec<(u32, Ticket)>, first_error: &mut Option<CacheError>) {
-        for (index, ticket) in batch.drain(..) {
+    fn drain_writes(
+        &self,
+        batch: &mut Vec<(u32, Ticket, Option<u64>)>,
+        first_error: &mut Option<CacheError>,
+    ) {
+        for (index, ticket, held) in batch.drain(..) {
             let frame = &self.frames[index as usize];
             match io::wait(ticket) {
                 Ok(()) => Counters::bump(&self.counters.write_backs),
@@ -487,9 +515,28 @@ impl PageCache {
                     first_error.get_or_insert(self.device_error(err, page));
                 }
             }
-            frame.unlock_shared();
+            match held {
+                Some(held) => frame.unlock_exclusive(held),
+                None => frame.unlock_shared(),
+            }
             frame.unpin();
         }
+    }
+
+    /// Writes the checksum trailer of frame `index` holding `page`. The caller owns the frame's
+    /// bytes (exclusive latch, or a claimed unpinned victim).
+    fn seal(&self, index: u32, page: u64) {
+        // SAFETY: per the caller's ownership; the frame is not in an I/O yet.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(self.arena.frame_ptr(index), BLOCK_SIZE) };
+        crate::checksum::seal_page(page, bytes);
+    }
+
+    /// Checks the trailer of a frame just read (still `LOADING`, owned by the loader).
+    fn verify(&self, index: u32, page: u64) -> bool {
+        // SAFETY: the loader owns the LOADING frame and its read has completed.
+        let bytes = unsafe { std::slice::from_raw_parts(self.arena.frame_ptr(index), BLOCK_SIZE) };
+        crate::checksum::verify_page(page, bytes)
     }
 
     // --- internals ---
@@ -600,9 +647,26 @@ impl PageCache {
     }
 
     fn get_until(&self, page: u64, deadline: u64) -> Result<PageRef<'_>, CacheError> {
+        self.get_until_with(page, deadline, false)
+    }
+
+    /// The page for a caller that will overwrite all of it: on a miss the frame is installed
+    /// zeroed, without reading the device (a page that is cached, or being read by another
+    /// thread, is returned as it is). For freshly allocated pages.
+    pub fn get_for_overwrite(&self, page: u64) -> Result<PageRef<'_>, CacheError> {
+        self.check(page)?;
+        self.get_until_with(page, self.deadline(), true)
+    }
+
+    fn get_until_with(
+        &self,
+        page: u64,
+        deadline: u64,
+        zeroed: bool,
+    ) -> Result<PageRef<'_>, CacheError> {
         let mut first = true;
         loop {
-            match self.start(page, deadline, first, true)? {
+            match self.start(page, deadline, first, true, zeroed)? {
                 Start::Ready(page_ref) => return Ok(page_ref),
                 Start::Loading(load) => return self.finish_load(load),
                 Start::Merged { frame } => self.wait_merged(frame, page, deadline)?,
@@ -636,6 +700,7 @@ impl PageCache {
         deadline: u64,
         count_hit: bool,
         blocking: bool,
+        zeroed: bool,
     ) -> Result<Start<'_>, CacheError> {
         let merged_counted = !count_hit;
         loop {
@@ -732,6 +797,16 @@ impl PageCache {
                     if evicted {
                         Counters::bump(&self.counters.evictions);
                     }
+                    if zeroed {
+                        // SAFETY: the frame is claimed LOADING|1 by this thread, in no I/O.
+                        unsafe {
+                            std::ptr::write_bytes(self.arena.frame_ptr(index), 0, BLOCK_SIZE);
+                        }
+                        let before = frame.set_state(READY);
+                        debug_assert_eq!(state_of(before), LOADING);
+                        self.release_miss();
+                        return Ok(Start::Ready(PageRef::new(self, index, page)));
+                    }
                     return self.submit_load(index, page).map(Start::Loading);
                 }
                 Victim::Dirty(index) => {
@@ -818,6 +893,10 @@ impl PageCache {
         let frame = &self.frames[index as usize];
         let page = frame.tag.load(Ordering::Acquire);
         debug_assert_eq!(frame.control.load(Ordering::Relaxed), control(WRITEBACK, 0));
+        if self.config.checksum {
+            // Unpinned and claimed: nobody else holds or can take a reference to its bytes.
+            self.seal(index, page);
+        }
         let result =
             io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)).and_then(io::wait);
         if result.is_ok() {
@@ -854,6 +933,13 @@ impl PageCache {
         self.histograms
             .record(now_ns().saturating_sub(load.started_ns));
         let frame = &self.frames[load.frame as usize];
+        let result = match result {
+            Ok(()) if self.config.checksum && !self.verify(load.frame, load.page) => {
+                Err(CacheError::Corrupt { page: load.page })
+            }
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.device_error(err, load.page)),
+        };
         let outcome = match result {
             Ok(()) => {
                 debug_assert!(
@@ -867,7 +953,7 @@ impl PageCache {
             }
             Err(err) => {
                 self.fail_load(load.frame);
-                Err(self.device_error(err, load.page))
+                Err(err)
             }
         };
         self.release_miss();

@@ -38,6 +38,10 @@ pub struct CacheConfig {
     pub device_capacity_bytes: Option<u64>,
     /// Bound on every wait for another thread (default 10 s).
     pub wait_timeout: Duration,
+    /// Seal every page with a CRC-32C trailer (its last 8 bytes, see [`crate::checksum`])
+    /// before it is written back and verify it after it is read; a bad page fails with
+    /// [`CacheError::Corrupt`]. Default off (the page is then entirely the user's).
+    pub checksum: bool,
 }
 
 impl CacheConfig {
@@ -52,6 +56,7 @@ impl CacheConfig {
             max_misses: DEFAULT_MISSES_PER_CORE * cores,
             device_capacity_bytes: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            checksum: false,
         }
     }
 
@@ -82,6 +87,12 @@ impl CacheConfig {
     /// Sets `device_capacity_bytes`.
     pub fn device_capacity_bytes(mut self, bytes: u64) -> Self {
         self.device_capacity_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets `checksum`.
+    pub fn checksum(mut self, on: bool) -> Self {
+        self.checksum = on;
         self
     }
 

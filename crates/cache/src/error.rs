@@ -28,6 +28,8 @@ pub enum CacheError {
     MissTimeout { page: u64, waited_ms: u64 },
     /// The pinned partition has no free frame.
     PinnedFull { pinned_frames: u32 },
+    /// The page read from the device failed its checksum (it is not installed).
+    Corrupt { page: u64 },
 }
 
 impl From<DeviceError> for CacheError {
@@ -79,6 +81,11 @@ impl fmt::Display for CacheError {
             CacheError::PinnedFull { pinned_frames } => write!(
                 f,
                 "the pinned partition is full ({pinned_frames} frames): raise pinned_bytes"
+            ),
+            CacheError::Corrupt { page } => write!(
+                f,
+                "page {page} failed its checksum when read from the device: the stored data is \
+                 damaged (restore it from a copy)"
             ),
         }
     }

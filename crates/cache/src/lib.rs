@@ -36,6 +36,9 @@
 //!   waits: the set lock is not held during the write, so readers of other pages and sets go on.
 //! - **Pinned partition**: [`PageCache::pin_permanent`] loads a page into frames that are never
 //!   evicted (index directory, allocator state), as seed 002 keeps page tables in DRAM.
+//! - **Checksums** (optional, [`CacheConfig::checksum`]): every page's last 8 bytes are a
+//!   CRC-32C trailer ([`checksum`]), sealed just before a write-back and verified just after a
+//!   read; a mismatch fails the read with [`CacheError::Corrupt`] and never installs the page.
 //! - **Prefetch**: [`PageCache::prefetch`] starts a miss without waiting, so one job overlaps
 //!   several misses (seed 000); [`PageCache::get_many`] does it for a list.
 //!
@@ -77,12 +80,14 @@
 //! ```
 
 mod cache;
+pub mod checksum;
 mod config;
 mod error;
 mod frame;
 mod stats;
 
 pub use cache::{PageCache, PageRef, Prefetch, BATCH};
+pub use checksum::{crc32c, PAGE_PAYLOAD};
 pub use config::{
     CacheConfig, DEFAULT_MISSES_PER_CORE, DEFAULT_WAIT_TIMEOUT, DEFAULT_WAYS, MAX_FRAMES, MAX_WAYS,
 };

@@ -203,6 +203,48 @@ impl EmulatorModel {
         }
     }
 
+    /// Copies device bytes at `offset` into `out` (outside the data path: a tool's or a test's
+    /// view of the medium, e.g. to read a superblock before opening a cache on it).
+    pub fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.copy_at(offset, out.len(), |device| out.copy_from_slice(device))
+    }
+
+    /// Overwrites device bytes at `offset` with `data` (a test's fault injection).
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.copy_at(offset, data.len(), |device| device.copy_from_slice(data))
+    }
+
+    fn copy_at(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]),
+    ) -> Result<(), DeviceError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > self.capacity_bytes()) {
+            return Err(DeviceError::OutOfRange {
+                offset_bytes: offset,
+                len_bytes: len as u64,
+                capacity_bytes: self.capacity_bytes(),
+            });
+        }
+        // Take every stripe in order: no request copies meanwhile.
+        let _guards: Vec<_> = self
+            .stripes
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        // SAFETY: every stripe lock is held, so no other access to `memory` runs; the range was
+        // checked above and UnsafeCell<u8> is layout-compatible with u8.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(self.memory[offset as usize].get(), len) };
+        f(bytes);
+        Ok(())
+    }
+
     /// Requests in service device-wide right now.
     pub fn in_service(&self) -> usize {
         self.in_service.load(Ordering::Relaxed)

@@ -6,6 +6,8 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use rand::{RngCore, SeedableRng};
 
@@ -16,7 +18,9 @@ use crate::{DeviceError, BLOCK_SIZE};
 pub struct DeviceFile {
     file: File,
     path: PathBuf,
-    capacity_bytes: u64,
+    /// Grows only ([`DeviceFile::grow_to`]); devices read it on every request.
+    capacity_bytes: AtomicU64,
+    grow_lock: Mutex<()>,
 }
 
 impl DeviceFile {
@@ -78,12 +82,55 @@ impl DeviceFile {
         Ok(Self {
             file,
             path: path.to_path_buf(),
-            capacity_bytes,
+            capacity_bytes: AtomicU64::new(capacity_bytes),
+            grow_lock: Mutex::new(()),
         })
     }
 
+    /// As [`DeviceFile::open`], but the capacity is the larger of `initial_bytes` and the
+    /// existing file's size (whole blocks): for a file that grows with [`DeviceFile::grow_to`]
+    /// and is reopened later.
+    pub fn open_existing(path: &Path, initial_bytes: u64) -> Result<Self, DeviceError> {
+        let current = std::fs::metadata(path).map_or(0, |m| m.len());
+        Self::open(path, initial_bytes.max(current))
+    }
+
+    /// The usable size now (whole blocks).
     pub fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
+        self.capacity_bytes.load(Ordering::Acquire)
+    }
+
+    /// Grows the file to at least `bytes` (rounded up to whole blocks) with `posix_fallocate`;
+    /// devices on this file accept the new range at once. A full disk or a file-size limit
+    /// fails with an error for which [`DeviceError::is_no_space`] is true, leaving the
+    /// capacity (and the data) as it was. Blocks the calling OS thread for the syscall.
+    pub fn grow_to(&self, bytes: u64) -> Result<u64, DeviceError> {
+        let block = BLOCK_SIZE as u64;
+        let bytes = bytes.div_ceil(block) * block;
+        let _guard = self.grow_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.capacity_bytes();
+        if bytes <= current {
+            return Ok(current);
+        }
+        // SAFETY: plain syscall on a valid descriptor.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                current as i64,
+                (bytes - current) as i64,
+            )
+        };
+        if rc != 0 {
+            return Err(DeviceError::Os {
+                what: format!(
+                    "growing {} from {current} to {bytes} bytes (free space or a file-size limit)",
+                    self.path.display()
+                ),
+                errno: rc,
+            });
+        }
+        self.capacity_bytes.store(bytes, Ordering::Release);
+        Ok(bytes)
     }
 
     pub fn path(&self) -> &Path {

@@ -1,0 +1,460 @@
+//! The public face: [`Db`] (owns a runtime; blocking calls for ordinary threads) and
+//! [`DbHandle`] (calls from tamer user-level threads).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tamer_cache::{CacheConfig, CacheStats, PageCache, PAGE_SIZE};
+use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, UringConfig};
+use tamer_runtime::{Job, Runtime, RuntimeConfig, SpawnError};
+
+use crate::engine::{Engine, Space};
+use crate::layout::{dir_pages, Superblock, DIR_START};
+use crate::{DbError, MAX_DIRECTORY_DEPTH};
+
+/// Default largest value: 16 MiB.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 16 << 20;
+/// Default directory depth bound: 2^16 buckets (a 512 KiB directory, 129 pinned pages).
+pub const DEFAULT_DIRECTORY_DEPTH: u32 = 16;
+
+/// What the store lives on.
+#[derive(Clone, Debug)]
+pub enum DeviceKind {
+    /// io_uring on the file at the path (falls back to `Sync` with a warning when io_uring is
+    /// unavailable).
+    Uring,
+    /// Blocking pread/pwrite on the file at the path.
+    Sync,
+    /// A new emulated device in DRAM (the path is ignored): `latency_ns` per access.
+    Emulated {
+        latency_ns: u64,
+        capacity_bytes: u64,
+    },
+    /// An existing emulator model, e.g. [`Db::emulator_model`] of a closed Db, to reopen a
+    /// store within the process.
+    Model(Arc<EmulatorModel>),
+}
+
+/// How to open a [`Db`].
+#[derive(Clone, Debug)]
+pub struct DbOptions {
+    /// Bytes of evictable cache frames (a multiple of 32 KiB: whole 8-way sets).
+    pub cache_bytes: u64,
+    pub device: DeviceKind,
+    /// Executors (OS threads).
+    pub cores: usize,
+    /// User-level threads per core.
+    pub threads_per_core: usize,
+    /// Pin each executor to a CPU.
+    pub pin: bool,
+    /// Largest value (default 16 MiB); at most 1 GiB.
+    pub max_value_bytes: usize,
+    /// File size at creation (file devices); the file grows on demand from there.
+    pub initial_file_bytes: u64,
+    /// Largest the file may grow to (`None`: until the disk or RLIMIT_FSIZE says no).
+    pub max_file_bytes: Option<u64>,
+    /// The directory holds up to 2^depth bucket pointers (pinned in DRAM: 8 bytes each).
+    /// Fixed when the store is created; 4..=20, default 16.
+    pub max_directory_depth: u32,
+}
+
+impl DbOptions {
+    /// `cache_bytes` of cache on an io_uring file; 1 core, 64 threads, defaults otherwise.
+    pub fn new(cache_bytes: u64) -> Self {
+        Self {
+            cache_bytes,
+            device: DeviceKind::Uring,
+            cores: 1,
+            threads_per_core: 64,
+            pin: false,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            initial_file_bytes: 16 << 20,
+            max_file_bytes: None,
+            max_directory_depth: DEFAULT_DIRECTORY_DEPTH,
+        }
+    }
+
+    pub fn device(mut self, device: DeviceKind) -> Self {
+        self.device = device;
+        self
+    }
+    pub fn cores(mut self, cores: usize) -> Self {
+        self.cores = cores;
+        self
+    }
+    pub fn threads_per_core(mut self, threads: usize) -> Self {
+        self.threads_per_core = threads;
+        self
+    }
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = bytes;
+        self
+    }
+    pub fn initial_file_bytes(mut self, bytes: u64) -> Self {
+        self.initial_file_bytes = bytes;
+        self
+    }
+    pub fn max_file_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_file_bytes = bytes;
+        self
+    }
+    pub fn max_directory_depth(mut self, depth: u32) -> Self {
+        self.max_directory_depth = depth;
+        self
+    }
+}
+
+/// A store bound to its runtime. Blocking calls run as jobs on the runtime and wait for them;
+/// code already on a tamer user-level thread uses [`Db::handle`].
+pub struct Db {
+    engine: Arc<Engine>,
+    runtime: Option<Runtime>,
+    model: Option<Arc<EmulatorModel>>,
+    path: PathBuf,
+}
+
+/// The store as seen from tamer user-level threads (jobs on [`Db::runtime`]): every method
+/// may park the calling thread on a cache miss. Outside a user-level thread they fail with
+/// [`DbError::NotInUserThread`]. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct DbHandle {
+    engine: Arc<Engine>,
+}
+
+fn read_superblock_page(
+    device: &DeviceKind,
+    path: &Path,
+    model: Option<&Arc<EmulatorModel>>,
+) -> Result<Option<Superblock>, DbError> {
+    let mut page = vec![0u8; PAGE_SIZE];
+    match (device, model) {
+        (_, Some(model)) => model.read_at(0, &mut page)?,
+        _ => {
+            use std::os::unix::fs::FileExt;
+            let Ok(file) = std::fs::File::open(path) else {
+                return Ok(None);
+            };
+            let len = file.metadata().map_or(0, |m| m.len());
+            if len < PAGE_SIZE as u64 {
+                return Ok(None);
+            }
+            file.read_exact_at(&mut page, 0)
+                .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
+        }
+    }
+    if !tamer_cache::checksum::verify_page(0, &page) {
+        return Err(DbError::Corrupt {
+            page: 0,
+            detail: "superblock checksum mismatch".into(),
+        });
+    }
+    Superblock::decode(&page).map_err(DbError::Config)
+}
+
+impl Db {
+    /// Opens (creating if needed) the store at `path` (ignored for emulated devices).
+    pub fn open(path: impl AsRef<Path>, options: DbOptions) -> Result<Db, DbError> {
+        let path = path.as_ref().to_path_buf();
+        if options.max_value_bytes > 1 << 30 {
+            return Err(DbError::Config("max_value_bytes: at most 1 GiB".into()));
+        }
+        if !(4..=MAX_DIRECTORY_DEPTH).contains(&options.max_directory_depth) {
+            return Err(DbError::Config(format!(
+                "max_directory_depth {}: must be 4..={MAX_DIRECTORY_DEPTH}",
+                options.max_directory_depth
+            )));
+        }
+        let model = match &options.device {
+            DeviceKind::Emulated {
+                latency_ns,
+                capacity_bytes,
+            } => Some(
+                EmulatorConfig::with_latency_ns(*latency_ns)
+                    .capacity_bytes(*capacity_bytes)
+                    .build()?,
+            ),
+            DeviceKind::Model(model) => Some(model.clone()),
+            _ => None,
+        };
+        let existing = read_superblock_page(&options.device, &path, model.as_ref())?;
+        let max_depth = existing
+            .as_ref()
+            .map_or(options.max_directory_depth, |sb| sb.max_depth);
+        let pinned_pages = DIR_START + dir_pages(max_depth);
+        let cache = PageCache::new(
+            CacheConfig::new(options.cache_bytes)
+                .pinned_bytes(pinned_pages * PAGE_SIZE as u64)
+                .cores(options.cores)
+                .checksum(true),
+        )
+        .map_err(DbError::from)
+        .map_err(|err| match err {
+            DbError::Cache(tamer_cache::CacheError::Config(msg)) => DbError::Config(msg),
+            other => other,
+        })?;
+        let cache = Arc::new(cache);
+        let (spec, space) = match &options.device {
+            DeviceKind::Uring | DeviceKind::Sync => {
+                let file = Arc::new(DeviceFile::open_existing(
+                    &path,
+                    options
+                        .initial_file_bytes
+                        .max(PAGE_SIZE as u64 * (pinned_pages + 1)),
+                )?);
+                let space = Space::File {
+                    file: file.clone(),
+                    max_bytes: options.max_file_bytes,
+                };
+                let spec = if matches!(options.device, DeviceKind::Uring) {
+                    DeviceSpec::Uring {
+                        file,
+                        config: UringConfig::default(),
+                    }
+                } else {
+                    DeviceSpec::Sync {
+                        file,
+                        queue_depth: 64,
+                    }
+                };
+                (spec, space)
+            }
+            _ => {
+                let model = model.clone().expect("emulated");
+                let capacity_bytes = model.capacity_bytes();
+                (
+                    DeviceSpec::Emulated { model },
+                    Space::Fixed { capacity_bytes },
+                )
+            }
+        };
+        let runtime_config = RuntimeConfig {
+            cores: options.cores,
+            pin: options.pin,
+            ..RuntimeConfig::with_threads(options.threads_per_core)
+        };
+        let runtime =
+            Runtime::start(runtime_config, spec, cache.arena()).map_err(DbError::Runtime)?;
+        let engine = Arc::new(Engine::new(
+            cache,
+            space,
+            options.max_value_bytes,
+            max_depth,
+        ));
+        let db = Db {
+            engine,
+            runtime: Some(runtime),
+            model,
+            path,
+        };
+        db.run(|h| h.engine.load())??;
+        Ok(db)
+    }
+
+    /// A handle for code on tamer user-level threads (jobs spawned on [`Db::runtime`]).
+    pub fn handle(&self) -> DbHandle {
+        DbHandle {
+            engine: self.engine.clone(),
+        }
+    }
+
+    /// The runtime the store's operations run on: spawn jobs that use [`Db::handle`].
+    pub fn runtime(&self) -> &Runtime {
+        self.runtime.as_ref().expect("open until close")
+    }
+
+    /// The emulator model under the store (to reopen it after `close`), if emulated.
+    pub fn emulator_model(&self) -> Option<Arc<EmulatorModel>> {
+        self.model.clone()
+    }
+
+    /// The path it was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The page cache's counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.engine.cache.stats()
+    }
+
+    /// Keys stored.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs `f` on a user-level thread of the runtime and waits for its result. Retries while
+    /// the runtime's job queue is full (up to 10 s).
+    pub fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&DbHandle) -> R + Send + 'static,
+    ) -> Result<R, DbError> {
+        let runtime = self.runtime.as_ref().ok_or(DbError::Closed)?;
+        let handle = self.handle();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let mut job = Job::new(move || {
+            let _ = tx.send(f(&handle));
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match runtime.spawn_job(job) {
+                Ok(()) => break,
+                Err(SpawnError::Full(back)) if Instant::now() < deadline => {
+                    job = back;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(err) => return Err(DbError::Runtime(err.to_string())),
+            }
+        }
+        rx.recv()
+            .map_err(|_| DbError::Runtime("the job ended without a result (it panicked?)".into()))
+    }
+
+    /// The value of `key`, if any.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        let key = key.to_vec();
+        self.run(move |h| h.get(&key))?
+    }
+
+    /// Stores `value` under `key` (replacing any value).
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+        let (key, value) = (key.to_vec(), value.to_vec());
+        self.run(move |h| h.put(&key, &value))?
+    }
+
+    /// Removes `key`; true when it was there.
+    pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
+        let key = key.to_vec();
+        self.run(move |h| h.delete(&key))?
+    }
+
+    /// True when `key` is stored (reads the key, not the value).
+    pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
+        let key = key.to_vec();
+        self.run(move |h| h.contains(&key))?
+    }
+
+    /// Every (key, value), each key exactly once when no writes run concurrently, in hash
+    /// order (unspecified to the caller). With concurrent writes a key written meanwhile may be
+    /// missed or seen twice (a split moves keys between buckets); a key deleted meanwhile is
+    /// skipped. Memory: the keys of one bucket (≤ 169) at a time.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            db: self,
+            next: Some(0),
+            keys: VecDeque::new(),
+        }
+    }
+
+    /// Clean close: flush the cache, write the free list and superblock, fdatasync, stop the
+    /// runtime.
+    pub fn close(mut self) -> Result<(), DbError> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<(), DbError> {
+        if self.runtime.is_none() {
+            return Ok(());
+        }
+        let result = self.run(|h| h.engine.close());
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown();
+        }
+        match result {
+            Ok(Err(DbError::Closed)) => Ok(()),
+            Ok(other) => other,
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(err) = self.close_inner() {
+            eprintln!("warning: closing the tamer store failed: {err}");
+        }
+    }
+}
+
+impl DbHandle {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        self.engine.get(key)
+    }
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+        self.engine.put(key, value)
+    }
+    pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
+        self.engine.delete(key)
+    }
+    pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
+        self.engine.contains(key)
+    }
+    /// Keys stored.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The keys of the next non-empty bucket at or after directory slot `start` (begin at 0)
+    /// and the slot to continue from (`None`: done). See [`Db::cursor`] for the guarantees.
+    pub fn scan_keys_from(&self, start: u64) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
+        self.engine.scan_keys_from(start)
+    }
+    /// (high-water mark in pages, free pages, free extents, pages leaked by failed frees).
+    pub fn space_stats(&self) -> (u64, u64, usize, u64) {
+        let (next, free, extents) = self.engine.space_stats();
+        (next, free, extents, self.engine.leaked_pages())
+    }
+    /// The page cache.
+    pub fn cache(&self) -> &Arc<PageCache> {
+        &self.engine.cache
+    }
+}
+
+/// Iterator of [`Db::cursor`].
+pub struct Cursor<'a> {
+    db: &'a Db,
+    next: Option<u64>,
+    keys: VecDeque<Vec<u8>>,
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), DbError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(key) = self.keys.pop_front() {
+                match self.db.get(&key) {
+                    Ok(Some(value)) => return Some(Ok((key, value))),
+                    Ok(None) => continue,
+                    Err(err) => {
+                        self.next = None;
+                        self.keys.clear();
+                        return Some(Err(err));
+                    }
+                }
+            }
+            let start = self.next?;
+            match self.db.run(move |h| h.scan_keys_from(start)) {
+                Ok(Ok((keys, next))) => {
+                    self.keys = keys.into();
+                    self.next = next;
+                }
+                Ok(Err(err)) | Err(err) => {
+                    self.next = None;
+                    return Some(Err(err));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,927 @@
+//! The engine proper: every method runs on a tamer user-level thread (it may park on a miss).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tamer_cache::{crc32c, PageCache, BATCH, PAGE_SIZE};
+use tamer_device::DeviceFile;
+use tamer_runtime::thread;
+
+use crate::alloc::{Alloc, FreeExtents, OpenPage};
+use crate::layout::*;
+use crate::DbError;
+
+/// Largest key, bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// Retries of a lookup that keeps landing on a bucket not covering its hash (only a concurrent
+/// split can cause one; many in a row mean a damaged index).
+const MAX_RETRIES: u32 = 100_000;
+
+/// Where new pages come from.
+pub(crate) enum Space {
+    /// A file grown with `posix_fallocate`, up to `max_bytes`.
+    File {
+        file: Arc<DeviceFile>,
+        max_bytes: Option<u64>,
+    },
+    /// A device of a fixed size (the emulator).
+    Fixed { capacity_bytes: u64 },
+}
+
+/// A lock for user-level threads: waiting yields the core (never blocks the OS thread), so it
+/// may be held across a park.
+struct YieldLock(AtomicBool);
+
+struct YieldGuard<'a>(&'a YieldLock);
+
+impl YieldLock {
+    fn lock(&self) -> YieldGuard<'_> {
+        while self
+            .0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            thread::yield_now();
+        }
+        YieldGuard(self)
+    }
+}
+
+impl Drop for YieldGuard<'_> {
+    fn drop(&mut self) {
+        self.0 .0.store(false, Ordering::Release);
+    }
+}
+
+pub(crate) struct Engine {
+    pub cache: Arc<PageCache>,
+    pub max_value: usize,
+    pub max_depth: u32,
+    global_depth: AtomicU32,
+    split_lock: YieldLock,
+    alloc: Mutex<Alloc>,
+    key_count: AtomicU64,
+    leaked_pages: AtomicU64,
+    space: Space,
+    closed: AtomicBool,
+}
+
+enum Link {
+    Retry,
+    Full,
+    Inserted,
+    Replaced(Entry),
+}
+
+fn mask(depth: u32) -> u64 {
+    if depth == 0 {
+        0
+    } else {
+        (1u64 << depth) - 1
+    }
+}
+
+fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
+    DbError::Corrupt {
+        page,
+        detail: detail.into(),
+    }
+}
+
+/// Copies bytes `pos..pos + out.len()` of the concatenation of `parts` into `out`.
+fn copy_from_parts(parts: &[&[u8]], mut pos: usize, out: &mut [u8]) {
+    let mut written = 0;
+    for part in parts {
+        if written == out.len() {
+            return;
+        }
+        if pos >= part.len() {
+            pos -= part.len();
+            continue;
+        }
+        let n = (part.len() - pos).min(out.len() - written);
+        out[written..written + n].copy_from_slice(&part[pos..pos + n]);
+        written += n;
+        pos = 0;
+    }
+}
+
+impl Engine {
+    pub fn new(cache: Arc<PageCache>, space: Space, max_value: usize, max_depth: u32) -> Self {
+        Self {
+            cache,
+            max_value,
+            max_depth,
+            global_depth: AtomicU32::new(0),
+            split_lock: YieldLock(AtomicBool::new(false)),
+            alloc: Mutex::new(Alloc {
+                next_page: 0,
+                free: FreeExtents::default(),
+                open: None,
+            }),
+            key_count: AtomicU64::new(0),
+            leaked_pages: AtomicU64::new(0),
+            space,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn lock_alloc(&self) -> MutexGuard<'_, Alloc> {
+        self.alloc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn first_free_page(&self) -> u64 {
+        DIR_START + dir_pages(self.max_depth)
+    }
+
+    // --- open and close ---
+
+    /// Creates or loads the store; marks it open (not clean) on the device.
+    pub fn load(&self) -> Result<(), DbError> {
+        let dir_pages = dir_pages(self.max_depth);
+        let sb_page = self.cache.pin_permanent(0)?;
+        let existing = sb_page.read(Superblock::decode).map_err(DbError::Config)?;
+        for p in DIR_START..DIR_START + dir_pages {
+            self.cache.pin_permanent(p)?;
+        }
+        match existing {
+            None => {
+                let bucket = self.first_free_page();
+                self.ensure_capacity(bucket + 1, 1)?;
+                self.lock_alloc().next_page = bucket + 1;
+                let b = self.cache.get_for_overwrite(bucket)?;
+                b.write(|bytes| init_bucket(bytes, 0, 0));
+                drop(b);
+                self.dir_set(0, bucket)?;
+            }
+            Some(sb) => {
+                if sb.max_depth != self.max_depth {
+                    return Err(DbError::Config(format!(
+                        "store created with max_directory_depth {}",
+                        sb.max_depth
+                    )));
+                }
+                self.global_depth.store(sb.global_depth, Ordering::Release);
+                self.key_count.store(sb.key_count, Ordering::Relaxed);
+                if sb.clean {
+                    self.lock_alloc().next_page = sb.next_page;
+                    let mut page = sb.free_head;
+                    let mut list_pages = Vec::new();
+                    while page != 0 {
+                        if page < self.first_free_page() || page >= sb.next_page {
+                            return Err(corrupt(page, "free-list page out of range"));
+                        }
+                        let r = self.cache.get(page)?;
+                        let (next, extents) = r.read(|b| {
+                            if get_u32(b, 0) != KIND_FREE {
+                                return Err(corrupt(page, "not a free-list page"));
+                            }
+                            let count = (get_u32(b, 4) as usize).min(FREE_PER_PAGE);
+                            let extents: Vec<(u64, u64)> = (0..count)
+                                .map(|i| {
+                                    let at = FREE_HEADER + i * 16;
+                                    (get_u64(b, at), get_u64(b, at + 8))
+                                })
+                                .collect();
+                            Ok((get_u64(b, 8), extents))
+                        })?;
+                        let mut alloc = self.lock_alloc();
+                        for (start, n) in extents {
+                            if n == 0 || start < self.first_free_page() || start + n > sb.next_page
+                            {
+                                return Err(corrupt(page, "free extent out of range"));
+                            }
+                            alloc.free.give(start, n);
+                        }
+                        drop(alloc);
+                        list_pages.push(page);
+                        page = next;
+                        if list_pages.len() as u64 > sb.next_page {
+                            return Err(corrupt(page, "free list has a cycle"));
+                        }
+                    }
+                    let mut alloc = self.lock_alloc();
+                    for p in list_pages {
+                        alloc.free.give(p, 1);
+                    }
+                } else {
+                    // Not closed cleanly: the free list and high-water mark may be stale. Treat
+                    // every page up to the device's end as in use (free space is leaked, nothing
+                    // live is overwritten). Crash recovery proper is the durability issue's.
+                    let end = self.capacity_bytes() / PAGE_SIZE as u64;
+                    self.lock_alloc().next_page = end.max(sb.next_page);
+                    eprintln!(
+                        "warning: tamer store was not closed cleanly; its free space is not \
+                         reused until it is rebuilt"
+                    );
+                }
+            }
+        }
+        drop(sb_page);
+        self.write_superblock(false)?;
+        self.cache.flush()?;
+        Ok(())
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        match &self.space {
+            Space::File { file, .. } => file.capacity_bytes(),
+            Space::Fixed { capacity_bytes } => *capacity_bytes,
+        }
+    }
+
+    fn write_superblock(&self, clean: bool) -> Result<(), DbError> {
+        self.write_superblock_with(clean, 0)
+    }
+
+    fn write_superblock_with(&self, clean: bool, free_head: u64) -> Result<(), DbError> {
+        let sb = Superblock {
+            max_depth: self.max_depth,
+            global_depth: self.global_depth.load(Ordering::Acquire),
+            clean,
+            next_page: self.lock_alloc().next_page,
+            free_head,
+            key_count: self.key_count.load(Ordering::Relaxed),
+            max_value_bytes: self.max_value as u64,
+        };
+        let page = self.cache.get(0)?;
+        page.write(|b| sb.encode(b));
+        Ok(())
+    }
+
+    /// Clean close: seals the open data page, persists the free list and the superblock,
+    /// writes back every dirty page and syncs. Later calls fail with [`DbError::Closed`].
+    pub fn close(&self) -> Result<(), DbError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(DbError::Closed);
+        }
+        let open = self.lock_alloc().open.take();
+        if let Some(open) = open {
+            self.close_page(open)?;
+        }
+        let free_head = match self.write_free_list() {
+            Ok(head) => head,
+            Err(DbError::NoSpace { .. }) => {
+                eprintln!("warning: no room to save the free list; its pages are leaked");
+                0
+            }
+            Err(err) => return Err(err),
+        };
+        self.write_superblock_with(true, free_head)?;
+        self.cache.flush()?;
+        Ok(())
+    }
+
+    fn write_free_list(&self) -> Result<u64, DbError> {
+        let extents = self.lock_alloc().free.extents();
+        if extents == 0 {
+            return Ok(0);
+        }
+        let k = extents.div_ceil(FREE_PER_PAGE);
+        let mut pages = Vec::with_capacity(k);
+        for _ in 0..k {
+            match self.alloc_pages(1) {
+                Ok(p) => pages.push(p),
+                Err(err) => {
+                    let mut alloc = self.lock_alloc();
+                    for p in pages {
+                        alloc.free.give(p, 1);
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        // Taking single pages never adds extents, so `k` pages still suffice.
+        let list: Vec<(u64, u64)> = self.lock_alloc().free.iter().collect();
+        for (i, &page) in pages.iter().enumerate() {
+            let chunk = list.chunks(FREE_PER_PAGE).nth(i).map_or(&[][..], |c| c);
+            let next = pages.get(i + 1).copied().unwrap_or(0);
+            let r = self.cache.get_for_overwrite(page)?;
+            r.write(|b| {
+                b[..PAYLOAD].fill(0);
+                put_u32(b, 0, KIND_FREE);
+                put_u32(b, 4, chunk.len() as u32);
+                put_u64(b, 8, next);
+                for (j, &(s, n)) in chunk.iter().enumerate() {
+                    put_u64(b, FREE_HEADER + j * 16, s);
+                    put_u64(b, FREE_HEADER + j * 16 + 8, n);
+                }
+            });
+        }
+        Ok(pages[0])
+    }
+
+    fn check_open(&self) -> Result<(), DbError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(DbError::Closed);
+        }
+        if !thread::in_user_thread() {
+            return Err(DbError::NotInUserThread);
+        }
+        Ok(())
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), DbError> {
+        self.check_open()?;
+        if key.is_empty() {
+            return Err(DbError::EmptyKey);
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(DbError::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_BYTES,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> u64 {
+        self.key_count.load(Ordering::Relaxed)
+    }
+
+    pub fn leaked_pages(&self) -> u64 {
+        self.leaked_pages.load(Ordering::Relaxed)
+    }
+
+    /// (high-water mark, free pages, free extents).
+    pub fn space_stats(&self) -> (u64, u64, usize) {
+        let alloc = self.lock_alloc();
+        (alloc.next_page, alloc.free.pages(), alloc.free.extents())
+    }
+
+    // --- allocation ---
+
+    /// Makes pages `..end` addressable, growing the file if needed.
+    fn ensure_capacity(&self, end: u64, asked: u64) -> Result<(), DbError> {
+        let bytes = end * PAGE_SIZE as u64;
+        match &self.space {
+            Space::Fixed { capacity_bytes } => {
+                if bytes > *capacity_bytes {
+                    return Err(DbError::NoSpace {
+                        pages: asked,
+                        detail: format!("the device holds {capacity_bytes} bytes"),
+                    });
+                }
+                Ok(())
+            }
+            Space::File { file, max_bytes } => {
+                let current = file.capacity_bytes();
+                if bytes <= current {
+                    return Ok(());
+                }
+                let limit = max_bytes.unwrap_or(u64::MAX);
+                if bytes > limit {
+                    return Err(DbError::NoSpace {
+                        pages: asked,
+                        detail: format!("DbOptions::max_file_bytes is {limit}"),
+                    });
+                }
+                // Grow geometrically (by a quarter, at least 16 MiB) to amortize the syscall.
+                let target = bytes.max(current + (current / 4).max(16 << 20)).min(limit);
+                let grown = file.grow_to(target).or_else(|err| {
+                    if err.is_no_space() && target > bytes {
+                        file.grow_to(bytes)
+                    } else {
+                        Err(err)
+                    }
+                });
+                match grown {
+                    Ok(_) => Ok(()),
+                    Err(err) if err.is_no_space() => Err(DbError::NoSpace {
+                        pages: asked,
+                        detail: err.to_string(),
+                    }),
+                    Err(err) => Err(err.into()),
+                }
+            }
+        }
+    }
+
+    /// `n` consecutive pages: best fit among free extents, else past the high-water mark.
+    fn alloc_pages(&self, n: u64) -> Result<u64, DbError> {
+        let mut alloc = self.lock_alloc();
+        if let Some(start) = alloc.free.take(n) {
+            return Ok(start);
+        }
+        // A free extent at the end of the used range is extended rather than left behind.
+        let high = alloc.next_page;
+        let tail = alloc.free.take_tail(high);
+        let start = tail.unwrap_or(alloc.next_page);
+        if let Err(err) = self.ensure_capacity(start + n, n) {
+            if let Some(tail) = tail {
+                let len = alloc.next_page - tail;
+                alloc.free.give(tail, len);
+            }
+            return Err(err);
+        }
+        alloc.next_page = start + n;
+        Ok(start)
+    }
+
+    fn free_pages(&self, start: u64, n: u64) {
+        self.lock_alloc().free.give(start, n);
+    }
+
+    // --- the directory (pinned pages) ---
+
+    fn dir_get(&self, index: u64) -> Result<u64, DbError> {
+        let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
+        let at = (index % DIR_PER_PAGE) as usize * 8;
+        Ok(page
+            .read_optimistic(|b| get_u64(b, at))
+            .unwrap_or_else(|| page.read(|b| get_u64(b, at))))
+    }
+
+    fn dir_set(&self, index: u64, bucket: u64) -> Result<(), DbError> {
+        let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
+        let at = (index % DIR_PER_PAGE) as usize * 8;
+        page.write(|b| put_u64(b, at, bucket));
+        Ok(())
+    }
+
+    fn bucket_for(&self, hash: u64) -> Result<u64, DbError> {
+        let depth = self.global_depth.load(Ordering::Acquire);
+        self.dir_get(hash & mask(depth))
+    }
+
+    /// Doubles the directory from depth `depth` (the caller holds the split lock): the upper
+    /// half is written first, then the depth is published.
+    fn double_directory(&self, depth: u32) -> Result<(), DbError> {
+        let half = 1u64 << depth;
+        let lower: Vec<u64> = (0..half)
+            .map(|i| self.dir_get(i))
+            .collect::<Result<_, _>>()?;
+        let mut i = 0u64;
+        while i < half {
+            let index = half + i;
+            let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
+            let room = (DIR_PER_PAGE - index % DIR_PER_PAGE).min(half - i);
+            page.write(|b| {
+                for j in 0..room {
+                    let at = ((index + j) % DIR_PER_PAGE) as usize * 8;
+                    put_u64(b, at, lower[(i + j) as usize]);
+                }
+            });
+            i += room;
+        }
+        self.global_depth.store(depth + 1, Ordering::Release);
+        Ok(())
+    }
+
+    // --- records ---
+
+    /// Reads a record: `None` when its key is not `key`; `Some(None)` when it is and
+    /// `want_value` is false; `Some(Some(value))` otherwise (checksum verified).
+    fn read_record(
+        &self,
+        e: &Entry,
+        key: &[u8],
+        want_value: bool,
+    ) -> Result<Option<Option<Vec<u8>>>, DbError> {
+        let want = if want_value {
+            e.len as usize
+        } else {
+            (RECORD_HEADER + key.len()).min(e.len as usize)
+        };
+        let bytes = self.record_bytes(e, want)?;
+        let klen = get_u32(&bytes, 0) as usize;
+        let vlen = get_u32(&bytes, 4) as usize;
+        if RECORD_HEADER + klen + vlen != e.len as usize {
+            return Err(corrupt(
+                e.page,
+                "record length disagrees with its index entry",
+            ));
+        }
+        if klen != key.len() || bytes[RECORD_HEADER..RECORD_HEADER + klen] != *key {
+            return Ok(None);
+        }
+        if !want_value {
+            return Ok(Some(None));
+        }
+        if crc32c(&bytes[RECORD_HEADER..]) != get_u32(&bytes, 8) {
+            return Err(corrupt(e.page, "record checksum mismatch"));
+        }
+        Ok(Some(Some(bytes[RECORD_HEADER + klen..].to_vec())))
+    }
+
+    /// The key of a record.
+    fn record_key(&self, e: &Entry) -> Result<Vec<u8>, DbError> {
+        let head = self.record_bytes(e, RECORD_HEADER.min(e.len as usize))?;
+        let klen = get_u32(&head, 0) as usize;
+        if RECORD_HEADER + klen > e.len as usize {
+            return Err(corrupt(e.page, "record key length out of range"));
+        }
+        let bytes = self.record_bytes(e, RECORD_HEADER + klen)?;
+        Ok(bytes[RECORD_HEADER..].to_vec())
+    }
+
+    /// The first `want` bytes of a record (at least its header).
+    fn record_bytes(&self, e: &Entry, want: usize) -> Result<Vec<u8>, DbError> {
+        if (e.len as usize) < RECORD_HEADER {
+            return Err(corrupt(e.page, "record shorter than its header"));
+        }
+        let want = want.max(RECORD_HEADER).min(e.len as usize);
+        if !e.is_extent() {
+            let off = e.offset as usize;
+            if off < DATA_HEADER || off + e.len as usize > PAYLOAD {
+                return Err(corrupt(e.page, "record offset out of range"));
+            }
+            let page = self.cache.get(e.page)?;
+            return page.read(|b| {
+                if get_u32(b, 0) != KIND_DATA {
+                    return Err(corrupt(e.page, "index points to a page that is not data"));
+                }
+                Ok(b[off..off + want].to_vec())
+            });
+        }
+        // An extent: stream bytes EXTENT_HEADER.. of consecutive pages' payloads.
+        let end = EXTENT_HEADER + want;
+        let pages: Vec<u64> = (0..end.div_ceil(PAYLOAD) as u64)
+            .map(|i| e.page + i)
+            .collect();
+        let mut out = Vec::with_capacity(want);
+        for chunk in pages.chunks(BATCH) {
+            let refs = self.cache.get_many(chunk)?;
+            for r in refs {
+                let index = (r.page() - e.page) as usize;
+                let from = index * PAYLOAD;
+                r.read(|b| {
+                    if index == 0 && get_u32(b, 0) != KIND_EXTENT {
+                        return Err(corrupt(e.page, "index points to a page that is no extent"));
+                    }
+                    let lo = EXTENT_HEADER.max(from) - from;
+                    let hi = (end - from).min(PAYLOAD);
+                    out.extend_from_slice(&b[lo..hi]);
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes a record out of place and returns its entry (hash 0).
+    fn write_record(&self, key: &[u8], value: &[u8]) -> Result<Entry, DbError> {
+        let len = RECORD_HEADER + key.len() + value.len();
+        let mut header = [0u8; RECORD_HEADER];
+        put_u32(&mut header, 0, key.len() as u32);
+        put_u32(&mut header, 4, value.len() as u32);
+        put_u32(
+            &mut header,
+            8,
+            tamer_cache::checksum::crc32c_update(crc32c(key), value),
+        );
+        if len <= MAX_SMALL_RECORD {
+            let (page, offset) = self.reserve_small(len)?;
+            let r = self.cache.get(page)?;
+            r.write(|b| {
+                let mut at = offset;
+                for part in [&header[..], key, value] {
+                    b[at..at + part.len()].copy_from_slice(part);
+                    at += part.len();
+                }
+                put_u32(b, 4, get_u32(b, 4) + len as u32);
+                put_u32(b, 8, get_u32(b, 8) + len as u32);
+            });
+            return Ok(Entry {
+                hash: 0,
+                page,
+                offset: offset as u32,
+                len: len as u32,
+            });
+        }
+        let n = extent_pages(len);
+        let first = self.alloc_pages(n)?;
+        let mut kind = [0u8; EXTENT_HEADER];
+        put_u32(&mut kind, 0, KIND_EXTENT);
+        let parts = [&kind[..], &header[..], key, value];
+        for i in 0..n {
+            let written = self.cache.get_for_overwrite(first + i).map(|r| {
+                r.write(|b| {
+                    b[..PAYLOAD].fill(0);
+                    copy_from_parts(&parts, i as usize * PAYLOAD, &mut b[..PAYLOAD]);
+                })
+            });
+            if let Err(err) = written {
+                self.free_pages(first, n);
+                return Err(err.into());
+            }
+        }
+        Ok(Entry {
+            hash: 0,
+            page: first,
+            offset: EXTENT_HEADER as u32,
+            len: len as u32,
+        })
+    }
+
+    /// Space for a small record: in the open data page, or in a new one.
+    fn reserve_small(&self, len: usize) -> Result<(u64, usize), DbError> {
+        {
+            let mut alloc = self.lock_alloc();
+            if let Some(open) = alloc.open.as_mut() {
+                if open.reserved as usize + len <= PAYLOAD {
+                    let offset = open.reserved as usize;
+                    open.reserved += len as u32;
+                    return Ok((open.page, offset));
+                }
+            }
+        }
+        let page = self.alloc_pages(1)?;
+        let init = self.cache.get_for_overwrite(page).map(|r| {
+            r.write(|b| {
+                b[..PAYLOAD].fill(0);
+                put_u32(b, 0, KIND_DATA);
+                put_u32(b, 12, OPEN);
+            })
+        });
+        if let Err(err) = init {
+            self.free_pages(page, 1);
+            return Err(err.into());
+        }
+        let old = self.lock_alloc().open.replace(OpenPage {
+            page,
+            reserved: (DATA_HEADER + len) as u32,
+        });
+        if let Some(old) = old {
+            if let Err(err) = self.close_page(old) {
+                // The old page stays allocated (leaked) until it is rebuilt; the new record
+                // is unaffected.
+                self.leaked_pages.fetch_add(1, Ordering::Relaxed);
+                let _ = err;
+            }
+        }
+        Ok((page, DATA_HEADER))
+    }
+
+    /// Marks a data page closed for appends at `reserved` bytes; frees it if nothing lives in
+    /// it once every reserved record has been written.
+    fn close_page(&self, open: OpenPage) -> Result<(), DbError> {
+        let r = self.cache.get(open.page)?;
+        let free = r.write(|b| {
+            put_u32(b, 12, open.reserved);
+            get_u32(b, 8) == open.reserved && get_u32(b, 4) == 0
+        });
+        drop(r);
+        if free {
+            self.free_pages(open.page, 1);
+        }
+        Ok(())
+    }
+
+    /// Releases a record no index entry points to any more.
+    fn free_record(&self, e: &Entry) -> Result<(), DbError> {
+        if e.is_extent() {
+            self.free_pages(e.page, e.pages());
+            return Ok(());
+        }
+        let r = self.cache.get(e.page)?;
+        let free = r.write(|b| {
+            let live = get_u32(b, 4).saturating_sub(e.len);
+            put_u32(b, 4, live);
+            let closed = get_u32(b, 12);
+            live == 0 && closed != OPEN && get_u32(b, 8) == closed
+        });
+        drop(r);
+        if free {
+            self.free_pages(e.page, 1);
+        }
+        Ok(())
+    }
+
+    fn release(&self, e: &Entry) {
+        if self.free_record(e).is_err() {
+            self.leaked_pages.fetch_add(e.pages(), Ordering::Relaxed);
+        }
+    }
+
+    // --- point operations ---
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        self.check_key(key)?;
+        self.lookup(key, true).map(|found| found.flatten())
+    }
+
+    pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
+        self.check_key(key)?;
+        self.lookup(key, false).map(|found| found.is_some())
+    }
+
+    /// `None`: absent; `Some(value)` (the value only when `want_value`).
+    fn lookup(&self, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>, DbError> {
+        let hash = hash_key(key);
+        for _ in 0..MAX_RETRIES {
+            let bucket = self.bucket_for(hash)?;
+            let b = self.cache.get(bucket)?;
+            let found = b.read(|bytes| -> Result<_, DbError> {
+                if !bucket_covers(bytes, hash) {
+                    return Ok(None);
+                }
+                for i in 0..bucket_count(bytes).min(BUCKET_CAP) {
+                    let e = Entry::read(bytes, i);
+                    if e.hash == hash {
+                        if let Some(value) = self.read_record(&e, key, want_value)? {
+                            return Ok(Some(Some(value)));
+                        }
+                    }
+                }
+                Ok(Some(None))
+            })?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+            thread::yield_now();
+        }
+        Err(corrupt(0, "the directory never led to the key's bucket"))
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+        self.check_key(key)?;
+        if value.len() > self.max_value {
+            return Err(DbError::ValueTooLarge {
+                len: value.len(),
+                max: self.max_value,
+            });
+        }
+        let hash = hash_key(key);
+        let mut e = self.write_record(key, value)?;
+        e.hash = hash;
+        match self.link(hash, key, e) {
+            Ok(Some(old)) => {
+                self.release(&old);
+                Ok(())
+            }
+            Ok(None) => {
+                self.key_count.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(err) => {
+                self.release(&e);
+                Err(err)
+            }
+        }
+    }
+
+    /// Points the key's bucket entry at `e` (one entry write: the switch); returns the entry
+    /// it replaced.
+    fn link(&self, hash: u64, key: &[u8], e: Entry) -> Result<Option<Entry>, DbError> {
+        for _ in 0..MAX_RETRIES {
+            let bucket = self.bucket_for(hash)?;
+            let b = self.cache.get(bucket)?;
+            let outcome = b.write(|bytes| -> Result<Link, DbError> {
+                if !bucket_covers(bytes, hash) {
+                    return Ok(Link::Retry);
+                }
+                let count = bucket_count(bytes).min(BUCKET_CAP);
+                for i in 0..count {
+                    let old = Entry::read(bytes, i);
+                    if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
+                        e.write(bytes, i);
+                        return Ok(Link::Replaced(old));
+                    }
+                }
+                if count < BUCKET_CAP {
+                    e.write(bytes, count);
+                    set_bucket_count(bytes, count + 1);
+                    return Ok(Link::Inserted);
+                }
+                Ok(Link::Full)
+            })?;
+            drop(b);
+            match outcome {
+                Link::Retry => thread::yield_now(),
+                Link::Full => self.split(bucket, hash)?,
+                Link::Inserted => return Ok(None),
+                Link::Replaced(old) => return Ok(Some(old)),
+            }
+        }
+        Err(corrupt(0, "the directory never led to the key's bucket"))
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
+        self.check_key(key)?;
+        let hash = hash_key(key);
+        for _ in 0..MAX_RETRIES {
+            let bucket = self.bucket_for(hash)?;
+            let b = self.cache.get(bucket)?;
+            let outcome = b.write(|bytes| -> Result<Link, DbError> {
+                if !bucket_covers(bytes, hash) {
+                    return Ok(Link::Retry);
+                }
+                let count = bucket_count(bytes).min(BUCKET_CAP);
+                for i in 0..count {
+                    let old = Entry::read(bytes, i);
+                    if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
+                        let last = Entry::read(bytes, count - 1);
+                        last.write(bytes, i);
+                        bytes[BUCKET_HEADER + (count - 1) * ENTRY..BUCKET_HEADER + count * ENTRY]
+                            .fill(0);
+                        set_bucket_count(bytes, count - 1);
+                        return Ok(Link::Replaced(old));
+                    }
+                }
+                Ok(Link::Inserted) // "not found"
+            })?;
+            drop(b);
+            match outcome {
+                Link::Retry => thread::yield_now(),
+                Link::Replaced(old) => {
+                    self.key_count.fetch_sub(1, Ordering::Relaxed);
+                    self.release(&old);
+                    return Ok(true);
+                }
+                _ => return Ok(false),
+            }
+        }
+        Err(corrupt(0, "the directory never led to the key's bucket"))
+    }
+
+    /// Splits the full bucket at page `bucket` (covering `hash`), doubling the directory first
+    /// when the bucket's depth equals it. The new bucket is written before any pointer to it.
+    fn split(&self, bucket: u64, hash: u64) -> Result<(), DbError> {
+        let _split = self.split_lock.lock();
+        let b = self.cache.get(bucket)?;
+        b.write(|bytes| {
+            if !bucket_covers(bytes, hash) || bucket_count(bytes) < BUCKET_CAP {
+                return Ok(()); // split (or emptied) by another thread meanwhile
+            }
+            let depth = bucket_depth(bytes);
+            if depth >= self.max_depth {
+                return Err(DbError::IndexFull {
+                    max_depth: self.max_depth,
+                });
+            }
+            let global = self.global_depth.load(Ordering::Acquire);
+            if depth == global {
+                self.double_directory(global)?;
+            }
+            let new_page = self.alloc_pages(1)?;
+            let pattern = bucket_pattern(bytes);
+            let bit = 1u64 << depth;
+            let entries: Vec<Entry> = (0..bucket_count(bytes))
+                .map(|i| Entry::read(bytes, i))
+                .collect();
+            let (moved, kept): (Vec<Entry>, Vec<Entry>) =
+                entries.into_iter().partition(|e| e.hash & bit != 0);
+            let written = self.cache.get_for_overwrite(new_page).map(|r| {
+                r.write(|nb| {
+                    init_bucket(nb, depth + 1, pattern | bit);
+                    for (i, e) in moved.iter().enumerate() {
+                        e.write(nb, i);
+                    }
+                    set_bucket_count(nb, moved.len());
+                })
+            });
+            if let Err(err) = written {
+                self.free_pages(new_page, 1);
+                return Err(err.into());
+            }
+            // Every directory slot of the new bucket's pattern now points to it.
+            let global = self.global_depth.load(Ordering::Acquire);
+            let step = 1u64 << (depth + 1);
+            let mut index = pattern | bit;
+            while index < (1u64 << global) {
+                self.dir_set(index, new_page)?;
+                index += step;
+            }
+            init_bucket(bytes, depth + 1, pattern);
+            for (i, e) in kept.iter().enumerate() {
+                e.write(bytes, i);
+            }
+            set_bucket_count(bytes, kept.len());
+            Ok(())
+        })
+    }
+
+    /// The keys of the next bucket at or after directory slot `start` that holds any (each
+    /// bucket is visited at its lowest slot), and the slot to continue from (`None`: done).
+    pub fn scan_keys_from(&self, start: u64) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
+        self.check_open()?;
+        let mut index = start;
+        loop {
+            let global = self.global_depth.load(Ordering::Acquire);
+            if index >= 1u64 << global {
+                return Ok((Vec::new(), None));
+            }
+            let bucket = self.dir_get(index)?;
+            let b = self.cache.get(bucket)?;
+            let keys = b.read(|bytes| -> Result<Vec<Vec<u8>>, DbError> {
+                if get_u32(bytes, 0) != KIND_BUCKET {
+                    return Err(corrupt(
+                        bucket,
+                        "directory points to a page that is no bucket",
+                    ));
+                }
+                if bucket_pattern(bytes) != index {
+                    return Ok(Vec::new()); // visited at its lowest slot
+                }
+                (0..bucket_count(bytes).min(BUCKET_CAP))
+                    .map(|i| self.record_key(&Entry::read(bytes, i)))
+                    .collect()
+            })?;
+            index += 1;
+            if !keys.is_empty() {
+                return Ok((keys, Some(index)));
+            }
+        }
+    }
+}

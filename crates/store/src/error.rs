@@ -1,0 +1,97 @@
+//! Every way a store operation can fail.
+
+use std::fmt;
+
+use tamer_cache::CacheError;
+use tamer_device::DeviceError;
+
+/// Errors of [`crate::Db`] and [`crate::DbHandle`]. Messages name the limit or the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DbError {
+    /// A bad [`crate::DbOptions`] value, or a file that is not a tamer store.
+    Config(String),
+    /// Keys are 1..=`max` bytes.
+    KeyTooLarge { len: usize, max: usize },
+    /// The empty key is not allowed.
+    EmptyKey,
+    /// Values are 0..=`max` bytes (`DbOptions::max_value_bytes`).
+    ValueTooLarge { len: usize, max: usize },
+    /// The device (or the file-size limit) has no room for `pages` more pages. Nothing already
+    /// stored was changed.
+    NoSpace { pages: u64, detail: String },
+    /// The hash index reached its largest directory (`2^max_depth` buckets) and a bucket is full.
+    IndexFull { max_depth: u32 },
+    /// A page or a record failed its checksum or is malformed: the stored data is damaged.
+    Corrupt { page: u64, detail: String },
+    /// The page cache failed (device error, timeout, ...).
+    Cache(CacheError),
+    /// A handle call outside a tamer user-level thread (use [`crate::Db`]'s blocking calls, or
+    /// call it from a job spawned on the Db's runtime).
+    NotInUserThread,
+    /// The database was closed.
+    Closed,
+    /// The runtime could not run the operation (its queues stayed full, or it stopped).
+    Runtime(String),
+}
+
+impl From<CacheError> for DbError {
+    fn from(err: CacheError) -> Self {
+        match err {
+            CacheError::Corrupt { page } => DbError::Corrupt {
+                page,
+                detail: "page checksum mismatch".into(),
+            },
+            CacheError::NotInUserThread => DbError::NotInUserThread,
+            CacheError::Device(err) if err.is_no_space() => DbError::NoSpace {
+                pages: 1,
+                detail: err.to_string(),
+            },
+            other => DbError::Cache(other),
+        }
+    }
+}
+
+impl From<DeviceError> for DbError {
+    fn from(err: DeviceError) -> Self {
+        DbError::from(CacheError::Device(err))
+    }
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbError::Config(msg) => write!(f, "bad store configuration: {msg}"),
+            DbError::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes: keys are at most {max} bytes")
+            }
+            DbError::EmptyKey => write!(f, "empty key: keys are 1 byte or more"),
+            DbError::ValueTooLarge { len, max } => write!(
+                f,
+                "value of {len} bytes: values are at most {max} bytes (DbOptions::max_value_bytes)"
+            ),
+            DbError::NoSpace { pages, detail } => write!(
+                f,
+                "no space for {pages} more pages ({detail}): free space on the disk, raise the \
+                 size limit, or delete data; nothing stored was changed"
+            ),
+            DbError::IndexFull { max_depth } => write!(
+                f,
+                "the hash index is full (2^{max_depth} buckets): create the store with a larger \
+                 DbOptions::max_directory_depth"
+            ),
+            DbError::Corrupt { page, detail } => {
+                write!(f, "corrupt data at page {page}: {detail}")
+            }
+            DbError::Cache(err) => write!(f, "page cache: {err}"),
+            DbError::NotInUserThread => write!(
+                f,
+                "DbHandle called outside a tamer user-level thread: use Db's blocking calls or \
+                 spawn a job on db.runtime()"
+            ),
+            DbError::Closed => write!(f, "the database is closed"),
+            DbError::Runtime(msg) => write!(f, "runtime: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for DbError {}

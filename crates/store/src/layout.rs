@@ -1,0 +1,226 @@
+//! On-device formats. Every integer is little-endian; every page's last 8 bytes are the cache's
+//! CRC-32C trailer, so a page's usable payload is [`PAYLOAD`] bytes.
+
+pub use tamer_cache::PAGE_PAYLOAD as PAYLOAD;
+
+pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
+pub const FORMAT_VERSION: u32 = 1;
+
+pub const KIND_BUCKET: u32 = u32::from_le_bytes(*b"BUCK");
+pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
+pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
+pub const KIND_FREE: u32 = u32::from_le_bytes(*b"FREE");
+
+/// Directory entries (bucket page numbers, u64) per directory page: 4088 / 8.
+pub const DIR_PER_PAGE: u64 = (PAYLOAD / 8) as u64;
+/// First directory page.
+pub const DIR_START: u64 = 1;
+
+/// Bucket header: kind u32, local depth u16, count u16, pattern u64.
+pub const BUCKET_HEADER: usize = 16;
+/// Bucket entry: hash u64, page u64, offset u32, record length u32.
+pub const ENTRY: usize = 24;
+/// Entries per bucket: (4088 - 16) / 24 = 169.
+pub const BUCKET_CAP: usize = (PAYLOAD - BUCKET_HEADER) / ENTRY;
+
+/// Data page header: kind u32, live bytes u32, written bytes u32, closed-at u32.
+pub const DATA_HEADER: usize = 16;
+/// `closed_at` of a page still open for appends.
+pub const OPEN: u32 = u32::MAX;
+/// Record header: key length u32, value length u32, CRC-32C of key ‖ value u32, reserved u32.
+pub const RECORD_HEADER: usize = 16;
+/// Largest record stored in a shared data page; larger ones get their own extent.
+pub const MAX_SMALL_RECORD: usize = PAYLOAD - DATA_HEADER;
+/// An extent's stream starts with kind u32 + reserved u32; the record follows.
+pub const EXTENT_HEADER: usize = 8;
+
+/// Free-list page: kind u32, count u32, next page u64, then (start u64, pages u64) pairs.
+pub const FREE_HEADER: usize = 16;
+pub const FREE_PER_PAGE: usize = (PAYLOAD - FREE_HEADER) / 16;
+
+pub fn get_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+pub fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+pub fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+pub fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+pub fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Pages of the directory region for `max_depth`.
+pub fn dir_pages(max_depth: u32) -> u64 {
+    (1u64 << max_depth).div_ceil(DIR_PER_PAGE)
+}
+
+/// The superblock (page 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub max_depth: u32,
+    pub global_depth: u32,
+    /// 1 when the store was closed cleanly (the free list and high-water mark are current).
+    pub clean: bool,
+    /// First page never allocated (the high-water mark).
+    pub next_page: u64,
+    /// First free-list page, 0 for none.
+    pub free_head: u64,
+    pub key_count: u64,
+    pub max_value_bytes: u64,
+}
+
+impl Superblock {
+    pub fn encode(&self, b: &mut [u8]) {
+        b[..PAYLOAD].fill(0);
+        b[0..8].copy_from_slice(&MAGIC);
+        put_u32(b, 8, FORMAT_VERSION);
+        put_u32(b, 12, tamer_cache::PAGE_SIZE as u32);
+        put_u32(b, 16, self.max_depth);
+        put_u32(b, 20, self.global_depth);
+        put_u32(b, 24, dir_pages(self.max_depth) as u32);
+        put_u32(b, 28, u32::from(self.clean));
+        put_u64(b, 32, self.next_page);
+        put_u64(b, 40, self.free_head);
+        put_u64(b, 48, self.key_count);
+        put_u64(b, 56, self.max_value_bytes);
+    }
+
+    /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
+    pub fn decode(b: &[u8]) -> Result<Option<Self>, String> {
+        if b[..PAYLOAD].iter().all(|&x| x == 0) {
+            return Ok(None);
+        }
+        if b[0..8] != MAGIC {
+            return Err("not a tamer store (bad magic in page 0)".into());
+        }
+        let version = get_u32(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            ));
+        }
+        if get_u32(b, 12) as usize != tamer_cache::PAGE_SIZE {
+            return Err(format!("page size {}", get_u32(b, 12)));
+        }
+        let sb = Self {
+            max_depth: get_u32(b, 16),
+            global_depth: get_u32(b, 20),
+            clean: get_u32(b, 28) == 1,
+            next_page: get_u64(b, 32),
+            free_head: get_u64(b, 40),
+            key_count: get_u64(b, 48),
+            max_value_bytes: get_u64(b, 56),
+        };
+        if sb.max_depth > crate::MAX_DIRECTORY_DEPTH || sb.global_depth > sb.max_depth {
+            return Err(format!(
+                "bad directory depth {}/{}",
+                sb.global_depth, sb.max_depth
+            ));
+        }
+        Ok(Some(sb))
+    }
+}
+
+/// One bucket entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub hash: u64,
+    pub page: u64,
+    /// Byte offset of the record in its data page, or [`EXTENT_HEADER`] for an extent.
+    pub offset: u32,
+    /// Record bytes (header + key + value).
+    pub len: u32,
+}
+
+impl Entry {
+    pub fn read(b: &[u8], i: usize) -> Self {
+        let at = BUCKET_HEADER + i * ENTRY;
+        Self {
+            hash: get_u64(b, at),
+            page: get_u64(b, at + 8),
+            offset: get_u32(b, at + 16),
+            len: get_u32(b, at + 20),
+        }
+    }
+
+    pub fn write(&self, b: &mut [u8], i: usize) {
+        let at = BUCKET_HEADER + i * ENTRY;
+        put_u64(b, at, self.hash);
+        put_u64(b, at + 8, self.page);
+        put_u32(b, at + 16, self.offset);
+        put_u32(b, at + 20, self.len);
+    }
+
+    /// True when the record has its own extent of consecutive pages.
+    pub fn is_extent(&self) -> bool {
+        self.len as usize > MAX_SMALL_RECORD
+    }
+
+    /// Pages the record occupies.
+    pub fn pages(&self) -> u64 {
+        if self.is_extent() {
+            extent_pages(self.len as usize)
+        } else {
+            1
+        }
+    }
+}
+
+/// Pages of an extent holding a record of `len` bytes.
+pub fn extent_pages(len: usize) -> u64 {
+    (EXTENT_HEADER + len).div_ceil(PAYLOAD) as u64
+}
+
+/// Bucket header accessors.
+pub fn bucket_depth(b: &[u8]) -> u32 {
+    u32::from(get_u16(b, 4))
+}
+pub fn bucket_count(b: &[u8]) -> usize {
+    get_u16(b, 6) as usize
+}
+pub fn bucket_pattern(b: &[u8]) -> u64 {
+    get_u64(b, 8)
+}
+pub fn init_bucket(b: &mut [u8], depth: u32, pattern: u64) {
+    b[..PAYLOAD].fill(0);
+    put_u32(b, 0, KIND_BUCKET);
+    put_u16(b, 4, depth as u16);
+    put_u16(b, 6, 0);
+    put_u64(b, 8, pattern);
+}
+pub fn set_bucket_count(b: &mut [u8], count: usize) {
+    put_u16(b, 6, count as u16);
+}
+
+/// True when the bucket page `b` is the bucket for `hash`.
+pub fn bucket_covers(b: &[u8], hash: u64) -> bool {
+    if get_u32(b, 0) != KIND_BUCKET {
+        return false;
+    }
+    let depth = bucket_depth(b);
+    let mask = if depth == 0 { 0 } else { (1u64 << depth) - 1 };
+    hash & mask == bucket_pattern(b)
+}
+
+/// The key hash: FNV-1a 64 over the key, then SplitMix64's finalizer so the low bits (the
+/// directory index) depend on every byte.
+pub fn hash_key(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}

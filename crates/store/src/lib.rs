@@ -1,0 +1,128 @@
+//! tamer's embedded key-value engine over the page cache ([`tamer_cache`]).
+//!
+//! ```no_run
+//! use tamer_store::{Db, DbOptions, DeviceKind};
+//! let options = DbOptions::new(32 << 20).cores(2);
+//! let db = Db::open("/var/tmp/my.store", options).unwrap();
+//! db.put(b"k", b"v").unwrap();
+//! assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+//! // From tamer user-level threads (e.g. a benchmark's many jobs):
+//! let h = db.handle();
+//! db.runtime().spawn(move || { h.put(b"x", b"y").unwrap(); }).unwrap();
+//! db.close().unwrap();
+//! ```
+//!
+//! # API
+//!
+//! [`Db::open`] starts a [`tamer_runtime::Runtime`] (cores × user-level threads) on the chosen
+//! device with a [`tamer_cache::PageCache`] of `cache_bytes` (checksums on). Blocking calls
+//! (`get`, `put`, `delete`, `contains`, `cursor`) run as jobs and wait for their result; code
+//! already running on the runtime's user-level threads calls the same operations on a
+//! [`DbHandle`], where a miss parks only the calling thread. Keys are 1..=64 KiB; values
+//! 0..=`max_value_bytes` (default 16 MiB); larger ones fail with [`DbError::KeyTooLarge`] /
+//! [`DbError::ValueTooLarge`] naming the limit. The cursor's order is unspecified (hash order).
+//!
+//! # On the device
+//!
+//! Pages of 4 KiB; bytes 4088..4096 of every page are the cache's CRC-32C trailer
+//! ([`tamer_cache::checksum`]: CRC-32C of page number ‖ payload + magic), verified on every read
+//! from the device (a mismatch is [`DbError::Corrupt`]) and sealed on every write-back. An
+//! all-zero page (never written) reads as valid-empty.
+//!
+//! ```text
+//! page 0            superblock: magic "TAMERKV\0", version, page size, max/global directory
+//!                   depth, directory pages, clean flag, high-water mark (next never-used
+//!                   page), free-list head, key count, max value size
+//! pages 1..=D       directory: 2^max_depth u64 bucket page numbers, 511 per page
+//!                   (D = ceil(2^max_depth / 511): 129 pages for the default depth 16);
+//!                   loaded into the cache's pinned partition at open, never evicted
+//! pages D+1..       buckets, data pages, extents, free-list pages, free pages, mixed:
+//!
+//!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
+//!           count × [hash u64][page u64][offset u32][record len u32]   (≤ 169 entries)
+//!  data     [kind "DATA" u32][live bytes u32][written bytes u32][closed-at u32]
+//!           records appended: [key len u32][value len u32][crc32c(key‖value) u32][0 u32]
+//!                             [key][value]           (records of ≤ 4072 bytes)
+//!  extent   n consecutive pages whose payloads form one stream:
+//!           [kind "EXTN" u32][0 u32][record header][key][value]  (larger records)
+//!  free     [kind "FREE" u32][count u32][next page u64] count × [start u64][pages u64]
+//!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
+//! ```
+//!
+//! **Index**: extendible hashing on the low bits of a 64-bit key hash (FNV-1a 64 + the
+//! SplitMix64 finalizer). The directory has 2^global_depth live slots, at most
+//! 2^max_directory_depth (default 2^16 = 65 536 slots, 512 KiB pinned; 2^20 at most). A full
+//! bucket splits (doubling the directory when needed) instead of chaining, so there are no
+//! overflow chains at all. When a bucket at the maximum depth is full, the put fails with
+//! [`DbError::IndexFull`]; capacity at the default depth is 65 536 × 169 ≈ 11 M entries
+//! (≈ 7.6 M at extendible hashing's typical 69 % fill).
+//!
+//! **Point lookup** = directory slot (pinned, no I/O) → 1 bucket page → the record's page(s).
+//! Worst case: 1 bucket read + 1 record page for a record ≤ 4072 bytes, or
+//! ceil((8 + 16 + key + value) / 4088) extent pages (read 8 at a time overlapped). Each entry
+//! whose full 64-bit hash equals the key's costs one more record read (a 2^-64 event per pair
+//! of keys). Splits can make a lookup retry: it re-reads the directory slot and the bucket.
+//!
+//! **Writes are out of place**: a put writes the new record to fresh space (the open data
+//! page's tail, or a new extent), then switches the one bucket entry under the bucket's
+//! exclusive latch, then releases the old record. A split writes the new bucket before any
+//! directory slot points to it; directory doubling writes the upper half before publishing the
+//! new depth.
+//!
+//! # Space reuse
+//!
+//! Page-granular. A data page counts its live bytes; once closed for appends (the allocator
+//! moved on) and with every reserved record written, it returns to the free list when its live
+//! bytes reach zero. An extent returns all its pages when its record dies. Free pages form
+//! coalesced extents (in DRAM, best fit by size), persisted in free-list pages at close.
+//! **Not reused**: the dead bytes of a data page that still holds a live record (no
+//! compaction); bucket pages (buckets never merge); the directory region (fixed). The file
+//! grows on demand (`posix_fallocate`, by ≥ 1/4 or 16 MiB) up to `max_file_bytes`; a full
+//! disk, a file-size limit or a full emulated device fails the operation with
+//! [`DbError::NoSpace`], and data already stored is unchanged.
+//!
+//! # Concurrency
+//!
+//! Every core's user-level threads share one cache and one index. Readers take the bucket's
+//! shared latch and hold it while reading the record (so the record cannot be released under
+//! them); updates take the bucket's exclusive latch for the entry switch only. Splits are
+//! serialized by a yield lock (waiters yield their core, never block it) and hold the bucket's
+//! exclusive latch. The allocator is a `std::sync::Mutex` held for in-memory updates only
+//! (plus the rare `posix_fallocate`), never across a park. Lock order: split lock → bucket →
+//! data/extent pages → directory pages → allocator.
+//!
+//! # Memory
+//!
+//! Resident: `cache_bytes` + the pinned partition ((1 + D) × 4 KiB: 520 KiB at depth 16) +
+//! cache metadata (≈ 35 bytes per frame) + per core: `threads_per_core` × 64 KiB stacks (the
+//! runtime's default; only touched stack pages are resident) and the device ring, plus the
+//! free-extent map (≈ 100 bytes per free extent) and transient per-operation buffers (a value
+//! being read or written). An emulated device adds its whole capacity in DRAM.
+//!
+//! # For the durability issue (crash atomicity)
+//!
+//! Today a crash between close points leaves the store marked unclean: it reopens with free
+//! space leaked (every page up to the file end is treated as used), but the index may hold
+//! entries whose records or split buckets never reached the device. The next issue must:
+//! order write-backs (record pages before the bucket page that points to them; a split's new
+//! bucket and directory slots before the old bucket's rewrite; directory upper half before the
+//! depth in the superblock), persist the allocator state atomically with the pointers (or
+//! rebuild live bytes and the free list by scanning buckets at recovery), and make the
+//! in-place counters of data pages (`live`, `written`, `closed-at`) recomputable (they are
+//! derivable from the index).
+
+mod alloc;
+mod db;
+mod engine;
+mod error;
+mod layout;
+
+pub use db::{
+    Cursor, Db, DbHandle, DbOptions, DeviceKind, DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
+};
+pub use engine::MAX_KEY_BYTES;
+pub use error::DbError;
+pub use layout::{BUCKET_CAP, MAX_SMALL_RECORD};
+
+/// Largest `max_directory_depth`: 2^20 slots, an 8 MiB pinned directory.
+pub const MAX_DIRECTORY_DEPTH: u32 = 20;

@@ -1,0 +1,421 @@
+//! The engine against a reference BTreeMap, page-boundary sizes, limits, ENOSPC, checksums,
+//! the cursor, space reuse. Seeds are fixed and printed on failure.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_store::{Db, DbError, DbHandle, DeviceKind, MAX_KEY_BYTES};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+type Job<R> = Box<dyn FnOnce(DbHandle) -> R + Send>;
+
+fn pick_len(rng: &mut SmallRng) -> usize {
+    match rng.gen_range(0..20) {
+        0 => rng.gen_range(4000..4200),
+        1 => rng.gen_range(8000..13000),
+        2 => 0,
+        _ => rng.gen_range(1..300),
+    }
+}
+
+/// One user thread's seeded random operations on its own keys, checked against its model.
+fn worker(
+    h: DbHandle,
+    seed: u64,
+    thread: usize,
+    ops: usize,
+    mut model: Model,
+) -> Result<Model, String> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ (thread as u64).wrapping_mul(0x9E37_79B9));
+    for op in 0..ops {
+        let key = format!("t{thread}-k{}", rng.gen_range(0..150)).into_bytes();
+        let ctx = || {
+            format!(
+                "seed {seed} thread {thread} op {op} key {:?}",
+                String::from_utf8_lossy(&key)
+            )
+        };
+        match rng.gen_range(0..10) {
+            0..=3 => {
+                let value = value_for(&key, rng.gen(), pick_len(&mut rng));
+                h.put(&key, &value)
+                    .map_err(|e| format!("{}: put: {e}", ctx()))?;
+                model.insert(key.clone(), value);
+            }
+            4..=5 => {
+                let was = h
+                    .delete(&key)
+                    .map_err(|e| format!("{}: delete: {e}", ctx()))?;
+                if was != model.remove(&key).is_some() {
+                    return Err(format!("{}: delete returned {was}", ctx()));
+                }
+            }
+            6 => {
+                let has = h
+                    .contains(&key)
+                    .map_err(|e| format!("{}: contains: {e}", ctx()))?;
+                if has != model.contains_key(&key) {
+                    return Err(format!("{}: contains returned {has}", ctx()));
+                }
+            }
+            _ => {
+                let got = h.get(&key).map_err(|e| format!("{}: get: {e}", ctx()))?;
+                if got.as_ref() != model.get(&key) {
+                    return Err(format!(
+                        "{}: get returned {:?} bytes, model {:?}",
+                        ctx(),
+                        got.map(|v| v.len()),
+                        model.get(&key).map(|v| v.len())
+                    ));
+                }
+            }
+        }
+    }
+    Ok(model)
+}
+
+fn check_all(db: &Db, expected: &Model, seed: u64) {
+    for (k, v) in expected {
+        assert_eq!(
+            db.get(k)
+                .unwrap_or_else(|e| panic!("seed {seed}: get: {e}"))
+                .as_ref(),
+            Some(v),
+            "seed {seed}: key {:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for item in db.cursor() {
+        let (k, v) = item.unwrap_or_else(|e| panic!("seed {seed}: cursor: {e}"));
+        assert_eq!(expected.get(&k), Some(&v), "seed {seed}: cursor value");
+        assert!(seen.insert(k), "seed {seed}: cursor returned a key twice");
+    }
+    assert_eq!(
+        seen.len(),
+        expected.len(),
+        "seed {seed}: cursor missed keys"
+    );
+    assert_eq!(db.len(), expected.len() as u64, "seed {seed}: len");
+}
+
+fn model_check(open: impl Fn() -> Db, seed: u64) {
+    eprintln!("model check seed {seed}");
+    const THREADS: usize = 24;
+    let mut models: Vec<Model> = vec![Model::new(); THREADS];
+    for round in 0..3 {
+        let db = open();
+        let jobs: Vec<Job<Result<Model, String>>> = models
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(t, model)| {
+                let s = seed.wrapping_add(round);
+                Box::new(move |h: DbHandle| worker(h, s, t, 300, model)) as Box<_>
+            })
+            .collect();
+        for (t, result) in run_parallel(&db, jobs).into_iter().enumerate() {
+            models[t] = result.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        let all: Model = models
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        check_all(&db, &all, seed);
+        db.close()
+            .unwrap_or_else(|e| panic!("seed {seed}: close: {e}"));
+        let db = open();
+        check_all(&db, &all, seed);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn model_check_emulated_with_reopen() {
+    let seed = 0x5EED_0001;
+    let first = emulated(4 << 20, 64 << 20);
+    let db = Db::open("unused", first).unwrap();
+    let model = db.emulator_model().unwrap();
+    db.close().unwrap();
+    model_check(
+        || {
+            Db::open(
+                "unused",
+                emulated(4 << 20, 0).device(DeviceKind::Model(model.clone())),
+            )
+            .unwrap()
+        },
+        seed,
+    );
+}
+
+#[test]
+fn model_check_uring_file_with_reopen() {
+    let seed = 0x5EED_0002;
+    let file = TempFile(temp_path("model"));
+    model_check(|| Db::open(&file.0, uring(2 << 20)).unwrap(), seed);
+}
+
+#[test]
+fn values_around_page_boundaries() {
+    let file = TempFile(temp_path("sizes"));
+    let mut sizes: Vec<usize> = vec![
+        0, 1, 4087, 4088, 4089, 4090, 4091, 4092, 4093, 4094, 4095, 4096, 4097,
+    ];
+    sizes.extend([
+        4056,
+        4057,
+        4063,
+        4064,
+        4065,
+        8191,
+        8192,
+        8193,
+        3 * 4096,
+        1 << 20,
+    ]);
+    let db = Db::open(&file.0, uring(1 << 20)).unwrap();
+    for &n in &sizes {
+        let key = format!("size-{n}").into_bytes();
+        db.put(&key, &value_for(&key, 1, n)).unwrap();
+    }
+    // A large key too (it makes the record an extent).
+    let big_key = vec![7u8; 10_000];
+    db.put(&big_key, b"v").unwrap();
+    let check = |db: &Db| {
+        for &n in &sizes {
+            let key = format!("size-{n}").into_bytes();
+            assert_eq!(
+                db.get(&key).unwrap(),
+                Some(value_for(&key, 1, n)),
+                "size {n}"
+            );
+        }
+        assert_eq!(db.get(&big_key).unwrap(), Some(b"v".to_vec()));
+    };
+    check(&db);
+    db.close().unwrap();
+    let db = Db::open(&file.0, uring(1 << 20)).unwrap();
+    check(&db);
+    // Overwrite every one with a different size, then back.
+    for &n in &sizes {
+        let key = format!("size-{n}").into_bytes();
+        db.put(&key, &value_for(&key, 2, n / 2 + 3)).unwrap();
+        assert_eq!(db.get(&key).unwrap(), Some(value_for(&key, 2, n / 2 + 3)));
+        db.put(&key, &value_for(&key, 1, n)).unwrap();
+    }
+    check(&db);
+    db.close().unwrap();
+}
+
+#[test]
+fn too_large_keys_and_values_are_refused() {
+    let db = Db::open(
+        "unused",
+        emulated(1 << 20, 16 << 20).max_value_bytes(100_000),
+    )
+    .unwrap();
+    let key = vec![1u8; MAX_KEY_BYTES];
+    db.put(&key, b"max key").unwrap();
+    assert_eq!(db.get(&key).unwrap(), Some(b"max key".to_vec()));
+    let long = vec![1u8; MAX_KEY_BYTES + 1];
+    let err = db.put(&long, b"x").unwrap_err();
+    assert_eq!(
+        err,
+        DbError::KeyTooLarge {
+            len: MAX_KEY_BYTES + 1,
+            max: MAX_KEY_BYTES
+        }
+    );
+    assert!(err.to_string().contains("65536"), "{err}");
+    assert!(matches!(db.get(&long), Err(DbError::KeyTooLarge { .. })));
+    assert_eq!(db.put(b"", b"x"), Err(DbError::EmptyKey));
+    db.put(b"k", &vec![3u8; 100_000]).unwrap();
+    let err = db.put(b"k", &vec![3u8; 100_001]).unwrap_err();
+    assert_eq!(
+        err,
+        DbError::ValueTooLarge {
+            len: 100_001,
+            max: 100_000
+        }
+    );
+    assert!(err.to_string().contains("100000"), "{err}");
+    assert_eq!(db.get(b"k").unwrap(), Some(vec![3u8; 100_000]), "unchanged");
+    assert_eq!(DbError::NotInUserThread, db.handle().get(b"k").unwrap_err());
+    db.close().unwrap();
+}
+
+fn fill_until_full(db: &Db, seed: u64) -> Model {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut stored = Model::new();
+    for i in 0.. {
+        let key = format!("fill-{i}").into_bytes();
+        let value = value_for(&key, 0, rng.gen_range(100..9000));
+        match db.put(&key, &value) {
+            Ok(()) => {
+                stored.insert(key, value);
+            }
+            Err(DbError::NoSpace { .. }) => break,
+            Err(err) => panic!("seed {seed}: {err}"),
+        }
+        assert!(i < 1_000_000, "never filled");
+    }
+    stored
+}
+
+#[test]
+fn a_full_emulated_device_fails_cleanly_and_space_is_reused() {
+    let seed = 0x5EED_0003;
+    let db = Db::open("unused", emulated(1 << 20, 1 << 20).max_directory_depth(4)).unwrap();
+    let stored = fill_until_full(&db, seed);
+    assert!(
+        stored.len() > 50,
+        "seed {seed}: only {} stored",
+        stored.len()
+    );
+    let err = db.put(b"one more", &vec![0u8; 9000]).unwrap_err();
+    assert!(err.to_string().contains("no space"), "{err}");
+    check_all(&db, &stored, seed);
+    // Deleting frees pages that new puts reuse.
+    let mut stored = stored;
+    let keys: Vec<Vec<u8>> = stored.keys().take(stored.len() / 2).cloned().collect();
+    for k in &keys {
+        assert!(db.delete(k).unwrap());
+        stored.remove(k);
+    }
+    for i in 0..20 {
+        let key = format!("again-{i}").into_bytes();
+        let value = value_for(&key, 0, 5000);
+        db.put(&key, &value)
+            .unwrap_or_else(|e| panic!("seed {seed}: reuse failed: {e}"));
+        stored.insert(key, value);
+    }
+    check_all(&db, &stored, seed);
+    let model = db.emulator_model().unwrap();
+    db.close().unwrap();
+    let db = Db::open(
+        "unused",
+        emulated(1 << 20, 0).device(DeviceKind::Model(model)),
+    )
+    .unwrap();
+    check_all(&db, &stored, seed);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_file_size_limit_fails_cleanly() {
+    let seed = 0x5EED_0004;
+    let file = TempFile(temp_path("limit"));
+    let options = uring(1 << 20)
+        .max_directory_depth(4)
+        .max_file_bytes(Some(2 << 20));
+    let db = Db::open(&file.0, options.clone()).unwrap();
+    let stored = fill_until_full(&db, seed);
+    assert!(stored.len() > 100, "seed {seed}: only {}", stored.len());
+    check_all(&db, &stored, seed);
+    db.close().unwrap();
+    assert!(std::fs::metadata(&file.0).unwrap().len() <= 2 << 20);
+    let db = Db::open(&file.0, options).unwrap();
+    check_all(&db, &stored, seed);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_flipped_byte_on_disk_is_a_checksum_error() {
+    use std::os::unix::fs::FileExt;
+    let file = TempFile(temp_path("flip"));
+    let db = Db::open(&file.0, uring(1 << 20)).unwrap();
+    let mut model = Model::new();
+    for i in 0..200 {
+        let key = format!("flip-{i}").into_bytes();
+        let value = value_for(&key, 0, 300);
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+    db.close().unwrap();
+    // Flip one byte in every page after the directory and the first bucket: data pages.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file.0)
+        .unwrap();
+    let first_data = 1 + 9 + 1; // superblock + dir pages at depth 12 + the first bucket
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, first_data * 4096 + 50).unwrap();
+    byte[0] ^= 0x40;
+    f.write_all_at(&byte, first_data * 4096 + 50).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let db = Db::open(&file.0, uring(1 << 20)).unwrap();
+    let mut corrupt = 0;
+    for (k, v) in &model {
+        match db.get(k) {
+            Ok(got) => assert_eq!(got.as_ref(), Some(v), "never garbage"),
+            Err(DbError::Corrupt { page, .. }) => {
+                assert_eq!(page, first_data);
+                corrupt += 1;
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
+    assert!(corrupt > 0, "the flipped page was detected");
+    drop(db);
+}
+
+#[test]
+fn cursor_returns_every_key_once_across_splits() {
+    let db = Db::open("unused", emulated(2 << 20, 64 << 20)).unwrap();
+    let mut model = Model::new();
+    for i in 0..3000u32 {
+        let key = i.to_be_bytes().to_vec();
+        model.insert(key.clone(), vec![i as u8; (i % 50) as usize]);
+    }
+    let jobs: Vec<Job<()>> = model
+        .clone()
+        .into_iter()
+        .collect::<Vec<_>>()
+        .chunks(100)
+        .map(|chunk| {
+            let chunk = chunk.to_vec();
+            Box::new(move |h: DbHandle| {
+                for (k, v) in chunk {
+                    h.put(&k, &v).unwrap();
+                }
+            }) as Box<_>
+        })
+        .collect();
+    run_parallel(&db, jobs);
+    check_all(&db, &model, 0);
+    db.close().unwrap();
+}
+
+#[test]
+fn deleted_space_is_reused_not_appended() {
+    let db = Db::open("unused", emulated(1 << 20, 64 << 20)).unwrap();
+    for round in 0..5 {
+        for i in 0..50 {
+            let key = format!("r-{i}").into_bytes();
+            db.put(&key, &value_for(&key, round, 20_000)).unwrap();
+        }
+        for i in 0..200 {
+            let key = format!("s-{i}").into_bytes();
+            db.put(&key, &value_for(&key, round, 100)).unwrap();
+        }
+        for i in 0..200 {
+            assert!(db.delete(format!("s-{i}").as_bytes()).unwrap());
+        }
+    }
+    let (high, free, _, leaked) = db.run(|h| h.space_stats()).unwrap();
+    // Live data: 50 values of 5 pages; the high-water mark stays near it, not 5 rounds' worth.
+    assert!(
+        high < 50 * 5 * 2 + 40,
+        "high-water mark {high} pages, free {free}"
+    );
+    assert_eq!(leaked, 0);
+    db.close().unwrap();
+}
