@@ -64,6 +64,8 @@ pub(crate) struct Engine {
     leaked_pages: AtomicU64,
     space: Space,
     closed: AtomicBool,
+    /// Operations admitted by `check_open` and not yet finished.
+    active_ops: std::sync::atomic::AtomicUsize,
 }
 
 enum Link {
@@ -85,6 +87,19 @@ fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
     DbError::Corrupt {
         page,
         detail: detail.into(),
+    }
+}
+
+/// How long `close` waits for operations already in progress.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One admitted operation; `close` waits until every guard has dropped.
+pub(crate) struct OpGuard<'a>(&'a Engine);
+
+impl Drop for OpGuard<'_> {
+    fn drop(&mut self) {
+        let before = self.0.active_ops.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(before > 0, "operation count underflow");
     }
 }
 
@@ -123,6 +138,7 @@ impl Engine {
             leaked_pages: AtomicU64::new(0),
             space,
             closed: AtomicBool::new(false),
+            active_ops: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -161,6 +177,9 @@ impl Engine {
                         sb.max_depth
                     )));
                 }
+                if sb.global_depth > self.max_depth {
+                    return Err(corrupt(0, "directory depth beyond its maximum"));
+                }
                 self.global_depth.store(sb.global_depth, Ordering::Release);
                 self.key_count.store(sb.key_count, Ordering::Relaxed);
                 if sb.clean {
@@ -187,7 +206,9 @@ impl Engine {
                         })?;
                         let mut alloc = self.lock_alloc();
                         for (start, n) in extents {
-                            if n == 0 || start < self.first_free_page() || start + n > sb.next_page
+                            if n == 0
+                                || start < self.first_free_page()
+                                || start.checked_add(n).is_none_or(|end| end > sb.next_page)
                             {
                                 return Err(corrupt(page, "free extent out of range"));
                             }
@@ -252,8 +273,20 @@ impl Engine {
     /// Clean close: seals the open data page, persists the free list and the superblock,
     /// writes back every dirty page and syncs. Later calls fail with [`DbError::Closed`].
     pub fn close(&self) -> Result<(), DbError> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::SeqCst) {
             return Err(DbError::Closed);
+        }
+        // Operations that got past `enter` before the flag was set finish first: an allocation
+        // after the free list is saved would be recorded as free and handed out twice.
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        while self.active_ops.load(Ordering::SeqCst) > 0 {
+            if std::time::Instant::now() > deadline {
+                return Err(DbError::Runtime(format!(
+                    "close: {} operations still running after {CLOSE_WAIT:?}",
+                    self.active_ops.load(Ordering::SeqCst)
+                )));
+            }
+            thread::yield_now();
         }
         let open = self.lock_alloc().open.take();
         if let Some(open) = open {
@@ -267,6 +300,10 @@ impl Engine {
             }
             Err(err) => return Err(err),
         };
+        // Everything durable first, marked clean last: a crash in between leaves the store
+        // unclean (and an error stops before the clean mark).
+        self.write_superblock_with(false, free_head)?;
+        self.cache.flush()?;
         self.write_superblock_with(true, free_head)?;
         self.cache.flush()?;
         Ok(())
@@ -311,18 +348,21 @@ impl Engine {
         Ok(pages[0])
     }
 
-    fn check_open(&self) -> Result<(), DbError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(DbError::Closed);
-        }
+    /// Admits one operation: counted until the guard drops, so that `close` can wait for it.
+    fn check_open(&self) -> Result<OpGuard<'_>, DbError> {
         if !thread::in_user_thread() {
             return Err(DbError::NotInUserThread);
         }
-        Ok(())
+        self.active_ops.fetch_add(1, Ordering::SeqCst);
+        let guard = OpGuard(self);
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(DbError::Closed);
+        }
+        Ok(guard)
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), DbError> {
-        self.check_open()?;
+    fn check_key(&self, key: &[u8]) -> Result<OpGuard<'_>, DbError> {
+        let guard = self.check_open()?;
         if key.is_empty() {
             return Err(DbError::EmptyKey);
         }
@@ -332,7 +372,7 @@ impl Engine {
                 max: MAX_KEY_BYTES,
             });
         }
-        Ok(())
+        Ok(guard)
     }
 
     pub fn len(&self) -> u64 {
@@ -631,6 +671,9 @@ impl Engine {
             r.write(|b| {
                 b[..PAYLOAD].fill(0);
                 put_u32(b, 0, KIND_DATA);
+                // `written` counts the header too, as `reserved` does, so that a page whose
+                // reservations are all written and dead can be freed.
+                put_u32(b, 8, DATA_HEADER as u32);
                 put_u32(b, 12, OPEN);
             })
         });
@@ -697,12 +740,12 @@ impl Engine {
     // --- point operations ---
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
-        self.check_key(key)?;
+        let _op = self.check_key(key)?;
         self.lookup(key, true).map(|found| found.flatten())
     }
 
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
-        self.check_key(key)?;
+        let _op = self.check_key(key)?;
         self.lookup(key, false).map(|found| found.is_some())
     }
 
@@ -735,7 +778,7 @@ impl Engine {
     }
 
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
-        self.check_key(key)?;
+        let _op = self.check_key(key)?;
         if value.len() > self.max_value {
             return Err(DbError::ValueTooLarge {
                 len: value.len(),
@@ -798,7 +841,7 @@ impl Engine {
     }
 
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
-        self.check_key(key)?;
+        let _op = self.check_key(key)?;
         let hash = hash_key(key);
         for _ in 0..MAX_RETRIES {
             let bucket = self.bucket_for(hash)?;
@@ -895,7 +938,7 @@ impl Engine {
     /// The keys of the next bucket at or after directory slot `start` that holds any (each
     /// bucket is visited at its lowest slot), and the slot to continue from (`None`: done).
     pub fn scan_keys_from(&self, start: u64) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
-        self.check_open()?;
+        let _op = self.check_open()?;
         let mut index = start;
         loop {
             let global = self.global_depth.load(Ordering::Acquire);

@@ -183,8 +183,10 @@ pub fn extent_pages(len: usize) -> u64 {
 pub fn bucket_depth(b: &[u8]) -> u32 {
     u32::from(get_u16(b, 4))
 }
+/// Entries in a bucket page, never more than fit (a corrupted count is clamped; the entries'
+/// own checks then catch the damage).
 pub fn bucket_count(b: &[u8]) -> usize {
-    get_u16(b, 6) as usize
+    (get_u16(b, 6) as usize).min(BUCKET_CAP)
 }
 pub fn bucket_pattern(b: &[u8]) -> u64 {
     get_u64(b, 8)
@@ -206,7 +208,8 @@ pub fn bucket_covers(b: &[u8], hash: u64) -> bool {
         return false;
     }
     let depth = bucket_depth(b);
-    let mask = if depth == 0 { 0 } else { (1u64 << depth) - 1 };
+    // A corrupted depth of 64 or more must not overflow the shift.
+    let mask = 1u64.checked_shl(depth).map_or(u64::MAX, |bit| bit - 1);
     hash & mask == bucket_pattern(b)
 }
 
