@@ -231,13 +231,29 @@ mod clock {
                 let invariant =
                     cpuinfo.contains(" constant_tsc") && cpuinfo.contains(" nonstop_tsc");
                 let tsc = invariant.then(|| {
-                    let tsc0 = rdtsc();
-                    let start = Instant::now();
+                    // Each end of the window is a (TSC, Instant) pair read back to back; of 32
+                    // tries the one with the smallest TSC gap is kept, so a preemption between
+                    // the two reads (a loaded machine) cannot skew the rate.
+                    let paired = || {
+                        let mut best: Option<(u64, u64, Instant)> = None;
+                        for _ in 0..32 {
+                            let before = rdtsc();
+                            let instant = Instant::now();
+                            let after = rdtsc();
+                            let gap = after.wrapping_sub(before);
+                            if best.is_none_or(|(g, _, _)| gap < g) {
+                                best = Some((gap, before + gap / 2, instant));
+                            }
+                        }
+                        let (_, tsc, instant) = best.expect("32 tries");
+                        (tsc, instant)
+                    };
+                    let (tsc0, start) = paired();
                     while start.elapsed() < Duration::from_millis(20) {
                         std::hint::spin_loop();
                     }
-                    let tsc1 = rdtsc();
-                    let elapsed_ns = start.elapsed().as_nanos() as f64;
+                    let (tsc1, end) = paired();
+                    let elapsed_ns = (end - start).as_nanos() as f64;
                     let ns_per_tick = elapsed_ns / (tsc1 - tsc0).max(1) as f64;
                     // Express the TSC origin as the moment `origin` was taken.
                     let origin_tsc =
