@@ -431,40 +431,99 @@ impl PageCache {
         // (frame, ticket, exclusive latch version when checksums are on).
         let mut batch: Vec<(u32, Ticket, Option<u64>)> = Vec::with_capacity(BATCH);
         let mut first_error: Option<CacheError> = None;
-        for index in 0..self.frames.len() as u32 {
+        // Hold-and-wait is never allowed: before any wait, the batch is drained, which releases
+        // every latch and pin this flush holds (a reader holding a bucket latch may be waiting
+        // for a data page in the batch). Waits are bounded by the deadline; an error stops the
+        // pass after the batch is drained, so nothing is left latched, pinned or in flight.
+        'frames: for index in 0..self.frames.len() as u32 {
             let frame = &self.frames[index as usize];
-            // A victim being written back by its evictor: wait, so that the barrier covers it.
-            while frame.state() == WRITEBACK {
-                self.wait_step(deadline, || CacheError::MissTimeout {
+            // A victim being written back (or claimed) by its evictor: wait for that write, so
+            // the barrier below covers it.
+            loop {
+                let state = frame.state();
+                let claimed =
+                    state == WRITEBACK || (state == LOADING && frame.dirty.load(Ordering::Acquire));
+                if !claimed {
+                    break;
+                }
+                self.drain_writes(&mut batch, &mut first_error);
+                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
                     page: frame.tag.load(Ordering::Relaxed),
                     waited_ms: self.waited_ms(),
-                })?;
+                });
+                if let Err(err) = waited {
+                    first_error.get_or_insert(err);
+                    break 'frames;
+                }
             }
             if !frame.dirty.load(Ordering::Acquire) {
                 continue;
             }
             let page = frame.tag.load(Ordering::Acquire);
-            if page == NO_PAGE || !frame.try_pin(page, false) {
+            if page == NO_PAGE {
+                continue;
+            }
+            if !frame.try_pin(page, false) {
+                // Claimed by an evictor between the checks above: its write-back makes the page
+                // durable before the barrier only if we wait for it, so look again.
+                if frame.state() == WRITEBACK || frame.state() == LOADING {
+                    self.drain_writes(&mut batch, &mut first_error);
+                    let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                        page,
+                        waited_ms: self.waited_ms(),
+                    });
+                    if let Err(err) = waited {
+                        first_error.get_or_insert(err);
+                        break 'frames;
+                    }
+                    while frame.state() == WRITEBACK
+                        || (frame.state() == LOADING && frame.dirty.load(Ordering::Acquire))
+                    {
+                        let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                            page,
+                            waited_ms: self.waited_ms(),
+                        });
+                        if let Err(err) = waited {
+                            first_error.get_or_insert(err);
+                            break 'frames;
+                        }
+                    }
+                }
                 continue;
             }
             // With checksums the trailer is written into the frame, so the write holds the
             // exclusive latch (readers of this page wait for it); without, the shared one.
-            let held = if self.config.checksum {
-                let held = loop {
-                    if let Some(held) = frame.try_lock_exclusive() {
-                        break held;
+            let mut exclusive = None;
+            let held = loop {
+                if self.config.checksum {
+                    if exclusive.is_none() {
+                        exclusive = frame.try_lock_exclusive();
                     }
-                    backoff();
-                };
-                while !frame.readers_drained() {
-                    backoff();
+                    if exclusive.is_some() && frame.readers_drained() {
+                        break Ok(exclusive);
+                    }
+                } else if frame.try_lock_shared() {
+                    break Ok(None);
                 }
-                Some(held)
-            } else {
-                while !frame.try_lock_shared() {
-                    backoff();
+                self.drain_writes(&mut batch, &mut first_error);
+                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                    page,
+                    waited_ms: self.waited_ms(),
+                });
+                if let Err(err) = waited {
+                    break Err(err);
                 }
-                None
+            };
+            let held = match held {
+                Ok(held) => held,
+                Err(err) => {
+                    if let Some(version) = exclusive {
+                        frame.unlock_exclusive(version);
+                    }
+                    frame.unpin();
+                    first_error.get_or_insert(err);
+                    break 'frames;
+                }
             };
             let unlatch = |frame: &Frame| match held {
                 Some(held) => frame.unlock_exclusive(held),
@@ -897,8 +956,8 @@ impl PageCache {
             // Unpinned and claimed: nobody else holds or can take a reference to its bytes.
             self.seal(index, page);
         }
-        let result =
-            io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)).and_then(io::wait);
+        let result = io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0))
+            .and_then(|ticket| io::wait_all_with(&[ticket], self.config.miss_wait));
         if result.is_ok() {
             frame.dirty.store(false, Ordering::Release);
             Counters::bump(&self.counters.write_backs);
@@ -929,7 +988,7 @@ impl PageCache {
 
     /// Parks until the read completes, installs the page and frees the miss-status entry.
     fn finish_load(&self, load: Load) -> Result<PageRef<'_>, CacheError> {
-        let result = io::wait(load.ticket);
+        let result = io::wait_all_with(&[load.ticket], self.config.miss_wait);
         self.histograms
             .record(now_ns().saturating_sub(load.started_ns));
         let frame = &self.frames[load.frame as usize];

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use tamer_device::BLOCK_SIZE;
+use tamer_runtime::io::WaitMode;
 
 use crate::CacheError;
 
@@ -42,6 +43,11 @@ pub struct CacheConfig {
     /// before it is written back and verify it after it is read; a bad page fails with
     /// [`CacheError::Corrupt`]. Default off (the page is then entirely the user's).
     pub checksum: bool,
+    /// How the thread that issued a miss's read (or a victim's write-back) waits for it:
+    /// [`WaitMode::Park`] (default: switch-on-miss, other threads run) or [`WaitMode::Spin`]
+    /// (the core waits: a miss blocks the core, the `flash-sync` baseline of seed 002).
+    /// Waits for *other* threads' reads (merged misses, a full table) always yield.
+    pub miss_wait: WaitMode,
 }
 
 impl CacheConfig {
@@ -57,7 +63,14 @@ impl CacheConfig {
             device_capacity_bytes: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             checksum: false,
+            miss_wait: WaitMode::Park,
         }
+    }
+
+    /// Sets `miss_wait`.
+    pub fn miss_wait(mut self, mode: WaitMode) -> Self {
+        self.miss_wait = mode;
+        self
     }
 
     /// Sets `ways`.

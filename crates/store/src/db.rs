@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use tamer_cache::{CacheConfig, CacheStats, PageCache, PAGE_SIZE};
 use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, UringConfig};
-use tamer_runtime::{Job, Runtime, RuntimeConfig, SpawnError};
+use tamer_runtime::io::WaitMode;
+use tamer_runtime::{IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
 use crate::engine::{Engine, Space};
 use crate::layout::{dir_pages, Superblock, DIR_START};
@@ -58,6 +59,13 @@ pub struct DbOptions {
     /// The directory holds up to 2^depth bucket pointers (pinned in DRAM: 8 bytes each).
     /// Fixed when the store is created; 4..=20, default 16.
     pub max_directory_depth: u32,
+    /// The runtime's scheduling policy (default [`Policy::PriorityAging`], seed 002).
+    pub policy: Policy,
+    /// How a thread waits for its own miss: [`WaitMode::Park`] (default, switch-on-miss) or
+    /// [`WaitMode::Spin`] (a miss blocks the core: the `flash-sync` baseline).
+    pub miss_wait: WaitMode,
+    /// How an idle core waits for the device (default [`IdleMode::Block`]).
+    pub idle: IdleMode,
 }
 
 impl DbOptions {
@@ -73,6 +81,9 @@ impl DbOptions {
             initial_file_bytes: 16 << 20,
             max_file_bytes: None,
             max_directory_depth: DEFAULT_DIRECTORY_DEPTH,
+            policy: Policy::PriorityAging,
+            miss_wait: WaitMode::Park,
+            idle: IdleMode::Block,
         }
     }
 
@@ -106,6 +117,18 @@ impl DbOptions {
     }
     pub fn max_directory_depth(mut self, depth: u32) -> Self {
         self.max_directory_depth = depth;
+        self
+    }
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+    pub fn miss_wait(mut self, mode: WaitMode) -> Self {
+        self.miss_wait = mode;
+        self
+    }
+    pub fn idle(mut self, idle: IdleMode) -> Self {
+        self.idle = idle;
         self
     }
 }
@@ -191,7 +214,8 @@ impl Db {
             CacheConfig::new(options.cache_bytes)
                 .pinned_bytes(pinned_pages * PAGE_SIZE as u64)
                 .cores(options.cores)
-                .checksum(true),
+                .checksum(true)
+                .miss_wait(options.miss_wait),
         )
         .map_err(DbError::from)
         .map_err(|err| match err {
@@ -236,6 +260,8 @@ impl Db {
         let runtime_config = RuntimeConfig {
             cores: options.cores,
             pin: options.pin,
+            policy: options.policy,
+            idle: options.idle,
             ..RuntimeConfig::with_threads(options.threads_per_core)
         };
         let runtime =
