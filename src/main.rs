@@ -55,6 +55,36 @@ enum Bench {
         #[arg(long, default_value_t = 1)]
         cores: usize,
     },
+    /// Seed 002's Figures 9 and 10: the store with a small cache (switch-on-miss, FIFO,
+    /// flash-sync) vs all in DRAM, on the emulated 50 µs device and the disk; p99 vs load.
+    Tier {
+        #[command(flatten)]
+        common: Common,
+        /// CPU work per job (operation or transaction), in nanoseconds.
+        #[arg(long, default_value_t = 2_000)]
+        work_ns: u64,
+        /// MiB of YCSB values (default 2048; quick 1024).
+        #[arg(long)]
+        data_mib: Option<u64>,
+        /// MiB of cache of the tiered configurations (default 64; quick 32); a multiple of 32 KiB.
+        #[arg(long)]
+        cache_mib: Option<u64>,
+        /// Workloads (default ycsb-b,ycsb-c,tatp).
+        #[arg(long, value_delimiter = ',')]
+        workloads: Option<Vec<tamer_bench::tier::Workload>>,
+        /// Leave out the real disk.
+        #[arg(long)]
+        no_disk: bool,
+        /// Leave out the emulated device.
+        #[arg(long)]
+        no_emulated: bool,
+        /// Measured window of one closed-loop point, in ms (default 3000; quick 500).
+        #[arg(long)]
+        point_ms: Option<u64>,
+        /// Executors (cores) of the store; the load generator runs on the last CPU.
+        #[arg(long, default_value_t = 1)]
+        cores: usize,
+    },
 }
 
 #[derive(Args)]
@@ -157,6 +187,42 @@ fn main() -> ExitCode {
                 plan.point_duration = std::time::Duration::from_millis(ms.max(1));
             }
             let result = tamer_bench::microsecond::run(&options, plan);
+            (options, result)
+        }
+        Bench::Tier {
+            common,
+            work_ns,
+            data_mib,
+            cache_mib,
+            workloads,
+            no_disk,
+            no_emulated,
+            point_ms,
+            cores,
+        } => {
+            let options = common.options();
+            let mut plan = tamer_bench::tier::Plan::new(options.quick, work_ns);
+            if let Some(mib) = data_mib {
+                plan.data_bytes = mib.max(1) << 20;
+            }
+            if let Some(mib) = cache_mib {
+                plan.cache_bytes = mib.max(1) << 20;
+            }
+            if let Some(workloads) = workloads {
+                plan.workloads = workloads;
+            }
+            plan.disk &= !no_disk;
+            plan.emulated &= !no_emulated;
+            if let Some(ms) = point_ms {
+                plan.measure = std::time::Duration::from_millis(ms.max(1));
+            }
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cores == 0 || cores > cpus {
+                eprintln!("error: --cores must be 1..={cpus} (this machine's CPUs)");
+                return ExitCode::FAILURE;
+            }
+            plan.cores = cores;
+            let result = tamer_bench::tier::run(&options, plan);
             (options, result)
         }
     };

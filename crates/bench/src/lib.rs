@@ -4,7 +4,9 @@
 //! - [`runtime`]: user-level switch vs OS thread switch;
 //! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;
 //! - [`microsecond`]: seed 000's study: normalized performance vs user threads per core, for
-//!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap.
+//!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap;
+//! - [`tier`]: seed 002's Figures 9 and 10: the key-value engine with a small DRAM cache over
+//!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
 //!
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
 //! and writes its plots as SVG.
@@ -15,6 +17,7 @@ pub mod microsecond;
 pub mod output;
 pub mod plot;
 pub mod runtime;
+pub mod tier;
 pub mod work;
 pub mod workload;
 

@@ -1,0 +1,1266 @@
+//! `tamer bench tier`: seed 002's Figures 9 and 10 on this machine.
+//!
+//! One engine ([`tamer_store::Db`]), one data set per device, several configurations that
+//! differ only in their options:
+//!
+//! - `dram`: a cache at least as large as the data set (2× the file, so that the 8-way sets
+//!   hardly ever overflow); measured right after the load, warm;
+//! - `tamer`: a small cache (`--quick`: 32 MiB for 1 GiB of values), switch-on-miss, seed 002's
+//!   priority + aging scheduler;
+//! - `tamer-fifo`: the same with [`Policy::Fifo`];
+//! - `flash-sync`: the same cache, but a miss blocks the core
+//!   ([`tamer_runtime::io::WaitMode::Spin`] through [`DbOptions::miss_wait`]);
+//! - `os-paging`: not implemented yet (reported as missing, figures `null`).
+//!
+//! Each runs YCSB-B and YCSB-C (Zipfian 0.99, 1 KiB values) and a TATP-like mix (rows of
+//! `tatp_row_bytes`) with `work_ns` of calibrated CPU work per job, on the emulated 50 µs
+//! device and on the real disk (io_uring on a file under the data dir).
+//!
+//! Load generation: one OS thread (the *feeder*, pinned to the last CPU, away from the
+//! store's executors) submits every operation as a job to the store's runtime. Closed loop:
+//! it keeps `population` jobs outstanding (twice the user-level threads, so that new work is
+//! always waiting and the scheduling policy matters). Open loop (Figure 10): Poisson
+//! arrivals; a job the runtime's bounded queue refuses is dropped (a NACK) and counted.
+//! Latency runs from submission (closed loop) or the scheduled arrival time (open loop) to the
+//! job's end: queueing in the runtime, CPU work, the operation and its misses.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tamer_cache::{CacheStats, MAX_FRAMES, PAGE_SIZE};
+use tamer_device::{now_ns, DeviceFile, EmulatorModel};
+use tamer_runtime::io::WaitMode;
+use tamer_runtime::{IdleMode, Job, Policy, SpawnError};
+use tamer_store::{Db, DbError, DbHandle, DbOptions, DeviceKind};
+
+use crate::device::{fio_path, measure_fio, BENCH_CPU};
+use crate::output::BenchResult;
+use crate::plot::{write_svg, Chart, Series};
+use crate::work::Work;
+use crate::workload::{Op, Tatp, Ycsb};
+use crate::BenchOptions;
+
+/// The workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    YcsbB,
+    YcsbC,
+    Tatp,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 3] = [Workload::YcsbB, Workload::YcsbC, Workload::Tatp];
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::YcsbB => "ycsb_b",
+            Workload::YcsbC => "ycsb_c",
+            Workload::Tatp => "tatp",
+        }
+    }
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "ycsb_b" | "b" => Ok(Workload::YcsbB),
+            "ycsb_c" | "c" => Ok(Workload::YcsbC),
+            "tatp" => Ok(Workload::Tatp),
+            other => Err(format!("unknown workload {other:?}: ycsb-b, ycsb-c, tatp")),
+        }
+    }
+}
+
+/// The configurations (same engine, options differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Config {
+    Dram,
+    Tamer,
+    TamerFifo,
+    FlashSync,
+}
+
+impl Config {
+    pub const ALL: [Config; 4] = [
+        Config::Dram,
+        Config::Tamer,
+        Config::TamerFifo,
+        Config::FlashSync,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::Dram => "dram",
+            Config::Tamer => "tamer",
+            Config::TamerFifo => "tamer-fifo",
+            Config::FlashSync => "flash-sync",
+        }
+    }
+}
+
+/// Which device a store lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Emulated,
+    Disk,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Emulated => "emu",
+            Target::Disk => "disk",
+        }
+    }
+}
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Bytes of YCSB values (records = data_bytes / value_bytes).
+    pub data_bytes: u64,
+    /// Cache of the tiered configurations.
+    pub cache_bytes: u64,
+    pub value_bytes: usize,
+    pub tatp_subscribers: u64,
+    pub tatp_row_bytes: usize,
+    pub work_ns: u64,
+    pub emulated_latency_ns: u64,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub cores: usize,
+    pub threads_per_core: usize,
+    pub workloads: Vec<Workload>,
+    pub emulated: bool,
+    pub disk: bool,
+    /// Offered loads of the open-loop curve, as fractions of `dram`'s closed-loop throughput.
+    pub load_fractions: Vec<f64>,
+    pub load_point: Duration,
+    /// fio's run per measured queue depth.
+    pub fio_duration: Duration,
+}
+
+impl Plan {
+    pub fn new(quick: bool, work_ns: u64) -> Self {
+        let base = Self {
+            data_bytes: 2 << 30,
+            cache_bytes: 64 << 20,
+            value_bytes: 1024,
+            tatp_subscribers: 200_000,
+            tatp_row_bytes: 160,
+            work_ns,
+            emulated_latency_ns: 50_000,
+            warmup: Duration::from_millis(1_000),
+            measure: Duration::from_millis(3_000),
+            cores: 1,
+            threads_per_core: 64,
+            workloads: Workload::ALL.to_vec(),
+            emulated: true,
+            disk: true,
+            load_fractions: vec![0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3],
+            load_point: Duration::from_millis(1_500),
+            fio_duration: Duration::from_millis(1_000),
+        };
+        if quick {
+            Self {
+                data_bytes: 1 << 30,
+                cache_bytes: 32 << 20,
+                tatp_subscribers: 50_000,
+                warmup: Duration::from_millis(250),
+                measure: Duration::from_millis(500),
+                load_fractions: vec![0.2, 0.5, 0.8, 0.95, 1.1, 1.3],
+                load_point: Duration::from_millis(400),
+                fio_duration: Duration::from_millis(400),
+                ..base
+            }
+        } else {
+            base
+        }
+    }
+
+    pub fn records(&self) -> u64 {
+        self.data_bytes / self.value_bytes as u64
+    }
+
+    /// Closed-loop population: twice the user-level threads.
+    pub fn population(&self) -> usize {
+        2 * self.threads_per_core * self.cores
+    }
+
+    /// Pages the loaded store occupies, estimated from the on-device layout (data pages of
+    /// 4072 payload bytes holding records of 16 + key + value bytes; buckets ~70 % full).
+    pub fn estimated_pages(&self) -> u64 {
+        estimated_pages(
+            self.records(),
+            self.value_bytes,
+            self.tatp_subscribers * 15 / 2,
+            self.tatp_row_bytes,
+        )
+    }
+}
+
+/// Pages of a store with `records` of `value` bytes and `rows` of `row` bytes, 8-byte keys.
+pub fn estimated_pages(records: u64, value: usize, rows: u64, row: usize) -> u64 {
+    let per_page = |v: usize| (4072 / (16 + 8 + v)).max(1) as u64;
+    let data = records.div_ceil(per_page(value)) + rows.div_ceil(per_page(row));
+    let buckets = (records + rows).div_ceil(tamer_store::BUCKET_CAP as u64 * 7 / 10);
+    data + buckets + 256
+}
+
+/// The `dram` cache: twice the store's pages, whole 32 KiB sets, within the arena's limit.
+pub fn dram_cache_bytes(pages: u64) -> u64 {
+    let set = 32 * 1024;
+    let limit = (MAX_FRAMES - 1024) * PAGE_SIZE as u64;
+    ((2 * pages * PAGE_SIZE as u64).div_ceil(set) * set).min(limit / set * set)
+}
+
+/// What one measured point produced.
+#[derive(Clone, Debug, Default)]
+pub struct Measurement {
+    pub ops: u64,
+    pub secs: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub hits: u64,
+    pub misses: u64,
+    pub write_backs: u64,
+    /// Misses that waited for another thread's read of the same page (they yield-poll).
+    pub merged_misses: u64,
+    pub mean_miss_latency_us: f64,
+    pub errors: u64,
+    /// Open loop: arrivals offered, refused (NACK).
+    pub offered: u64,
+    pub dropped: u64,
+}
+
+impl Measurement {
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+    /// Device accesses (reads of misses + write-backs) per second.
+    pub fn device_iops(&self) -> f64 {
+        (self.misses + self.write_backs) as f64 / self.secs.max(1e-9)
+    }
+    /// Average device accesses in flight (Little's law: IOPS × mean miss latency).
+    pub fn avg_in_flight(&self) -> f64 {
+        self.device_iops() * self.mean_miss_latency_us / 1e6
+    }
+    /// µs of one core's time between two misses.
+    pub fn miss_interval_us(&self, cores: usize) -> Option<f64> {
+        (self.misses > 0).then(|| self.secs * cores as f64 * 1e6 / self.misses as f64)
+    }
+    pub fn hit_ratio(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+    pub fn drop_fraction(&self) -> f64 {
+        self.dropped as f64 / self.offered.max(1) as f64
+    }
+}
+
+/// The queue depth fio is run at for a measured average in-flight count: rounded, 1..=128.
+pub fn fio_queue_depth(avg_in_flight: f64) -> usize {
+    (avg_in_flight.round() as usize).clamp(1, 128)
+}
+
+/// `num / den` when both are measured and `den` is positive.
+pub fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
+    match (num, den) {
+        (Some(n), Some(d)) if d > 0.0 && n.is_finite() => Some(n / d),
+        _ => None,
+    }
+}
+
+/// Shared by the feeder and the jobs of one point.
+struct Meter {
+    histograms: Vec<Mutex<Histogram<u64>>>,
+    recording: AtomicBool,
+    outstanding: AtomicUsize,
+    errors: AtomicU64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds")
+}
+
+impl Meter {
+    fn new(cores: usize) -> Arc<Self> {
+        Arc::new(Self {
+            histograms: (0..cores.max(1)).map(|_| Mutex::new(histogram())).collect(),
+            recording: AtomicBool::new(false),
+            outstanding: AtomicUsize::new(0),
+            errors: AtomicU64::new(0),
+        })
+    }
+    fn record(&self, latency_ns: u64) {
+        let core = tamer_runtime::thread::core_id().unwrap_or(0) % self.histograms.len();
+        let mut h = self.histograms[core]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        h.saturating_record(latency_ns.max(1));
+    }
+    fn reset(&self) {
+        for h in &self.histograms {
+            h.lock().unwrap_or_else(|p| p.into_inner()).reset();
+        }
+    }
+    fn merged(&self) -> Histogram<u64> {
+        let mut total = histogram();
+        for h in &self.histograms {
+            let _ = total.add(&*h.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        total
+    }
+}
+
+/// Up to two key operations of one job (a YCSB op or a TATP transaction).
+#[derive(Clone, Copy)]
+struct Ops {
+    ops: [Op; 2],
+    len: usize,
+}
+
+/// Draws jobs of one workload.
+struct Generator {
+    ycsb: Option<Ycsb>,
+    tatp: Tatp,
+    scratch: Vec<Op>,
+}
+
+impl Generator {
+    fn new(workload: Workload, plan: &Plan) -> Self {
+        let ycsb = match workload {
+            Workload::YcsbB => Some(Ycsb::b(plan.records())),
+            Workload::YcsbC => Some(Ycsb::c(plan.records())),
+            Workload::Tatp => None,
+        };
+        Self {
+            ycsb,
+            tatp: Tatp::new(plan.tatp_subscribers.max(1)),
+            scratch: Vec::with_capacity(4),
+        }
+    }
+    fn next(&mut self, rng: &mut SmallRng) -> Ops {
+        match &self.ycsb {
+            Some(ycsb) => Ops {
+                ops: [ycsb.next(rng), Op::Read(0)],
+                len: 1,
+            },
+            None => {
+                self.tatp.next(rng, &mut self.scratch);
+                let mut ops = [Op::Read(0); 2];
+                let len = self.scratch.len().min(2);
+                ops[..len].copy_from_slice(&self.scratch[..len]);
+                Ops { ops, len }
+            }
+        }
+    }
+}
+
+fn execute(h: &DbHandle, ops: &Ops, value: &[u8]) -> Result<(), DbError> {
+    for op in &ops.ops[..ops.len] {
+        match *op {
+            Op::Read(k) => {
+                black_box(h.get(&k.to_be_bytes())?);
+            }
+            Op::Update(k) | Op::Insert(k) => h.put(&k.to_be_bytes(), value)?,
+            Op::Delete(k) => {
+                h.delete(&k.to_be_bytes())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a job needs besides its operations.
+#[derive(Clone)]
+struct JobContext {
+    handle: DbHandle,
+    meter: Arc<Meter>,
+    value: Arc<Vec<u8>>,
+    work: Work,
+    iterations: u64,
+}
+
+fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job {
+    let ctx = ctx.clone();
+    Job::new(move || {
+        black_box(ctx.work.run(ctx.iterations, started_ns));
+        if execute(&ctx.handle, &ops, &ctx.value).is_err() {
+            ctx.meter.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if measured && ctx.meter.recording.load(Ordering::Acquire) {
+            ctx.meter.record(now_ns().saturating_sub(started_ns));
+        }
+        ctx.meter.outstanding.fetch_sub(1, Ordering::AcqRel);
+    })
+}
+
+struct StatsSnapshot {
+    hits: u64,
+    misses: u64,
+    merged: u64,
+    write_backs: u64,
+    latency: Histogram<u64>,
+}
+
+fn snapshot(stats: CacheStats) -> StatsSnapshot {
+    StatsSnapshot {
+        hits: stats.hits,
+        misses: stats.misses,
+        merged: stats.merged_misses,
+        write_backs: stats.write_backs,
+        latency: stats.miss_latency_ns,
+    }
+}
+
+fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64) -> Measurement {
+    let latencies = meter.merged();
+    let mut miss_latency = after.latency.clone();
+    let mean_miss_latency_us = if miss_latency.subtract(&before.latency).is_ok() {
+        miss_latency.mean() / 1_000.0
+    } else {
+        after.latency.mean() / 1_000.0
+    };
+    Measurement {
+        ops: latencies.len(),
+        secs,
+        p50_us: latencies.value_at_quantile(0.50) as f64 / 1_000.0,
+        p99_us: latencies.value_at_quantile(0.99) as f64 / 1_000.0,
+        hits: after.hits - before.hits,
+        misses: after.misses - before.misses,
+        write_backs: after.write_backs - before.write_backs,
+        merged_misses: after.merged - before.merged,
+        mean_miss_latency_us,
+        errors: meter.errors.load(Ordering::Relaxed),
+        offered: 0,
+        dropped: 0,
+    }
+}
+
+fn drain(meter: &Meter) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while meter.outstanding.load(Ordering::Acquire) > 0 {
+        if Instant::now() > deadline {
+            return Err("jobs did not finish within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(())
+}
+
+/// Closed loop: `population` jobs outstanding; warm-up, then a measured window.
+fn closed_loop(
+    db: &Db,
+    plan: &Plan,
+    workload: Workload,
+    ctx: &JobContext,
+    seed: u64,
+) -> Result<Measurement, String> {
+    let meter = ctx.meter.clone();
+    meter.reset();
+    meter.errors.store(0, Ordering::Relaxed);
+    let mut generator = Generator::new(workload, plan);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let population = plan.population();
+    let runtime = db.runtime();
+    let start = Instant::now();
+    let warm_end = start + plan.warmup;
+    let end = warm_end + plan.measure;
+    let mut before = None;
+    let mut measure_start = start;
+    loop {
+        let now = Instant::now();
+        if before.is_none() && now >= warm_end {
+            meter.reset();
+            meter.errors.store(0, Ordering::Relaxed);
+            before = Some(snapshot(db.cache_stats()));
+            measure_start = Instant::now();
+            meter.recording.store(true, Ordering::Release);
+        }
+        if now >= end {
+            break;
+        }
+        while meter.outstanding.load(Ordering::Acquire) < population {
+            meter.outstanding.fetch_add(1, Ordering::AcqRel);
+            let job = make_job(ctx, generator.next(&mut rng), now_ns(), true);
+            if let Err(SpawnError::Full(_)) = runtime.spawn_job(job) {
+                meter.outstanding.fetch_sub(1, Ordering::AcqRel);
+                break;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    meter.recording.store(false, Ordering::Release);
+    let secs = measure_start.elapsed().as_secs_f64();
+    let after = snapshot(db.cache_stats());
+    let m = finish(&meter, before.expect("measured"), after, secs);
+    drain(&meter)?;
+    Ok(m)
+}
+
+/// Open loop: Poisson arrivals at `rate`; jobs arriving in the measured window are recorded
+/// from their scheduled arrival to their end; refused ones are dropped.
+fn open_loop(
+    db: &Db,
+    plan: &Plan,
+    workload: Workload,
+    ctx: &JobContext,
+    rate: f64,
+    seed: u64,
+) -> Result<Measurement, String> {
+    let meter = ctx.meter.clone();
+    meter.reset();
+    meter.errors.store(0, Ordering::Relaxed);
+    meter.recording.store(true, Ordering::Release);
+    let mut generator = Generator::new(workload, plan);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let arrivals = crate::workload::Poisson::new(rate);
+    let runtime = db.runtime();
+    let warm_ns = (plan.load_point.as_nanos() / 4) as u64;
+    let start_ns = now_ns();
+    let window_start = start_ns + warm_ns;
+    let end_ns = window_start + plan.load_point.as_nanos() as u64;
+    let mut next = start_ns;
+    let (mut offered, mut dropped) = (0u64, 0u64);
+    let mut before = None;
+    loop {
+        next += arrivals.next_gap_ns(&mut rng);
+        if next >= end_ns {
+            break;
+        }
+        while now_ns() < next {
+            std::hint::spin_loop();
+        }
+        let measured = next >= window_start;
+        if measured && before.is_none() {
+            before = Some(snapshot(db.cache_stats()));
+        }
+        meter.outstanding.fetch_add(1, Ordering::AcqRel);
+        let job = make_job(ctx, generator.next(&mut rng), next, measured);
+        offered += u64::from(measured);
+        if runtime.spawn_job(job).is_err() {
+            meter.outstanding.fetch_sub(1, Ordering::AcqRel);
+            dropped += u64::from(measured);
+        }
+    }
+    drain(&meter)?;
+    meter.recording.store(false, Ordering::Release);
+    let after = snapshot(db.cache_stats());
+    let before = before.unwrap_or_else(|| snapshot(db.cache_stats()));
+    let secs = (end_ns - window_start) as f64 / 1e9;
+    let mut m = finish(&meter, before, after, secs);
+    m.offered = offered;
+    m.dropped = dropped;
+    Ok(m)
+}
+
+fn options_for(
+    config: Config,
+    plan: &Plan,
+    device: DeviceKind,
+    poll: bool,
+    pages: u64,
+) -> DbOptions {
+    let cache = match config {
+        Config::Dram => dram_cache_bytes(pages),
+        _ => plan.cache_bytes,
+    };
+    let mut options = DbOptions::new(cache)
+        .device(device)
+        .cores(plan.cores)
+        .threads_per_core(plan.threads_per_core)
+        .pin(true)
+        .max_value_bytes(64 << 10)
+        .initial_file_bytes(pages * PAGE_SIZE as u64)
+        .idle(if poll {
+            IdleMode::Poll
+        } else {
+            IdleMode::Block
+        });
+    match config {
+        Config::TamerFifo => options = options.policy(Policy::Fifo),
+        Config::FlashSync => options = options.miss_wait(WaitMode::Spin),
+        _ => {}
+    }
+    options
+}
+
+/// Loads YCSB records and TATP rows with jobs on the store's runtime.
+fn load(db: &Db, plan: &Plan, value: &Arc<Vec<u8>>, row: &Arc<Vec<u8>>) -> Result<(), String> {
+    const LOADERS: u64 = 64;
+    let records = plan.records();
+    let subscribers = plan.tatp_subscribers;
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(Mutex::new(None::<String>));
+    for j in 0..LOADERS {
+        let (h, done, failed) = (db.handle(), done.clone(), failed.clone());
+        let (value, row) = (value.clone(), row.clone());
+        let mut job = Job::new(move || {
+            let result = (|| -> Result<(), DbError> {
+                let mut k = j;
+                while k < records {
+                    h.put(&k.to_be_bytes(), &value)?;
+                    k += LOADERS;
+                }
+                let tatp = Tatp::new(subscribers.max(1));
+                let mut keys = Vec::new();
+                let mut s = j;
+                while s < subscribers {
+                    tatp.population(s, &mut keys);
+                    for key in &keys {
+                        h.put(&key.to_be_bytes(), &row)?;
+                    }
+                    s += LOADERS;
+                }
+                Ok(())
+            })();
+            if let Err(err) = result {
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+            }
+            done.fetch_add(1, Ordering::AcqRel);
+        });
+        loop {
+            match db.runtime().spawn_job(job) {
+                Ok(()) => break,
+                Err(SpawnError::Full(back)) => {
+                    job = back;
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+    }
+    while done.load(Ordering::Acquire) < LOADERS {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(format!("loading: {err}"));
+    }
+    Ok(())
+}
+
+fn seeded_bytes(len: usize, seed: u64) -> Arc<Vec<u8>> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    Arc::new((0..len).map(|_| rng.gen()).collect())
+}
+
+fn workload_seed(seed: u64, workload: Workload) -> u64 {
+    seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(workload as u64 + 1))
+}
+
+/// One measured closed-loop point.
+#[derive(Clone, Debug)]
+pub struct Point {
+    pub target: Target,
+    pub config: Config,
+    pub workload: Workload,
+    pub m: Measurement,
+    pub fio_qd: Option<usize>,
+    pub fio_iops: Option<f64>,
+}
+
+/// One open-loop point.
+#[derive(Clone, Debug)]
+pub struct LoadPoint {
+    pub target: Target,
+    pub config: Config,
+    pub workload: Workload,
+    pub fraction: f64,
+    pub rate: f64,
+    pub m: Measurement,
+}
+
+struct DeviceRun {
+    points: Vec<Point>,
+    load: Vec<LoadPoint>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_device(
+    target: Target,
+    plan: &Plan,
+    options: &BenchOptions,
+    work: Work,
+    fio: Option<&Path>,
+    result: &mut BenchResult,
+) -> Result<DeviceRun, String> {
+    let pages = plan.estimated_pages();
+    let path: PathBuf = options.data_dir.join("tier.store");
+    let value = seeded_bytes(plan.value_bytes, options.seed);
+    let row = seeded_bytes(plan.tatp_row_bytes, options.seed ^ 1);
+    let mut model: Option<Arc<EmulatorModel>> = None;
+    let device = |model: &Option<Arc<EmulatorModel>>| match (target, model) {
+        (Target::Disk, _) => DeviceKind::Uring,
+        (Target::Emulated, Some(model)) => DeviceKind::Model(model.clone()),
+        (Target::Emulated, None) => DeviceKind::Emulated {
+            latency_ns: plan.emulated_latency_ns,
+            capacity_bytes: (pages * PAGE_SIZE as u64 * 3 / 2 + (256 << 20))
+                .next_multiple_of(1 << 20),
+        },
+    };
+    if target == Target::Disk {
+        std::fs::create_dir_all(&options.data_dir)
+            .map_err(|e| format!("creating {}: {e}", options.data_dir.display()))?;
+        let _ = std::fs::remove_file(&path);
+    }
+    let iterations = work.iterations_for(plan.work_ns);
+    let mut run = DeviceRun {
+        points: Vec::new(),
+        load: Vec::new(),
+    };
+    let mut dram_ops: Vec<(Workload, f64)> = Vec::new();
+    for config in Config::ALL {
+        let opened = Instant::now();
+        let db = Db::open(
+            &path,
+            options_for(config, plan, device(&model), options.poll, pages),
+        )
+        .map_err(|e| {
+            format!(
+                "{} {}: opening the store: {e}",
+                target.name(),
+                config.name()
+            )
+        })?;
+        if model.is_none() {
+            model = db.emulator_model();
+        }
+        if config == Config::Dram {
+            load(&db, plan, &value, &row)?;
+            eprintln!(
+                "{}: loaded {} records + {} TATP subscribers in {:.1} s ({} keys, {} MiB file)",
+                target.name(),
+                plan.records(),
+                plan.tatp_subscribers,
+                opened.elapsed().as_secs_f64(),
+                db.len(),
+                (db.handle().space_stats().0 * PAGE_SIZE as u64) >> 20
+            );
+        }
+        let meter = Meter::new(plan.cores);
+        for &workload in &plan.workloads {
+            let ctx = JobContext {
+                handle: db.handle(),
+                meter: meter.clone(),
+                value: if workload == Workload::Tatp {
+                    row.clone()
+                } else {
+                    value.clone()
+                },
+                work,
+                iterations,
+            };
+            let seed = workload_seed(options.seed, workload);
+            let m = closed_loop(&db, plan, workload, &ctx, seed)?;
+            if m.errors > 0 {
+                result.note(format!(
+                    "{} {} {}: {} operations failed",
+                    target.name(),
+                    config.name(),
+                    workload.name(),
+                    m.errors
+                ));
+            }
+            let (mut fio_qd, mut fio_iops) = (None, None);
+            if target == Target::Disk && config != Config::Dram && m.misses > 0 {
+                if let Some(fio) = fio {
+                    let qd = fio_queue_depth(m.avg_in_flight());
+                    let file = DeviceFile::open_existing(&path, 0).map_err(|e| e.to_string())?;
+                    match measure_fio(fio, &file, qd, plan.fio_duration, Some(BENCH_CPU)) {
+                        Ok(f) => {
+                            fio_qd = Some(qd);
+                            fio_iops = Some(f.iops);
+                        }
+                        Err(err) => result.note(format!("fio at QD {qd}: {err}")),
+                    }
+                }
+            }
+            print_point(
+                target, config, workload, &m, plan, fio_qd, fio_iops, &dram_ops,
+            );
+            if config == Config::Dram {
+                dram_ops.push((workload, m.ops_per_s()));
+            }
+            run.points.push(Point {
+                target,
+                config,
+                workload,
+                m,
+                fio_qd,
+                fio_iops,
+            });
+        }
+        // Figure 10 on YCSB-C: p99 vs offered load for dram and tamer, at the same absolute
+        // rates (fractions of dram's closed-loop throughput), and the p99_vs_flash_sync pair.
+        let curve_workload = Workload::YcsbC;
+        if plan.workloads.contains(&curve_workload) {
+            let dram = dram_ops
+                .iter()
+                .find(|(w, _)| *w == curve_workload)
+                .map(|&(_, ops)| ops);
+            let ctx = JobContext {
+                handle: db.handle(),
+                meter: meter.clone(),
+                value: value.clone(),
+                work,
+                iterations,
+            };
+            let seed = workload_seed(options.seed, curve_workload) ^ 0x10ad;
+            let fractions: Vec<f64> = match config {
+                Config::Dram | Config::Tamer => plan.load_fractions.clone(),
+                _ => Vec::new(),
+            };
+            for fraction in fractions {
+                let Some(dram) = dram else { break };
+                let rate = (fraction * dram).max(1.0);
+                let m = open_loop(&db, plan, curve_workload, &ctx, rate, seed)?;
+                println!(
+                    "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  achieved {:>9.0}/s  dropped {:>5.1} %",
+                    target.name(),
+                    config.name(),
+                    fraction * 100.0,
+                    rate,
+                    m.p50_us,
+                    m.p99_us,
+                    m.ops_per_s(),
+                    m.drop_fraction() * 100.0
+                );
+                run.load.push(LoadPoint {
+                    target,
+                    config,
+                    workload: curve_workload,
+                    fraction,
+                    rate,
+                    m,
+                });
+            }
+        }
+        db.close()
+            .map_err(|e| format!("{} {}: closing: {e}", target.name(), config.name()))?;
+    }
+    // p99 at equal load: tamer and flash-sync at half of flash-sync's closed-loop throughput.
+    if plan.workloads.contains(&Workload::YcsbC) {
+        let sync_ops = run
+            .points
+            .iter()
+            .find(|p| p.config == Config::FlashSync && p.workload == Workload::YcsbC)
+            .map(|p| p.m.ops_per_s());
+        if let Some(sync_ops) = sync_ops.filter(|&o| o > 0.0) {
+            let rate = sync_ops / 2.0;
+            for config in [Config::Tamer, Config::FlashSync] {
+                let db = Db::open(
+                    &path,
+                    options_for(config, plan, device(&model), options.poll, pages),
+                )
+                .map_err(|e| format!("reopening: {e}"))?;
+                let ctx = JobContext {
+                    handle: db.handle(),
+                    meter: Meter::new(plan.cores),
+                    value: value.clone(),
+                    work,
+                    iterations,
+                };
+                // Warm the cache first (a closed-loop pass), then the open-loop point.
+                let seed = workload_seed(options.seed, Workload::YcsbC);
+                closed_loop(&db, plan, Workload::YcsbC, &ctx, seed)?;
+                let m = open_loop(&db, plan, Workload::YcsbC, &ctx, rate, seed ^ 0x5ca1e)?;
+                println!(
+                    "  {:<5} {:<10} open loop at half of flash-sync's throughput ({:>7.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  dropped {:.1} %",
+                    target.name(),
+                    config.name(),
+                    rate,
+                    m.p50_us,
+                    m.p99_us,
+                    m.drop_fraction() * 100.0
+                );
+                run.load.push(LoadPoint {
+                    target,
+                    config,
+                    workload: Workload::YcsbC,
+                    fraction: -0.5,
+                    rate,
+                    m,
+                });
+                db.close().map_err(|e| format!("closing: {e}"))?;
+            }
+        }
+    }
+    if target == Target::Disk {
+        let _ = std::fs::remove_file(&path);
+    }
+    Ok(run)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn print_point(
+    target: Target,
+    config: Config,
+    workload: Workload,
+    m: &Measurement,
+    plan: &Plan,
+    fio_qd: Option<usize>,
+    fio_iops: Option<f64>,
+    dram: &[(Workload, f64)],
+) {
+    let norm = dram
+        .iter()
+        .find(|(w, _)| *w == workload)
+        .map(|&(_, d)| m.ops_per_s() / d)
+        .unwrap_or(1.0);
+    let fio = match (fio_qd, fio_iops) {
+        (Some(qd), Some(iops)) => {
+            format!("fio@QD{qd} {iops:>7.0} util {:.2}", m.device_iops() / iops)
+        }
+        _ => String::new(),
+    };
+    println!(
+        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  {fio}",
+        target.name(),
+        config.name(),
+        workload.name(),
+        m.ops_per_s(),
+        norm,
+        m.p50_us,
+        m.p99_us,
+        m.hit_ratio(),
+        m.miss_interval_us(plan.cores)
+            .map_or("-".into(), |v| format!("{v:.1}")),
+        m.device_iops(),
+        m.avg_in_flight(),
+    );
+}
+
+/// The named figures from the measured points (see docs/benchmarks.md).
+pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
+    let find = |t: Target, c: Config, w: Workload| {
+        points
+            .iter()
+            .find(|p| p.target == t && p.config == c && p.workload == w)
+    };
+    let ops = |t, c, w| find(t, c, w).map(|p| p.m.ops_per_s());
+    let p99 = |t, c, w| find(t, c, w).map(|p| p.m.p99_us);
+    for t in [Target::Emulated, Target::Disk] {
+        for w in Workload::ALL {
+            let sfx = format!("{}_{}", w.name(), t.name());
+            let dram = ops(t, Config::Dram, w);
+            result.figure(
+                &format!("tiered_vs_dram_{sfx}"),
+                ratio(ops(t, Config::Tamer, w), dram),
+            );
+            result.figure(
+                &format!("flash_sync_vs_dram_{sfx}"),
+                ratio(ops(t, Config::FlashSync, w), dram),
+            );
+            result.figure(
+                &format!("fifo_vs_dram_{sfx}"),
+                ratio(ops(t, Config::TamerFifo, w), dram),
+            );
+            result.figure(
+                &format!("fifo_p99_vs_tamer_p99_{sfx}"),
+                ratio(p99(t, Config::TamerFifo, w), p99(t, Config::Tamer, w)),
+            );
+            result.figure(
+                &format!("tamer_vs_flash_sync_{sfx}"),
+                ratio(ops(t, Config::Tamer, w), ops(t, Config::FlashSync, w)),
+            );
+            result.figure(&format!("os_paging_vs_dram_{sfx}"), None);
+            if t == Target::Emulated {
+                result.figure(
+                    &format!("miss_interval_us_{sfx}"),
+                    find(t, Config::Tamer, w).and_then(|p| p.m.miss_interval_us(1)),
+                );
+            }
+            if t == Target::Disk {
+                let util = find(t, Config::Tamer, w)
+                    .and_then(|p| p.fio_iops.map(|f| p.m.device_iops() / f));
+                result.figure(&format!("device_iops_utilization_{sfx}"), util);
+            }
+        }
+        let at_equal_load = |c: Config| {
+            load.iter()
+                .find(|p| p.target == t && p.config == c && p.fraction < 0.0)
+                .map(|p| p.m.p99_us)
+        };
+        result.figure(
+            &format!("p99_vs_flash_sync_{}", t.name()),
+            ratio(
+                at_equal_load(Config::Tamer),
+                at_equal_load(Config::FlashSync),
+            ),
+        );
+    }
+    let get = |name: &str, result: &BenchResult| result.figures.get(name).copied().flatten();
+    let headline = [
+        ("tiered_vs_dram", "tiered_vs_dram_ycsb_c_emu"),
+        ("fifo_p99_vs_tamer_p99", "fifo_p99_vs_tamer_p99_ycsb_c_emu"),
+        ("flash_sync_vs_dram", "flash_sync_vs_dram_ycsb_c_emu"),
+        ("p99_vs_flash_sync", "p99_vs_flash_sync_emu"),
+        (
+            "device_iops_utilization",
+            "device_iops_utilization_ycsb_c_disk",
+        ),
+    ];
+    for (name, from) in headline {
+        let v = get(from, result);
+        result.figure(name, v);
+    }
+    result.figure("os_paging_vs_dram", None);
+}
+
+/// Runs the bench.
+pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
+    let mut result = BenchResult::new("tier", options.quick, options.seed);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if plan.cores >= cpus {
+        result.note(format!(
+            "the feeder thread shares a CPU with an executor ({} cores on {cpus} CPUs)",
+            plan.cores
+        ));
+    }
+    tamer_runtime::pin_to_cpu(cpus - 1);
+    let work = Work::calibrate();
+    let fio = fio_path();
+    if fio.is_none() && plan.disk {
+        result.note(
+            "fio is not installed: run scripts/install-peers.sh; device_iops_utilization is null",
+        );
+    }
+    result.note("os-paging (the data file mmapped under a cgroup memory limit) is not implemented yet: os_paging_vs_dram* are null");
+    println!(
+        "tier: {} MiB of values ({} records of {} B) + {} TATP subscribers (rows of {} B), cache {} MiB, {} core(s) × {} threads, {} jobs outstanding (closed loop), work {} ns/job, emulated latency {} µs",
+        plan.data_bytes >> 20,
+        plan.records(),
+        plan.value_bytes,
+        plan.tatp_subscribers,
+        plan.tatp_row_bytes,
+        plan.cache_bytes >> 20,
+        plan.cores,
+        plan.threads_per_core,
+        plan.population(),
+        plan.work_ns,
+        plan.emulated_latency_ns / 1_000
+    );
+    let mut points = Vec::new();
+    let mut load = Vec::new();
+    let targets: Vec<Target> = [(plan.emulated, Target::Emulated), (plan.disk, Target::Disk)]
+        .into_iter()
+        .filter_map(|(on, t)| on.then_some(t))
+        .collect();
+    for target in targets {
+        let run = run_device(target, &plan, options, work, fio.as_deref(), &mut result)?;
+        points.extend(run.points);
+        load.extend(run.load);
+    }
+    figures(&points, &load, &mut result);
+    let dram_ops = |p: &Point| {
+        points
+            .iter()
+            .find(|d| d.target == p.target && d.workload == p.workload && d.config == Config::Dram)
+            .map(|d| d.m.ops_per_s())
+    };
+    for p in &points {
+        let m = &p.m;
+        result.rows.push(json!({
+            "kind": "closed",
+            "device": p.target.name(),
+            "config": p.config.name(),
+            "workload": p.workload.name(),
+            "ops_per_s": m.ops_per_s(),
+            "normalized_to_dram": ratio(Some(m.ops_per_s()), dram_ops(p)),
+            "p50_us": m.p50_us,
+            "p99_us": m.p99_us,
+            "ops": m.ops,
+            "secs": m.secs,
+            "hit_ratio": m.hit_ratio(),
+            "misses": m.misses,
+            "write_backs": m.write_backs,
+            "merged_misses": m.merged_misses,
+            "miss_interval_us_per_core": m.miss_interval_us(plan.cores),
+            "device_iops": m.device_iops(),
+            "mean_miss_latency_us": m.mean_miss_latency_us,
+            "avg_in_flight": m.avg_in_flight(),
+            "fio_qd": p.fio_qd,
+            "fio_iops": p.fio_iops,
+            "errors": m.errors,
+        }));
+    }
+    for p in &load {
+        let m = &p.m;
+        result.rows.push(json!({
+            "kind": if p.fraction < 0.0 { "open_equal_load" } else { "open" },
+            "device": p.target.name(),
+            "config": p.config.name(),
+            "workload": p.workload.name(),
+            "fraction_of_dram": (p.fraction >= 0.0).then_some(p.fraction),
+            "offered_per_s": p.rate,
+            "achieved_per_s": m.ops_per_s(),
+            "p50_us": m.p50_us,
+            "p99_us": m.p99_us,
+            "merged_misses": m.merged_misses,
+            "offered": m.offered,
+            "dropped": m.dropped,
+            "drop_fraction": m.drop_fraction(),
+        }));
+    }
+    result.rows.push(json!({
+        "kind": "os-paging",
+        "result": {"note": "not implemented: the data file mmapped by the engine under a cgroup memory limit (cgroup::MemoryCgroup) is left for a follow-up", "figures": null},
+    }));
+    plots(options, &points, &load, &mut result);
+    Ok(result)
+}
+
+fn plots(options: &BenchOptions, points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
+    let dir = options.svg_dir();
+    let mut series = Vec::new();
+    for t in [Target::Emulated, Target::Disk] {
+        for w in Workload::ALL {
+            let dram = points
+                .iter()
+                .find(|p| p.target == t && p.workload == w && p.config == Config::Dram)
+                .map(|p| p.m.ops_per_s());
+            let Some(dram) = dram.filter(|&d| d > 0.0) else {
+                continue;
+            };
+            let pts: Vec<(f64, f64)> = Config::ALL
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &c)| {
+                    points
+                        .iter()
+                        .find(|p| p.target == t && p.workload == w && p.config == c)
+                        .map(|p| ((i + 1) as f64, p.m.ops_per_s() / dram))
+                })
+                .collect();
+            series.push(Series {
+                label: format!("{} {}", w.name(), t.name()),
+                points: pts,
+            });
+        }
+    }
+    let path = dir.join("tier_throughput.svg");
+    match write_svg(
+        &path,
+        &Chart {
+            title: "tier: throughput normalized to dram",
+            x_label: "configuration: 1 dram, 2 tamer, 3 tamer-fifo, 4 flash-sync",
+            y_label: "throughput / dram",
+            series: &series,
+            log_x: false,
+        },
+    ) {
+        Ok(()) => result.plots.push(path.display().to_string()),
+        Err(err) => result.note(err),
+    }
+    let mut series = Vec::new();
+    for t in [Target::Emulated, Target::Disk] {
+        for c in [Config::Dram, Config::Tamer] {
+            let pts: Vec<(f64, f64)> = load
+                .iter()
+                .filter(|p| p.target == t && p.config == c && p.fraction >= 0.0)
+                .map(|p| (p.fraction, p.m.p99_us.max(1.0).log10()))
+                .collect();
+            if !pts.is_empty() {
+                series.push(Series {
+                    label: format!("{} {}", c.name(), t.name()),
+                    points: pts,
+                });
+            }
+        }
+    }
+    let path = dir.join("tier_p99_vs_load.svg");
+    match write_svg(
+        &path,
+        &Chart {
+            title: "tier: YCSB-C p99 (arrival to completion) vs offered load",
+            x_label: "offered load / dram closed-loop throughput (same device)",
+            y_label: "log10 p99 latency (µs)",
+            series: &series,
+            log_x: false,
+        },
+    ) {
+        Ok(()) => result.plots.push(path.display().to_string()),
+        Err(err) => result.note(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measurement_accounting() {
+        let m = Measurement {
+            ops: 1_000,
+            secs: 0.5,
+            misses: 400,
+            write_backs: 100,
+            hits: 1_600,
+            mean_miss_latency_us: 50.0,
+            offered: 200,
+            dropped: 50,
+            ..Measurement::default()
+        };
+        assert_eq!(m.ops_per_s(), 2_000.0);
+        assert_eq!(m.device_iops(), 1_000.0);
+        // Little: 1000 /s × 50 µs = 0.05 in flight.
+        assert!((m.avg_in_flight() - 0.05).abs() < 1e-12);
+        // 0.5 s on 2 cores = 1 s of core time over 400 misses: 2500 µs.
+        assert_eq!(m.miss_interval_us(2), Some(2_500.0));
+        assert_eq!(Measurement::default().miss_interval_us(1), None);
+        assert_eq!(m.hit_ratio(), 0.8);
+        assert_eq!(m.drop_fraction(), 0.25);
+    }
+
+    #[test]
+    fn fio_depth_and_ratios() {
+        assert_eq!(fio_queue_depth(0.2), 1);
+        assert_eq!(fio_queue_depth(7.6), 8);
+        assert_eq!(fio_queue_depth(900.0), 128);
+        assert_eq!(ratio(Some(1.0), Some(2.0)), Some(0.5));
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(2.0)), None);
+    }
+
+    #[test]
+    fn sizing() {
+        // 1 GiB of 1 KiB values: 3 records per page, plus buckets.
+        let pages = estimated_pages(1 << 20, 1024, 0, 160);
+        assert!(
+            pages > (1 << 20) / 3 && pages < (1 << 20) / 3 + 20_000,
+            "{pages}"
+        );
+        let cache = dram_cache_bytes(pages);
+        assert_eq!(cache % (32 * 1024), 0);
+        assert!(cache >= 2 * pages * 4096);
+        assert!(dram_cache_bytes(u64::MAX / 16_384) <= MAX_FRAMES * 4096);
+        let quick = Plan::new(true, 2_000);
+        assert!(quick.data_bytes >= 30 * quick.cache_bytes);
+        let full = Plan::new(false, 2_000);
+        assert!(full.data_bytes >= 30 * full.cache_bytes);
+    }
+
+    #[test]
+    fn generator_is_seeded() {
+        let plan = Plan::new(true, 0);
+        let draw = |w| {
+            let mut g = Generator::new(w, &plan);
+            let mut rng = SmallRng::seed_from_u64(7);
+            (0..50)
+                .map(|_| {
+                    let o = g.next(&mut rng);
+                    format!("{:?}", &o.ops[..o.len])
+                })
+                .collect::<Vec<_>>()
+        };
+        for w in Workload::ALL {
+            assert_eq!(draw(w), draw(w));
+        }
+    }
+}
