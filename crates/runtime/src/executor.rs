@@ -84,7 +84,7 @@ const BATCH_RUNS: usize = 16;
 const IDLE_WAIT_NS: u64 = 1_000_000;
 /// Longest idle wait when a shared queue feeds the core: bounds how long a new job can sit
 /// there while this core waits for the device.
-const IDLE_WAIT_SHARED_NS: u64 = 100_000;
+const IDLE_WAIT_SHARED_NS: u64 = 20_000;
 
 /// What a run loop stops on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
