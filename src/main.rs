@@ -177,7 +177,7 @@ fn main() -> ExitCode {
                 plan.extra_mlp_at_4us.clear();
             }
             plan.disk &= !no_disk;
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cpus = tamer_runtime::online_cpus();
             if cores == 0 || cores > cpus {
                 eprintln!("error: --cores must be 1..={cpus} (this machine's CPUs)");
                 return ExitCode::FAILURE;
@@ -216,7 +216,7 @@ fn main() -> ExitCode {
             if let Some(ms) = point_ms {
                 plan.measure = std::time::Duration::from_millis(ms.max(1));
             }
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cpus = tamer_runtime::online_cpus();
             if cores == 0 || cores > cpus {
                 eprintln!("error: --cores must be 1..={cpus} (this machine's CPUs)");
                 return ExitCode::FAILURE;

@@ -38,6 +38,11 @@ use crate::plot::{write_svg, Chart, Series};
 use crate::work::Work;
 use crate::BenchOptions;
 
+/// Most user-level threads per core swept.
+const THREADS_MAX: usize = 64;
+/// Arena frames reserved per core.
+const FRAMES_PER_CORE: usize = THREADS_MAX * MAX_MLP;
+
 /// User-level threads per core swept.
 pub const THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// The per-core in-flight cap, as the seed's 10 line-fill buffers.
@@ -239,7 +244,9 @@ fn point_job(
     seed: u64,
     ops: Arc<AtomicU64>,
 ) -> impl FnOnce() + Send + 'static {
-    let first_frame = (t * mlp) as u32;
+    // Each core's threads use their own run of `FRAMES_PER_CORE` frames, so that the frames'
+    // in-I/O flags of two cores never share a cache line.
+    let first_frame = ((t / THREADS_MAX) * FRAMES_PER_CORE + (t % THREADS_MAX) * mlp) as u32;
     move || {
         let arena = io::arena();
         let mut rng =
@@ -334,7 +341,7 @@ fn run_point(
         let stop_at = now_ns() + duration.as_nanos() as u64;
         for core in 0..cores {
             for i in 0..threads {
-                let t = core * threads + i;
+                let t = core * THREADS_MAX + i;
                 let job = point_job(
                     t,
                     mlp,
@@ -370,10 +377,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     tamer_runtime::pin_to_cpu(BENCH_CPU);
     let work = Work::calibrate();
     let iterations = work.iterations_for(plan.work_ns);
-    let arena = Arc::new(
-        Arena::new((plan.cores * THREADS[THREADS.len() - 1] * MAX_MLP) as u32)
-            .map_err(|e| e.to_string())?,
-    );
+    let arena =
+        Arc::new(Arena::new((plan.cores * FRAMES_PER_CORE) as u32).map_err(|e| e.to_string())?);
 
     // The DRAM array of the baseline and the emulated device have the same size and content kind.
     let mut memory = vec![0u8; plan.device_bytes as usize];

@@ -110,7 +110,7 @@ impl Machine {
             .unwrap_or_default();
         Self {
             cpu,
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpus: tamer_runtime::online_cpus(),
             memory_bytes,
             kernel,
             date_utc,

@@ -97,7 +97,7 @@ fn unpin() {
     // SAFETY: plain data in, syscall reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = tamer_runtime::online_cpus();
         for cpu in 0..cpus {
             libc::CPU_SET(cpu, &mut set);
         }

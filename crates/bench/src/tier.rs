@@ -1016,7 +1016,7 @@ pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
 /// Runs the bench.
 pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("tier", options.quick, options.seed);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = tamer_runtime::online_cpus();
     if plan.cores >= cpus {
         result.note(format!(
             "the feeder thread shares a CPU with an executor ({} cores on {cpus} CPUs)",

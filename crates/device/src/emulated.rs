@@ -36,6 +36,10 @@ const STRIPES: usize = 256;
 /// Largest emulated device: 64 GiB of DRAM.
 pub const MAX_EMULATED_BYTES: u64 = 64 << 30;
 
+/// One stripe lock on its own cache line, so cores copying different blocks do not contend.
+#[repr(align(64))]
+struct Stripe(Mutex<()>);
+
 /// Parameters of the emulated device. Build with [`EmulatorConfig::with_latency_ns`] or a preset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmulatorConfig {
@@ -130,7 +134,7 @@ impl EmulatorConfig {
 pub struct EmulatorModel {
     config: EmulatorConfig,
     memory: Box<[UnsafeCell<u8>]>,
-    stripes: Box<[Mutex<()>]>,
+    stripes: Box<[Stripe]>,
     in_service: AtomicUsize,
     pipe_free_ns: AtomicU64,
 }
@@ -167,7 +171,7 @@ impl EmulatorModel {
         let memory: Box<[u8]> = vec![0u8; capacity_bytes as usize].into_boxed_slice();
         // SAFETY: UnsafeCell<u8> has the same layout as u8.
         let memory = unsafe { Box::from_raw(Box::into_raw(memory) as *mut [UnsafeCell<u8>]) };
-        let stripes = (0..STRIPES).map(|_| Mutex::new(())).collect();
+        let stripes = (0..STRIPES).map(|_| Stripe(Mutex::new(()))).collect();
         Ok(Arc::new(Self {
             config,
             memory,
@@ -192,6 +196,7 @@ impl EmulatorModel {
         let mut rng = SmallRng::seed_from_u64(seed);
         for (block, chunk) in self.memory.chunks(BLOCK_SIZE).enumerate() {
             let _guard = self.stripes[block % STRIPES]
+                .0
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             // SAFETY: the block is guarded by its stripe lock; UnsafeCell<u8> is layout-compatible
@@ -235,7 +240,7 @@ impl EmulatorModel {
         let _guards: Vec<_> = self
             .stripes
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()))
+            .map(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
         // SAFETY: every stripe lock is held, so no other access to `memory` runs; the range was
         // checked above and UnsafeCell<u8> is layout-compatible with u8.
@@ -245,17 +250,16 @@ impl EmulatorModel {
         Ok(())
     }
 
-    /// Requests in service device-wide right now.
+    /// Requests in service device-wide right now; counted only when a queue-depth cap is set
+    /// (uncapped, 0).
     pub fn in_service(&self) -> usize {
         self.in_service.load(Ordering::Relaxed)
     }
 
     fn try_admit(&self) -> bool {
         match self.config.queue_depth {
-            None => {
-                self.in_service.fetch_add(1, Ordering::Relaxed);
-                true
-            }
+            // Uncapped: nothing to count, and no shared cache line for every core to write.
+            None => true,
             Some(cap) => self
                 .in_service
                 .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
@@ -266,6 +270,9 @@ impl EmulatorModel {
     }
 
     fn release(&self) {
+        if self.config.queue_depth.is_none() {
+            return;
+        }
         let before = self.in_service.fetch_sub(1, Ordering::AcqRel);
         assert!(
             before > 0,
@@ -298,6 +305,7 @@ impl EmulatorModel {
         for i in 0..request.frames {
             let block = request.offset_bytes / BLOCK_SIZE as u64 + u64::from(i);
             let _guard = self.stripes[block as usize % STRIPES]
+                .0
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             // A pointer into the whole slice, not `self.memory[i].get()`: a pointer derived

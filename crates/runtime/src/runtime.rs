@@ -88,7 +88,7 @@ impl Runtime {
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         });
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = online_cpus();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut handles = Vec::with_capacity(config.cores);
         for core in 0..config.cores {
@@ -208,6 +208,19 @@ impl Runtime {
             }
         }
         reports
+    }
+}
+
+/// CPUs online on this machine. Unlike `std::thread::available_parallelism`, not narrowed by
+/// the calling thread's affinity: a thread pinned to one CPU still sees every CPU, so executors
+/// started from it spread over all of them.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 }
 
