@@ -439,22 +439,9 @@ impl PageCache {
             let frame = &self.frames[index as usize];
             // A victim being written back (or claimed) by its evictor: wait for that write, so
             // the barrier below covers it.
-            loop {
-                let state = frame.state();
-                let claimed =
-                    state == WRITEBACK || (state == LOADING && frame.dirty.load(Ordering::Acquire));
-                if !claimed {
-                    break;
-                }
-                self.drain_writes(&mut batch, &mut first_error);
-                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                    page: frame.tag.load(Ordering::Relaxed),
-                    waited_ms: self.waited_ms(),
-                });
-                if let Err(err) = waited {
-                    first_error.get_or_insert(err);
-                    break 'frames;
-                }
+            if let Err(err) = self.wait_for_evictor(frame, deadline, &mut batch, &mut first_error) {
+                first_error.get_or_insert(err);
+                break 'frames;
             }
             if !frame.dirty.load(Ordering::Acquire) {
                 continue;
@@ -465,29 +452,12 @@ impl PageCache {
             }
             if !frame.try_pin(page, false) {
                 // Claimed by an evictor between the checks above: its write-back makes the page
-                // durable before the barrier only if we wait for it, so look again.
-                if frame.state() == WRITEBACK || frame.state() == LOADING {
-                    self.drain_writes(&mut batch, &mut first_error);
-                    let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                        page,
-                        waited_ms: self.waited_ms(),
-                    });
-                    if let Err(err) = waited {
-                        first_error.get_or_insert(err);
-                        break 'frames;
-                    }
-                    while frame.state() == WRITEBACK
-                        || (frame.state() == LOADING && frame.dirty.load(Ordering::Acquire))
-                    {
-                        let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                            page,
-                            waited_ms: self.waited_ms(),
-                        });
-                        if let Err(err) = waited {
-                            first_error.get_or_insert(err);
-                            break 'frames;
-                        }
-                    }
+                // durable before the barrier only if we wait for it.
+                if let Err(err) =
+                    self.wait_for_evictor(frame, deadline, &mut batch, &mut first_error)
+                {
+                    first_error.get_or_insert(err);
+                    break 'frames;
                 }
                 continue;
             }
@@ -557,6 +527,30 @@ impl PageCache {
         }
         io::flush()?;
         Ok(())
+    }
+
+    /// Waits while an evictor holds `frame` for its write-back (`WRITEBACK`, or `LOADING` with
+    /// the dirty bit still set), draining `batch` first so that no latch is held while waiting.
+    fn wait_for_evictor(
+        &self,
+        frame: &Frame,
+        deadline: u64,
+        batch: &mut Vec<(u32, Ticket, Option<u64>)>,
+        first_error: &mut Option<CacheError>,
+    ) -> Result<(), CacheError> {
+        loop {
+            let state = frame.state();
+            let claimed =
+                state == WRITEBACK || (state == LOADING && frame.dirty.load(Ordering::Acquire));
+            if !claimed {
+                return Ok(());
+            }
+            self.drain_writes(batch, first_error);
+            self.wait_step(deadline, || CacheError::MissTimeout {
+                page: frame.tag.load(Ordering::Relaxed),
+                waited_ms: self.waited_ms(),
+            })?;
+        }
     }
 
     fn drain_writes(
