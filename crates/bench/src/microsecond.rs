@@ -156,18 +156,20 @@ impl Plan {
     }
 }
 
-/// The DRAM baseline as the median of three runs, the same statistic a point's single run
-/// estimates (the best of three would bias every ratio down by the machine's noise).
+/// The DRAM baseline as the median of `runs` runs, the same statistic a point's single run
+/// estimates (the best of several would bias every ratio down by the machine's noise).
+#[allow(clippy::too_many_arguments)]
 pub fn median_baseline(
-    memory: &[u8],
+    memory: &EmulatorModel,
     work: &Work,
     iterations: u64,
     mlp: usize,
     duration: Duration,
     seed: u64,
     cores: usize,
+    runs: u64,
 ) -> f64 {
-    let mut runs: Vec<f64> = (0..3)
+    let mut runs: Vec<f64> = (0..runs)
         .map(|i| {
             let seed = seed.wrapping_add(i);
             if cores == 1 {
@@ -195,14 +197,14 @@ pub fn median_baseline(
 
 /// The DRAM baseline: one thread, no switching, W work then M 4 KiB copies from random blocks.
 pub fn dram_baseline(
-    memory: &[u8],
+    memory: &EmulatorModel,
     work: &Work,
     iterations: u64,
     mlp: usize,
     duration: Duration,
     seed: u64,
 ) -> f64 {
-    let blocks = (memory.len() / BLOCK_SIZE) as u64;
+    let blocks = memory.capacity_bytes() / BLOCK_SIZE as u64;
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut buffers = vec![[0u8; BLOCK_SIZE]; mlp];
     let mut sink = 0u64;
@@ -212,8 +214,11 @@ pub fn dram_baseline(
     while now_ns() < stop_at {
         sink ^= work.run(iterations, sink);
         for buffer in buffers.iter_mut() {
-            let block = rng.gen_range(0..blocks) as usize;
-            buffer.copy_from_slice(&memory[block * BLOCK_SIZE..(block + 1) * BLOCK_SIZE]);
+            let block = rng.gen_range(0..blocks);
+            // The same DRAM the emulated device serves from, copied the way it copies.
+            memory
+                .read_block(block, buffer)
+                .expect("block inside the device");
         }
         for buffer in &buffers {
             sink ^= u64::from_le_bytes(buffer[..8].try_into().expect("8 bytes"));
@@ -380,9 +385,11 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let arena =
         Arc::new(Arena::new((plan.cores * FRAMES_PER_CORE) as u32).map_err(|e| e.to_string())?);
 
-    // The DRAM array of the baseline and the emulated device have the same size and content kind.
-    let mut memory = vec![0u8; plan.device_bytes as usize];
-    SmallRng::seed_from_u64(options.seed).fill(&mut memory[..]);
+    if plan.latencies_ns.is_empty() {
+        return Err(
+            "no emulated latency to sweep: the DRAM baseline reads the emulator's DRAM".into(),
+        );
+    }
     let mut all_mlps: Vec<usize> = plan
         .mlps
         .iter()
@@ -401,16 +408,22 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         model.fill_with_data(options.seed);
         models.push((latency_ns, model));
     }
-    // Freshly allocated memory is slow for a while on this VM (first accesses after a bulk
-    // fill ran 3-10x slower for ~100 ms): warm up before anything is measured.
-    let _ = dram_baseline(
-        &memory,
-        &work,
-        iterations,
-        1,
-        Duration::from_millis(300),
-        options.seed,
-    );
+    // The DRAM baseline reads the very memory the emulated device serves from (each group's
+    // own model), so both sides see the same page residency: on this VM, memory left untouched
+    // for seconds or freshly filled ran 2-10x slower for a while (the host reclaims and
+    // re-backs it), which made a separate baseline array swing by 2-5x within one run.
+    // Freshly filled memory is warmed up before anything is measured.
+    for (_, model) in &models {
+        let _ = dram_baseline(
+            model,
+            &work,
+            iterations,
+            1,
+            Duration::from_millis(150),
+            options.seed,
+        );
+    }
+    let memory = models[0].1.clone();
     let baseline_duration = plan.point_duration * 2;
     let mut baselines = std::collections::BTreeMap::new();
     for &mlp in &all_mlps {
@@ -424,6 +437,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                 baseline_duration,
                 options.seed,
                 plan.cores,
+                3,
             ),
         );
     }
@@ -465,16 +479,36 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         for &mlp in &mlps {
             // The baseline is measured again next to every group of points, so that the ratio
             // compares measurements taken under the same machine load.
-            let baseline = median_baseline(
-                &memory,
-                &work,
-                iterations,
-                mlp,
-                plan.point_duration * 2,
-                seed,
-                plan.cores,
-            );
-            group_baselines.push((target, mlp, baseline));
+            // The baseline is measured before and after the group's points (three short runs
+            // each) and their median is the group's reference: a slow spell of the machine at
+            // one of the two moments cannot move it by itself.
+            let memory = match target {
+                Target::Emulated { latency_ns } => models
+                    .iter()
+                    .find(|(l, _)| *l == latency_ns)
+                    .expect("model")
+                    .1
+                    .clone(),
+                Target::Disk => models[models.len() - 1].1.clone(),
+            };
+            let baseline_runs = |seed: u64| -> Vec<f64> {
+                (0..3)
+                    .map(|i| {
+                        median_baseline(
+                            &memory,
+                            &work,
+                            iterations,
+                            mlp,
+                            plan.point_duration * 2,
+                            seed.wrapping_add(i),
+                            plan.cores,
+                            1,
+                        )
+                    })
+                    .collect()
+            };
+            let mut baseline_samples = baseline_runs(seed);
+            let group_start = points.len();
             let configs: Vec<(Mechanism, Option<usize>, Vec<usize>)> = vec![
                 (Mechanism::Demand, None, vec![1]),
                 (Mechanism::Prefetch, None, THREADS.to_vec()),
@@ -529,15 +563,20 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                         mlp,
                         cap,
                         ops_per_s: run.ops_per_s,
-                        normalized: run.ops_per_s / baseline,
+                        normalized: 0.0, // set below, once the group's baseline is known
                         device_iops: run.device_iops,
                         avg_device_latency_us: run.avg_device_latency_us,
                     });
                 }
             }
+            baseline_samples.extend(baseline_runs(seed ^ 0xa5a5));
+            let baseline = median(&mut baseline_samples);
+            for point in &mut points[group_start..] {
+                point.normalized = point.ops_per_s / baseline;
+            }
+            group_baselines.push((target, mlp, baseline));
         }
     }
-    drop(memory);
     // How much the machine's speed moved during the sweep: the slowest MLP-1 baseline over the
     // fastest (1.0 = steady). Each point is normalized to its own group's baseline.
     let mlp1: Vec<f64> = group_baselines

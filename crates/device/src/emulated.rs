@@ -243,10 +243,38 @@ impl EmulatorModel {
             .map(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
         // SAFETY: every stripe lock is held, so no other access to `memory` runs; the range was
-        // checked above and UnsafeCell<u8> is layout-compatible with u8.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(self.memory[offset as usize].get(), len) };
+        // checked above and UnsafeCell<u8> is layout-compatible with u8. The pointer comes from
+        // the whole slice, so it may cover `len` bytes.
+        let bytes = unsafe {
+            let start = UnsafeCell::raw_get(self.memory.as_ptr().add(offset as usize));
+            std::slice::from_raw_parts_mut(start, len)
+        };
         f(bytes);
+        Ok(())
+    }
+
+    /// Copies block `block` into `out` (4 KiB) exactly as a read request's completion does (its
+    /// stripe lock, one copy): the DRAM baseline of the microsecond study reads this way, so it
+    /// touches the very memory the device serves from.
+    pub fn read_block(&self, block: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let capacity_blocks = self.capacity_bytes() / BLOCK_SIZE as u64;
+        if out.len() != BLOCK_SIZE || block >= capacity_blocks {
+            return Err(DeviceError::OutOfRange {
+                offset_bytes: block.saturating_mul(BLOCK_SIZE as u64),
+                len_bytes: out.len() as u64,
+                capacity_bytes: self.capacity_bytes(),
+            });
+        }
+        let _guard = self.stripes[block as usize % STRIPES]
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: the block is inside `memory` (checked) and guarded by its stripe lock; the
+        // pointer comes from the whole slice; `out` is a distinct allocation of 4096 bytes.
+        unsafe {
+            let device = UnsafeCell::raw_get(self.memory.as_ptr().add(block as usize * BLOCK_SIZE));
+            std::ptr::copy_nonoverlapping(device, out.as_mut_ptr(), BLOCK_SIZE);
+        }
         Ok(())
     }
 
