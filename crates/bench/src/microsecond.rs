@@ -312,53 +312,45 @@ fn run_point(
     let ops = Arc::new(AtomicU64::new(0));
     let mode = mechanism.wait_mode();
     // The clock starts once the executors and their stacks exist: set-up is not measured.
+    let blocks = match spec {
+        DeviceSpec::Emulated { model } => model.capacity_bytes(),
+        DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
+    } / BLOCK_SIZE as u64;
+    let job = |t: usize, stop_at: u64| {
+        point_job(
+            t,
+            mlp,
+            blocks,
+            mode,
+            work,
+            iterations,
+            stop_at,
+            seed,
+            ops.clone(),
+        )
+    };
     let (start, device_stats) = if cores == 1 {
         let device = open_device(spec, arena.clone(), seed as usize).map_err(|e| e.to_string())?;
-        let blocks = device.capacity_bytes() / BLOCK_SIZE as u64;
         let mut executor = Executor::new(0, config, device, arena.clone())?;
         let start = Instant::now();
         let stop_at = now_ns() + duration.as_nanos() as u64;
         for t in 0..threads {
-            let job = point_job(
-                t,
-                mlp,
-                blocks,
-                mode,
-                work,
-                iterations,
-                stop_at,
-                seed,
-                ops.clone(),
-            );
             executor
-                .spawn(job)
+                .spawn(job(t, stop_at))
                 .map_err(|_| "local queue sized for every thread".to_string())?;
         }
         executor.run_until_idle();
         (start, executor.device_stats())
     } else {
-        let blocks = match spec {
-            DeviceSpec::Emulated { model } => model.capacity_bytes(),
-            DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
-        } / BLOCK_SIZE as u64;
         let runtime = Runtime::start(config, spec.clone(), arena.clone())?;
         let start = Instant::now();
         let stop_at = now_ns() + duration.as_nanos() as u64;
         for core in 0..cores {
             for i in 0..threads {
                 let t = core * THREADS_MAX + i;
-                let job = point_job(
-                    t,
-                    mlp,
-                    blocks,
-                    mode,
-                    work,
-                    iterations,
-                    stop_at,
-                    seed,
-                    ops.clone(),
-                );
-                runtime.spawn_on(core, job).map_err(|e| e.to_string())?;
+                runtime
+                    .spawn_on(core, job(t, stop_at))
+                    .map_err(|e| e.to_string())?;
             }
         }
         let reports = runtime.shutdown();

@@ -781,16 +781,7 @@ impl PageCache {
                             self.wait_step(deadline, || self.table_full())?;
                             continue;
                         }
-                        if frame
-                            .control
-                            .compare_exchange(
-                                control(EMPTY, 0),
-                                control(LOADING, 1),
-                                Ordering::AcqRel,
-                                Ordering::Relaxed,
-                            )
-                            .is_err()
-                        {
+                        if !frame.try_claim_empty() {
                             self.release_miss();
                             continue;
                         }
@@ -891,16 +882,7 @@ impl PageCache {
     fn choose_victim(&self, set: &mut MutexGuard<'_, SetState>, base: u32) -> Victim {
         for index in base..base + self.ways {
             let frame = &self.frames[index as usize];
-            if frame
-                .control
-                .compare_exchange(
-                    control(EMPTY, 0),
-                    control(LOADING, 1),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
+            if frame.try_claim_empty() {
                 debug_assert_eq!(frame.tag.load(Ordering::Relaxed), NO_PAGE);
                 return Victim::Clean(index, false);
             }

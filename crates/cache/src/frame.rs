@@ -70,6 +70,19 @@ impl Frame {
         }
     }
 
+    /// Claims an `EMPTY` frame for loading (state `LOADING`, one pin, the claimer's).
+    #[inline]
+    pub(crate) fn try_claim_empty(&self) -> bool {
+        self.control
+            .compare_exchange(
+                control(EMPTY, 0),
+                control(LOADING, 1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
     /// Pins the frame if it is `READY` and holds `page`; `touch` sets the CLOCK bit.
     #[inline]
     pub(crate) fn try_pin(&self, page: u64, touch: bool) -> bool {

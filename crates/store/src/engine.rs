@@ -804,6 +804,23 @@ impl Engine {
         }
     }
 
+    /// The slot and entry of `key` among the first `count` entries of bucket page `bytes`.
+    fn find_entry(
+        &self,
+        bytes: &[u8],
+        count: usize,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<(usize, Entry)>, DbError> {
+        for i in 0..count {
+            let old = Entry::read(bytes, i);
+            if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
+                return Ok(Some((i, old)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Points the key's bucket entry at `e` (one entry write: the switch); returns the entry
     /// it replaced.
     fn link(&self, hash: u64, key: &[u8], e: Entry) -> Result<Option<Entry>, DbError> {
@@ -815,12 +832,9 @@ impl Engine {
                     return Ok(Link::Retry);
                 }
                 let count = bucket_count(bytes).min(BUCKET_CAP);
-                for i in 0..count {
-                    let old = Entry::read(bytes, i);
-                    if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
-                        e.write(bytes, i);
-                        return Ok(Link::Replaced(old));
-                    }
+                if let Some((i, old)) = self.find_entry(bytes, count, hash, key)? {
+                    e.write(bytes, i);
+                    return Ok(Link::Replaced(old));
                 }
                 if count < BUCKET_CAP {
                     e.write(bytes, count);
@@ -851,16 +865,13 @@ impl Engine {
                     return Ok(Link::Retry);
                 }
                 let count = bucket_count(bytes).min(BUCKET_CAP);
-                for i in 0..count {
-                    let old = Entry::read(bytes, i);
-                    if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
-                        let last = Entry::read(bytes, count - 1);
-                        last.write(bytes, i);
-                        bytes[BUCKET_HEADER + (count - 1) * ENTRY..BUCKET_HEADER + count * ENTRY]
-                            .fill(0);
-                        set_bucket_count(bytes, count - 1);
-                        return Ok(Link::Replaced(old));
-                    }
+                if let Some((i, old)) = self.find_entry(bytes, count, hash, key)? {
+                    let last = Entry::read(bytes, count - 1);
+                    last.write(bytes, i);
+                    bytes[BUCKET_HEADER + (count - 1) * ENTRY..BUCKET_HEADER + count * ENTRY]
+                        .fill(0);
+                    set_bucket_count(bytes, count - 1);
+                    return Ok(Link::Replaced(old));
                 }
                 Ok(Link::Inserted) // "not found"
             })?;
