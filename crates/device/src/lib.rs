@@ -291,15 +291,21 @@ mod clock {
 
         #[test]
         fn tracks_instant_within_a_tenth_of_a_percent() {
-            let (a, start) = (now_ns(), Instant::now());
-            std::thread::sleep(Duration::from_millis(30));
-            let (b, real) = (now_ns(), start.elapsed().as_nanos() as u64);
-            let measured = b - a;
-            let slack = real / 1000 + 20_000;
-            assert!(
-                measured.abs_diff(real) < slack,
-                "clock {measured} ns vs Instant {real} ns"
-            );
+            // A preemption between the paired reads can only widen one attempt's gap, so the
+            // best of five attempts is compared: a miscalibrated rate fails all of them.
+            let mut worst_case = Vec::new();
+            for _ in 0..5 {
+                let (a, start) = (now_ns(), Instant::now());
+                std::thread::sleep(Duration::from_millis(30));
+                let (b, real) = (now_ns(), start.elapsed().as_nanos() as u64);
+                let measured = b - a;
+                let slack = real / 1000 + 20_000;
+                if measured.abs_diff(real) < slack {
+                    return;
+                }
+                worst_case.push((measured, real));
+            }
+            panic!("clock vs Instant (ns), every attempt off by more than 0.1 %: {worst_case:?}");
         }
 
         #[test]
