@@ -16,8 +16,7 @@
 //! core's next poll, not at the instant the slot freed.
 
 use std::cell::UnsafeCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -386,8 +385,10 @@ pub struct EmulatedDevice {
     pushed: VecDeque<IoRequest>,
     /// Doorbell rung, waiting for a device-wide queue slot, with the doorbell time.
     waiting: VecDeque<(IoRequest, u64)>,
-    /// Admitted, ordered by deadline.
-    in_service: BinaryHeap<Reverse<InService>>,
+    /// Admitted, sorted by (deadline, sequence). Without jitter deadlines arrive in order and
+    /// an admission is a push at the back; with jitter it is a binary search and an insert
+    /// that moves at most `handle_queue_depth` entries.
+    in_service: VecDeque<InService>,
     sequence: u64,
     rng: SmallRng,
     stats: DeviceStats,
@@ -414,7 +415,7 @@ impl EmulatedDevice {
             handle_queue_depth,
             pushed: VecDeque::with_capacity(handle_queue_depth),
             waiting: VecDeque::new(),
-            in_service: BinaryHeap::with_capacity(handle_queue_depth),
+            in_service: VecDeque::with_capacity(handle_queue_depth),
             sequence: 0,
             rng: SmallRng::seed_from_u64(seed),
             stats: DeviceStats::default(),
@@ -436,7 +437,7 @@ impl EmulatedDevice {
             0
         };
         self.sequence += 1;
-        self.in_service.push(Reverse(InService {
+        let entry = InService {
             deadline_ns: pipe_end + config.latency_ns + jitter,
             sequence: self.sequence,
             doorbell_ns,
@@ -445,7 +446,15 @@ impl EmulatedDevice {
             frames: request.frames,
             tag: request.tag,
             write: request.kind == IoKind::Write,
-        }));
+        };
+        match self.in_service.back() {
+            Some(last) if *last > entry => {
+                let at = self.in_service.partition_point(|e| *e <= entry);
+                self.in_service.insert(at, entry);
+            }
+            _ => self.in_service.push_back(entry),
+        }
+        debug_assert!(self.in_service.len() <= self.handle_queue_depth);
     }
 
     fn admit_waiting(&mut self, admit_ns: u64) {
@@ -460,9 +469,7 @@ impl EmulatedDevice {
 
     /// Earliest deadline of a request in service on this handle.
     pub fn next_deadline_ns(&self) -> Option<u64> {
-        self.in_service
-            .peek()
-            .map(|Reverse(entry)| entry.deadline_ns)
+        self.in_service.front().map(|entry| entry.deadline_ns)
     }
 }
 
@@ -497,13 +504,26 @@ impl Device for EmulatedDevice {
     }
 
     fn submit(&mut self) -> Result<usize, DeviceError> {
+        if self.pushed.is_empty() {
+            return Ok(0);
+        }
+        self.submit_at(now_ns())
+    }
+
+    fn submit_at(&mut self, doorbell_ns: u64) -> Result<usize, DeviceError> {
         let count = self.pushed.len();
         if count == 0 {
             return Ok(0);
         }
-        let doorbell_ns = now_ns();
         self.stats.doorbells += 1;
         self.stats.submitted += count as u64;
+        if self.waiting.is_empty() && self.model.config.queue_depth.is_none() {
+            // Uncapped and nothing queued ahead: every request is admitted at its doorbell.
+            while let Some(request) = self.pushed.pop_front() {
+                self.admit(request, doorbell_ns, doorbell_ns);
+            }
+            return Ok(count);
+        }
         // Requests already waiting keep their place ahead of the new ones.
         while let Some(request) = self.pushed.pop_front() {
             self.waiting.push_back((request, doorbell_ns));
@@ -513,17 +533,23 @@ impl Device for EmulatedDevice {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
+        if self.in_service.is_empty() && self.waiting.is_empty() {
+            return 0;
+        }
+        self.poll_at(now_ns(), out)
+    }
+
+    fn poll_at(&mut self, now: u64, out: &mut Vec<Completion>) -> usize {
         let mut reaped = 0;
         if self.in_service.is_empty() && self.waiting.is_empty() {
             return 0;
         }
-        let now = now_ns();
         self.admit_waiting(now);
-        while let Some(&Reverse(entry)) = self.in_service.peek() {
+        while let Some(&entry) = self.in_service.front() {
             if entry.deadline_ns > now {
                 break;
             }
-            self.in_service.pop();
+            self.in_service.pop_front();
             let request = IoRequest {
                 kind: if entry.write {
                     IoKind::Write
@@ -540,6 +566,7 @@ impl Device for EmulatedDevice {
             self.model.release();
             // The freed slot serves this handle's oldest waiting request from the moment it freed.
             self.admit_waiting(entry.deadline_ns);
+            // A reading from before the deadline never gets here: latency is never negative.
             let latency_ns = now - entry.doorbell_ns;
             self.stats.record_completion(latency_ns, true);
             out.push(Completion {
@@ -582,7 +609,7 @@ impl Device for EmulatedDevice {
 impl Drop for EmulatedDevice {
     fn drop(&mut self) {
         // Requests still in service hold device-wide slots and arena frames: give them back.
-        for Reverse(entry) in self.in_service.drain() {
+        for entry in self.in_service.drain(..) {
             self.model.release();
             self.arena.end_io(entry.frame, entry.frames);
         }

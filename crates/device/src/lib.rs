@@ -147,9 +147,25 @@ pub trait Device: Send {
     /// when nothing is new. Returns how many requests were made visible.
     fn submit(&mut self) -> Result<usize, DeviceError>;
 
+    /// As [`Device::submit`], with the caller's reading of [`now_ns`] taken just before: a
+    /// device that timestamps its doorbell (the emulator) uses it instead of reading the clock
+    /// again, so a scheduler step reads the clock once. Others ignore it.
+    fn submit_at(&mut self, now_ns: u64) -> Result<usize, DeviceError> {
+        let _ = now_ns;
+        self.submit()
+    }
+
     /// Append every completion that is ready to `out` without blocking (and, for io_uring,
     /// without a syscall). Returns how many were appended.
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize;
+
+    /// As [`Device::poll`], with the caller's reading of [`now_ns`] taken just before (see
+    /// [`Device::submit_at`]). A reading from the past can only make a completion later, never
+    /// earlier.
+    fn poll_at(&mut self, now_ns: u64, out: &mut Vec<Completion>) -> usize {
+        let _ = now_ns;
+        self.poll(out)
+    }
 
     /// Block the calling OS thread until at least one completion is ready or `timeout` passes.
     /// For an idle core only; returns what [`Device::poll`] would.

@@ -372,8 +372,9 @@ impl Core {
         now
     }
 
-    /// The last reading: at most one scheduling batch old. For timestamps whose order, not
-    /// precision, matters (yields), so that a switch does not pay for a clock read.
+    /// The last reading, taken by the last reap (after every run), cheap doorbell or device
+    /// wait: at most one run old when the executor decides, so that neither a decision nor a
+    /// park pays for a clock read of its own.
     pub(crate) fn clock(&self) -> u64 {
         self.clock_ns.get()
     }
@@ -439,7 +440,12 @@ impl Core {
         }
         self.sched.borrow_mut().workers[worker as usize].outstanding += 1;
         if self.doorbell_is_cheap {
-            self.ring_doorbell();
+            // One clock reading serves the doorbell's timestamp and the thread's pending time
+            // (`io::wait_all_with` parks with `clock()`).
+            let now = self.read_clock();
+            if let Err(err) = self.device.borrow_mut().submit_at(now) {
+                tracing::warn!(core = self.id, "doorbell failed: {err}");
+            }
         }
         Ok(ticket)
     }
@@ -516,7 +522,9 @@ impl Core {
     pub(crate) fn reap(&self) -> usize {
         let mut completions = self.completions.borrow_mut();
         completions.clear();
-        let count = self.device.borrow_mut().poll(&mut completions);
+        // This reading is also the next scheduling decision's present (see `clock`).
+        let now = self.read_clock();
+        let count = self.device.borrow_mut().poll_at(now, &mut completions);
         if count > 0 {
             self.dispatch(&mut completions);
         }
@@ -524,7 +532,7 @@ impl Core {
     }
 
     fn dispatch(&self, completions: &mut Vec<Completion>) {
-        // The loop's last reading: ready times order FIFO decisions, a batch of staleness is fine.
+        // The reading the completions were reaped with.
         let now = self.clock();
         let mut tickets = self.tickets.borrow_mut();
         let mut sched = self.sched.borrow_mut();
@@ -588,6 +596,8 @@ impl Core {
             tracing::warn!(core = self.id, "device wait failed: {err}");
         }
         if !completions.is_empty() {
+            // The wait may have been long: completions are stamped with the present.
+            self.read_clock();
             self.dispatch(&mut completions);
         }
     }

@@ -13,7 +13,7 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
-use crate::sched::{decide, Decision, Policy};
+use crate::sched::{decide, Decision};
 use crate::{Job, RuntimeConfig};
 
 /// Why a user-level thread gave the core back.
@@ -312,15 +312,9 @@ impl Executor {
             }
             let decision = {
                 let mut sched = self.core.sched.borrow_mut();
-                // Only aging compares against the present, and only when a job is ready: read
-                // the clock then (8 ns on this machine), else use the loop's reading.
-                let now = if self.core.config.policy == Policy::PriorityAging
-                    && !sched.ready.is_empty()
-                {
-                    self.core.read_clock()
-                } else {
-                    self.core.clock()
-                };
+                // The present as of the last reap (after every run) or the pass's start: the
+                // reap read the clock to find due completions, and aging uses that reading.
+                let now = self.core.clock();
                 let view = sched.view(
                     now,
                     self.core.avg_latency_ns(),

@@ -69,7 +69,14 @@ pub fn wait_all_with(tickets: &[Ticket], mode: WaitMode) -> Result<(), DeviceErr
                 WaitMode::Park if forced => core.spin_once(),
                 WaitMode::Park => {
                     let awaiting = core.await_in_flight(tickets);
-                    core.sched.borrow_mut().park(worker, awaiting, now_ns());
+                    // With a cheap doorbell the thread's last submit just read the clock: its
+                    // accesses have been pending since then.
+                    let now = if core.doorbell_is_cheap() {
+                        core.clock()
+                    } else {
+                        now_ns()
+                    };
+                    core.sched.borrow_mut().park(worker, awaiting, now);
                     suspend(Suspend::Park);
                 }
                 WaitMode::PollYield => {
