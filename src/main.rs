@@ -84,6 +84,10 @@ enum Bench {
         /// Executors (cores) of the store; the load generator runs on the last CPU.
         #[arg(long, default_value_t = 1)]
         cores: usize,
+        /// Internal: run as the os-paging worker (a child of this bench) and write its report
+        /// here.
+        #[arg(long, hide = true)]
+        os_paging_worker: Option<PathBuf>,
     },
 }
 
@@ -199,6 +203,7 @@ fn main() -> ExitCode {
             no_emulated,
             point_ms,
             cores,
+            os_paging_worker,
         } => {
             let options = common.options();
             let mut plan = tamer_bench::tier::Plan::new(options.quick, work_ns);
@@ -222,6 +227,15 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             plan.cores = cores;
+            if let Some(out) = os_paging_worker {
+                return match tamer_bench::tier::run_os_paging_worker(&options, plan, &out) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(err) => {
+                        eprintln!("error: os-paging worker: {err}");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
             let result = tamer_bench::tier::run(&options, plan);
             (options, result)
         }

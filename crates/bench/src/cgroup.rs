@@ -70,6 +70,48 @@ impl MemoryCgroup {
     }
 }
 
+/// Moves the calling process into the memory cgroup at `path` (created by another process, e.g.
+/// a parent holding its [`MemoryCgroup`]): memory it charges from now on counts against the
+/// cgroup's limit.
+pub fn join_self(path: &Path) -> Result<(), String> {
+    let pid = std::process::id().to_string();
+    std::fs::write(path.join("cgroup.procs"), &pid)
+        .map_err(|e| format!("joining {} (needs root): {e}", path.display()))
+}
+
+/// Sets the limit of the memory cgroup at `path` (page cache included); the kernel reclaims
+/// down to it, or fails when it cannot.
+pub fn set_limit(path: &Path, limit_bytes: u64) -> Result<(), String> {
+    std::fs::write(path.join("memory.limit_in_bytes"), limit_bytes.to_string())
+        .map_err(|e| format!("limiting {} to {limit_bytes} bytes: {e}", path.display()))
+}
+
+/// Highest memory use of the cgroup at `path` since it was created.
+pub fn max_usage_of(path: &Path) -> Result<u64, String> {
+    let file = path.join("memory.max_usage_in_bytes");
+    std::fs::read_to_string(&file)
+        .map_err(|e| format!("reading {}: {e}", file.display()))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("parsing {}: {e}", file.display()))
+}
+
+/// This process's resident set (`VmRSS` of /proc/self/status), in bytes.
+pub fn vm_rss_bytes() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("reading /proc/self/status: {e}"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .ok_or("no VmRSS in /proc/self/status")?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("unreadable {line:?}"))?;
+    Ok(kib * 1024)
+}
+
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
         // A cgroup can be removed once its processes have exited; a failure leaves an empty

@@ -315,6 +315,7 @@ fn run_point(
     let blocks = match spec {
         DeviceSpec::Emulated { model } => model.capacity_bytes(),
         DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
+        DeviceSpec::Mmap { map, .. } => map.capacity_bytes(),
     } / BLOCK_SIZE as u64;
     let job = |t: usize, stop_at: u64| {
         point_job(

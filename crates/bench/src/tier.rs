@@ -10,7 +10,12 @@
 //! - `tamer-fifo`: the same with [`Policy::Fifo`];
 //! - `flash-sync`: the same cache, but a miss blocks the core
 //!   ([`tamer_runtime::io::WaitMode::Spin`] through [`DbOptions::miss_wait`]);
-//! - `os-paging`: not implemented yet (reported as missing, figures `null`).
+//! - `os-paging` (real disk only): the same engine with [`DeviceKind::Mmap`]: the data file is
+//!   mapped and the kernel's demand paging does the I/O; the engine keeps only a 4 MiB cache
+//!   of its own, and a child process runs it inside a cgroup-v1 memory limit of its resident
+//!   size after opening + the tiered cache bytes, page cache included. A fault blocks the
+//!   core. The emulated device has no kernel block device to page from, so there is no
+//!   emulated os-paging point.
 //!
 //! Each runs YCSB-B and YCSB-C (Zipfian 0.99, 1 KiB values) and a TATP-like mix (rows of
 //! `tatp_row_bytes`) with `work_ns` of calibrated CPU work per job, on the emulated 50 µs
@@ -85,6 +90,9 @@ pub enum Config {
     Tamer,
     TamerFifo,
     FlashSync,
+    /// Runs in a child process under a cgroup memory limit (see [`run_os_paging_worker`]);
+    /// not in [`Config::ALL`], which lists the in-process configurations.
+    OsPaging,
 }
 
 impl Config {
@@ -100,6 +108,7 @@ impl Config {
             Config::Tamer => "tamer",
             Config::TamerFifo => "tamer-fifo",
             Config::FlashSync => "flash-sync",
+            Config::OsPaging => "os-paging",
         }
     }
 }
@@ -237,6 +246,8 @@ pub struct Measurement {
     /// Open loop: arrivals offered, refused (NACK).
     pub offered: u64,
     pub dropped: u64,
+    /// Major page faults of the process in the measured window (os-paging's device reads).
+    pub major_faults: u64,
 }
 
 impl Measurement {
@@ -402,6 +413,7 @@ fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job 
 }
 
 struct StatsSnapshot {
+    major_faults: u64,
     hits: u64,
     misses: u64,
     merged: u64,
@@ -409,8 +421,18 @@ struct StatsSnapshot {
     latency: Histogram<u64>,
 }
 
+/// Major page faults of this process so far.
+pub fn major_faults() -> u64 {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_majflt as u64
+}
+
 fn snapshot(stats: CacheStats) -> StatsSnapshot {
     StatsSnapshot {
+        major_faults: major_faults(),
         hits: stats.hits,
         misses: stats.misses,
         merged: stats.merged_misses,
@@ -440,6 +462,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         errors: meter.errors.load(Ordering::Relaxed),
         offered: 0,
         dropped: 0,
+        major_faults: after.major_faults - before.major_faults,
     }
 }
 
@@ -676,6 +699,157 @@ pub struct LoadPoint {
     pub m: Measurement,
 }
 
+/// The os-paging configuration's own cache: small, so that the kernel's page cache (inside the
+/// same memory budget) is the DRAM tier and the data is not held twice.
+pub const OS_PAGING_ENGINE_CACHE_BYTES: u64 = 4 << 20;
+/// Names the memory cgroup an os-paging worker joins (set by the parent).
+pub const OS_PAGING_CGROUP_ENV: &str = "TAMER_OS_PAGING_CGROUP";
+
+/// The os-paging worker (a child of `tamer bench tier`, started with the parent's arguments and
+/// the hidden `--os-paging-worker OUT`): joins the parent's memory cgroup, opens the store the
+/// parent left at `<data-dir>/tier.store` with [`DeviceKind::Mmap`], caps the cgroup at its
+/// resident size + `plan.cache_bytes` (page cache included), runs the closed-loop workloads
+/// exactly as the other configurations do, and writes its measurements to `out` as JSON.
+pub fn run_os_paging_worker(options: &BenchOptions, plan: Plan, out: &Path) -> Result<(), String> {
+    let cgroup = std::env::var_os(OS_PAGING_CGROUP_ENV)
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            format!(
+                "{OS_PAGING_CGROUP_ENV} is not set: the worker is started by `tamer bench tier`"
+            )
+        })?;
+    crate::cgroup::join_self(&cgroup)?;
+    let cpus = tamer_runtime::online_cpus();
+    tamer_runtime::pin_to_cpu(cpus - 1);
+    let path = options.data_dir.join("tier.store");
+    drop_cached_pages(&path)?;
+    let pages = plan.estimated_pages();
+    let mut db_options = options_for(Config::Tamer, &plan, DeviceKind::Mmap, options.poll, pages);
+    db_options.cache_bytes = OS_PAGING_ENGINE_CACHE_BYTES;
+    let db =
+        Db::open(&path, db_options).map_err(|e| format!("os-paging: opening the store: {e}"))?;
+    let rss_after_open_bytes = crate::cgroup::vm_rss_bytes()?;
+    let limit_bytes = rss_after_open_bytes + plan.cache_bytes;
+    crate::cgroup::set_limit(&cgroup, limit_bytes)?;
+    let work = Work::calibrate();
+    let iterations = work.iterations_for(plan.work_ns);
+    let value = seeded_bytes(plan.value_bytes, options.seed);
+    let row = seeded_bytes(plan.tatp_row_bytes, options.seed ^ 1);
+    let meter = Meter::new(plan.cores);
+    let mut points = Vec::new();
+    for &workload in &plan.workloads {
+        let ctx = JobContext {
+            handle: db.handle(),
+            meter: meter.clone(),
+            value: if workload == Workload::Tatp {
+                row.clone()
+            } else {
+                value.clone()
+            },
+            work,
+            iterations,
+        };
+        let m = closed_loop(
+            &db,
+            &plan,
+            workload,
+            &ctx,
+            workload_seed(options.seed, workload),
+        )?;
+        points.push(json!({
+            "workload": workload.name(),
+            "ops": m.ops,
+            "secs": m.secs,
+            "p50_us": m.p50_us,
+            "p99_us": m.p99_us,
+            "errors": m.errors,
+            "major_faults": m.major_faults,
+        }));
+    }
+    db.close().map_err(|e| format!("os-paging: closing: {e}"))?;
+    let report = json!({
+        "rss_after_open_bytes": rss_after_open_bytes,
+        "limit_bytes": limit_bytes,
+        "max_usage_bytes": crate::cgroup::max_usage_of(&cgroup)?,
+        "points": points,
+    });
+    std::fs::write(out, serde_json::to_vec_pretty(&report).expect("json"))
+        .map_err(|e| format!("writing {}: {e}", out.display()))
+}
+
+/// Evicts `path`'s clean pages from the kernel's page cache, so the worker starts cold.
+fn drop_cached_pages(path: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    // SAFETY: plain syscall on an open descriptor.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    Ok(())
+}
+
+/// What the os-paging worker measured, with its memory accounting.
+struct OsPaging {
+    points: Vec<(Workload, Measurement)>,
+    limit_bytes: u64,
+    max_usage_bytes: u64,
+}
+
+/// Runs the os-paging worker in a child process inside a fresh memory cgroup and reads its
+/// report. The store must be closed (clean) at `<data-dir>/tier.store`.
+fn run_os_paging(options: &BenchOptions) -> Result<OsPaging, String> {
+    let cgroup = crate::cgroup::MemoryCgroup::create(
+        &format!("tamer-os-paging-{}", std::process::id()),
+        1 << 40,
+    )?;
+    let out = options.data_dir.join("os-paging-worker.json");
+    let _ = std::fs::remove_file(&out);
+    let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if !args.iter().any(|a| a == "tier") {
+        return Err("the os-paging worker is started from `tamer bench tier` only".into());
+    }
+    args.push("--os-paging-worker".into());
+    args.push(out.clone().into());
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .env(OS_PAGING_CGROUP_ENV, cgroup.path())
+        .status()
+        .map_err(|e| format!("starting the os-paging worker: {e}"))?;
+    if !status.success() {
+        return Err(format!("the os-paging worker failed ({status})"));
+    }
+    let text =
+        std::fs::read_to_string(&out).map_err(|e| format!("reading {}: {e}", out.display()))?;
+    let _ = std::fs::remove_file(&out);
+    let report: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("parsing the worker's report: {e}"))?;
+    let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let mut points = Vec::new();
+    for p in report["points"].as_array().into_iter().flatten() {
+        let workload: Workload = p["workload"].as_str().unwrap_or("").parse()?;
+        let major_faults = u(p, "major_faults");
+        points.push((
+            workload,
+            Measurement {
+                ops: u(p, "ops"),
+                secs: f(p, "secs"),
+                p50_us: f(p, "p50_us"),
+                p99_us: f(p, "p99_us"),
+                errors: u(p, "errors"),
+                // The kernel's reads are the faults; their latency is not observable here.
+                misses: major_faults,
+                major_faults,
+                ..Measurement::default()
+            },
+        ));
+    }
+    Ok(OsPaging {
+        points,
+        limit_bytes: u(&report, "limit_bytes"),
+        max_usage_bytes: u(&report, "max_usage_bytes"),
+    })
+}
+
 struct DeviceRun {
     points: Vec<Point>,
     load: Vec<LoadPoint>,
@@ -844,6 +1018,39 @@ fn run_device(
         db.close()
             .map_err(|e| format!("{} {}: closing: {e}", target.name(), config.name()))?;
     }
+    if target == Target::Disk {
+        match run_os_paging(options) {
+            Ok(os) => {
+                println!(
+                    "  disk  os-paging: cgroup limit {} MiB (worker's RSS after open + {} MiB), peak use {} MiB",
+                    os.limit_bytes >> 20,
+                    plan.cache_bytes >> 20,
+                    os.max_usage_bytes >> 20
+                );
+                for (workload, m) in os.points {
+                    print_point(
+                        target,
+                        Config::OsPaging,
+                        workload,
+                        &m,
+                        plan,
+                        None,
+                        None,
+                        &dram_ops,
+                    );
+                    run.points.push(Point {
+                        target,
+                        config: Config::OsPaging,
+                        workload,
+                        m,
+                        fio_qd: None,
+                        fio_iops: None,
+                    });
+                }
+            }
+            Err(err) => result.note(format!("os-paging skipped: {err}")),
+        }
+    }
     // p99 at equal load: tamer and flash-sync at half of flash-sync's closed-loop throughput.
     if plan.workloads.contains(&Workload::YcsbC) {
         let sync_ops = run
@@ -969,7 +1176,14 @@ pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
                 &format!("tamer_vs_flash_sync_{sfx}"),
                 ratio(ops(t, Config::Tamer, w), ops(t, Config::FlashSync, w)),
             );
-            result.figure(&format!("os_paging_vs_dram_{sfx}"), None);
+            result.figure(
+                &format!("os_paging_vs_dram_{sfx}"),
+                ratio(ops(t, Config::OsPaging, w), dram),
+            );
+            result.figure(
+                &format!("tamer_vs_os_paging_{sfx}"),
+                ratio(ops(t, Config::Tamer, w), ops(t, Config::OsPaging, w)),
+            );
             if t == Target::Emulated {
                 result.figure(
                     &format!("miss_interval_us_{sfx}"),
@@ -1005,12 +1219,14 @@ pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
             "device_iops_utilization",
             "device_iops_utilization_ycsb_c_disk",
         ),
+        ("tamer_vs_flash_sync", "tamer_vs_flash_sync_ycsb_c_emu"),
+        ("os_paging_vs_dram", "os_paging_vs_dram_ycsb_c_disk"),
+        ("tamer_vs_os_paging", "tamer_vs_os_paging_ycsb_c_disk"),
     ];
     for (name, from) in headline {
         let v = get(from, result);
         result.figure(name, v);
     }
-    result.figure("os_paging_vs_dram", None);
 }
 
 /// Runs the bench.
@@ -1031,7 +1247,9 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "fio is not installed: run scripts/install-peers.sh; device_iops_utilization is null",
         );
     }
-    result.note("os-paging (the data file mmapped under a cgroup memory limit) is not implemented yet: os_paging_vs_dram* are null");
+    if plan.emulated {
+        result.note("os-paging runs on the real disk only: the kernel pages from a block device, which the emulator is not");
+    }
     println!(
         "tier: {} MiB of values ({} records of {} B) + {} TATP subscribers (rows of {} B), cache {} MiB, {} core(s) × {} threads, {} jobs outstanding (closed loop), work {} ns/job, emulated latency {} µs",
         plan.data_bytes >> 20,
@@ -1079,6 +1297,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "secs": m.secs,
             "hit_ratio": m.hit_ratio(),
             "misses": m.misses,
+            "major_faults": m.major_faults,
             "write_backs": m.write_backs,
             "merged_misses": m.merged_misses,
             "miss_interval_us_per_core": m.miss_interval_us(plan.cores),
@@ -1108,10 +1327,6 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "drop_fraction": m.drop_fraction(),
         }));
     }
-    result.rows.push(json!({
-        "kind": "os-paging",
-        "result": {"note": "not implemented: the data file mmapped by the engine under a cgroup memory limit (cgroup::MemoryCgroup) is left for a follow-up", "figures": null},
-    }));
     plots(options, &points, &load, &mut result);
     Ok(result)
 }

@@ -3,8 +3,8 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::{
-    Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, SyncDevice, UringConfig,
-    UringDevice,
+    Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FileMap, MmapDevice,
+    SyncDevice, UringConfig, UringDevice,
 };
 
 /// Set this environment variable to make tamer behave as if io_uring were unavailable.
@@ -24,6 +24,12 @@ pub enum DeviceSpec {
     /// Blocking pread/pwrite on a file.
     Sync {
         file: Arc<DeviceFile>,
+        queue_depth: usize,
+    },
+    /// The file mapped into memory: the kernel's demand paging does the I/O (the os-paging
+    /// baseline; a fault blocks the core).
+    Mmap {
+        map: Arc<FileMap>,
         queue_depth: usize,
     },
 }
@@ -85,6 +91,14 @@ pub fn open_device(
                 ));
             }
             Ok(Box::new(SyncDevice::new(file.clone(), arena, *queue_depth)))
+        }
+        DeviceSpec::Mmap { map, queue_depth } => {
+            if *queue_depth == 0 {
+                return Err(DeviceError::Config(
+                    "mmap device queue depth must be positive".into(),
+                ));
+            }
+            Ok(Box::new(MmapDevice::new(map.clone(), arena, *queue_depth)))
         }
     }
 }

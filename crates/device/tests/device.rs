@@ -13,8 +13,8 @@ use proptest::prelude::any;
 use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed, TestRunner};
 use tamer_device::{
     fill_with_data, open_device, uring_available, Arena, Completion, Device, DeviceError,
-    DeviceFile, DeviceSpec, EmulatedDevice, EmulatorConfig, EmulatorModel, IoRequest, SyncDevice,
-    UringConfig, UringDevice, BLOCK_SIZE,
+    DeviceFile, DeviceSpec, EmulatedDevice, EmulatorConfig, EmulatorModel, FileMap, IoRequest,
+    MmapDevice, SyncDevice, UringConfig, UringDevice, BLOCK_SIZE,
 };
 
 use common::{
@@ -28,9 +28,10 @@ enum Kind {
     Uring,
     Emulated,
     Sync,
+    Mmap,
 }
 
-const KINDS: [Kind; 3] = [Kind::Uring, Kind::Emulated, Kind::Sync];
+const KINDS: [Kind; 4] = [Kind::Uring, Kind::Emulated, Kind::Sync, Kind::Mmap];
 
 /// One device under test with its arena and (for file-backed kinds) its temp directory.
 struct Rig {
@@ -71,17 +72,22 @@ fn rig(kind: Kind, test: &str, arena_frames: u32, blocks: u64, depth: u32) -> Op
                 _dir: None,
             })
         }
-        Kind::Uring | Kind::Sync => {
+        Kind::Uring | Kind::Sync | Kind::Mmap => {
             if kind == Kind::Uring && !uring_ok(test) {
                 return None;
             }
             let dir = TestDir::new(&format!("{test}-{kind:?}"));
             let file = dir.device_file("data", blocks);
-            let device: Box<dyn Device> = if kind == Kind::Uring {
-                let config = UringConfig { entries: depth };
-                Box::new(UringDevice::open(file.clone(), arena.clone(), config).expect("uring"))
-            } else {
-                Box::new(SyncDevice::new(file.clone(), arena.clone(), depth as usize))
+            let device: Box<dyn Device> = match kind {
+                Kind::Uring => {
+                    let config = UringConfig { entries: depth };
+                    Box::new(UringDevice::open(file.clone(), arena.clone(), config).expect("uring"))
+                }
+                Kind::Mmap => {
+                    let map = Arc::new(FileMap::new(file.clone()).expect("mmap"));
+                    Box::new(MmapDevice::new(map, arena.clone(), depth as usize))
+                }
+                _ => Box::new(SyncDevice::new(file.clone(), arena.clone(), depth as usize)),
             };
             Some(Rig {
                 device,
@@ -98,6 +104,7 @@ fn expected_name(kind: Kind) -> &'static str {
         Kind::Uring => "uring",
         Kind::Emulated => "emulated",
         Kind::Sync => "sync",
+        Kind::Mmap => "mmap",
     }
 }
 
@@ -288,6 +295,11 @@ fn round_trip_emulated() {
 #[test]
 fn round_trip_sync() {
     round_trip(Kind::Sync);
+}
+
+#[test]
+fn round_trip_mmap() {
+    round_trip(Kind::Mmap);
 }
 
 /// Data written through one implementation is read back through another on the same file, and
@@ -501,6 +513,11 @@ fn request_errors_sync() {
     request_errors(Kind::Sync);
 }
 
+#[test]
+fn request_errors_mmap() {
+    request_errors(Kind::Mmap);
+}
+
 fn frame_busy(kind: Kind) {
     const TEST: &str = "frame_busy";
     let Some(mut rig) = rig(kind, TEST, 6, 8, 4) else {
@@ -561,6 +578,11 @@ fn frame_busy_sync() {
     frame_busy(Kind::Sync);
 }
 
+#[test]
+fn frame_busy_mmap() {
+    frame_busy(Kind::Mmap);
+}
+
 /// Fills the queue of a uring (4 entries) or sync (depth 2) device, checks the next push fails
 /// with QueueFull until completions are reaped.
 fn queue_full(kind: Kind, depth: u32) {
@@ -616,6 +638,54 @@ fn queue_full_uring() {
 #[test]
 fn queue_full_sync() {
     queue_full(Kind::Sync, 2);
+}
+
+#[test]
+fn queue_full_mmap() {
+    queue_full(Kind::Mmap, 2);
+}
+
+/// Writes through the mapping reach the file by the flush (an `O_DIRECT` read, which bypasses
+/// the page cache, sees them), and a file grown after mapping is reachable without a remap.
+#[test]
+fn mmap_flush_reaches_the_file_and_growth_is_mapped() {
+    const TEST: &str = "mmap_flush_growth";
+    let seed = 0x0005_eed0_00a1;
+    let _guard = SeedGuard::new(TEST, seed);
+    let dir = TestDir::new(TEST);
+    let file = dir.device_file("data", 4);
+    let arena = Arc::new(Arena::new(4).unwrap());
+    let map = Arc::new(FileMap::new(file.clone()).unwrap());
+    let mut mmap = MmapDevice::new(map.clone(), arena.clone(), 4);
+    let mut direct = SyncDevice::new(file.clone(), arena.clone(), 4);
+
+    fill_frame(&arena, 0, seed);
+    let want = frame_contents(&arena, 0);
+    mmap.push(IoRequest::write(2 * BLOCK, 0, 1, 1)).unwrap();
+    reap_ok(&mut mmap, &[1]);
+    mmap.flush().unwrap();
+    clear_frame(&arena, 1);
+    direct.push(IoRequest::read(2 * BLOCK, 1, 1, 2)).unwrap();
+    reap_ok(&mut direct, &[2]);
+    assert!(
+        frame_contents(&arena, 1) == want,
+        "an O_DIRECT read after the flush does not see the mapped write"
+    );
+
+    // Past the end: refused, never touched (a touch would be SIGBUS).
+    assert!(matches!(
+        mmap.push(IoRequest::read(6 * BLOCK, 2, 1, 3)),
+        Err(DeviceError::OutOfRange { .. })
+    ));
+    file.grow_to(8 * BLOCK).unwrap();
+    assert_eq!(mmap.capacity_bytes(), 8 * BLOCK);
+    fill_frame(&arena, 2, seed + 1);
+    let want_grown = frame_contents(&arena, 2);
+    mmap.push(IoRequest::write(6 * BLOCK, 2, 1, 4)).unwrap();
+    mmap.push(IoRequest::read(6 * BLOCK, 3, 1, 5)).unwrap();
+    reap_ok(&mut mmap, &[4, 5]);
+    assert!(frame_contents(&arena, 3) == want_grown);
+    assert_frames_idle(&arena, TEST);
 }
 
 #[test]

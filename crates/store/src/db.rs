@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tamer_cache::{CacheConfig, CacheStats, PageCache, PAGE_SIZE};
-use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, UringConfig};
+use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMap, UringConfig};
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
@@ -28,6 +28,11 @@ pub enum DeviceKind {
     Uring,
     /// Blocking pread/pwrite on the file at the path.
     Sync,
+    /// The file at the path mapped into memory: the kernel's demand paging does the I/O and
+    /// its page cache is the DRAM tier (the `os-paging` baseline; a page fault blocks the
+    /// core). Give it a small `cache_bytes`, so the engine's own cache does not hold the data
+    /// twice.
+    Mmap,
     /// A new emulated device in DRAM (the path is ignored): `latency_ns` per access.
     Emulated {
         latency_ns: u64,
@@ -224,7 +229,7 @@ impl Db {
         })?;
         let cache = Arc::new(cache);
         let (spec, space) = match &options.device {
-            DeviceKind::Uring | DeviceKind::Sync => {
+            DeviceKind::Uring | DeviceKind::Sync | DeviceKind::Mmap => {
                 let file = Arc::new(DeviceFile::open_existing(
                     &path,
                     options
@@ -235,16 +240,19 @@ impl Db {
                     file: file.clone(),
                     max_bytes: options.max_file_bytes,
                 };
-                let spec = if matches!(options.device, DeviceKind::Uring) {
-                    DeviceSpec::Uring {
+                let spec = match options.device {
+                    DeviceKind::Uring => DeviceSpec::Uring {
                         file,
                         config: UringConfig::default(),
-                    }
-                } else {
-                    DeviceSpec::Sync {
+                    },
+                    DeviceKind::Mmap => DeviceSpec::Mmap {
+                        map: Arc::new(FileMap::new(file)?),
+                        queue_depth: 64,
+                    },
+                    _ => DeviceSpec::Sync {
                         file,
                         queue_depth: 64,
-                    }
+                    },
                 };
                 (spec, space)
             }

@@ -103,10 +103,11 @@ fn check_all(db: &Db, expected: &Model, seed: u64) {
     assert_eq!(db.len(), expected.len() as u64, "seed {seed}: len");
 }
 
-fn model_check(open: impl Fn() -> Db, seed: u64) {
+fn model_check(open: impl Fn() -> Db, seed: u64) -> Model {
     eprintln!("model check seed {seed}");
     const THREADS: usize = 24;
     let mut models: Vec<Model> = vec![Model::new(); THREADS];
+    let mut all = Model::new();
     for round in 0..3 {
         let db = open();
         let jobs: Vec<Job<Result<Model, String>>> = models
@@ -121,7 +122,7 @@ fn model_check(open: impl Fn() -> Db, seed: u64) {
         for (t, result) in run_parallel(&db, jobs).into_iter().enumerate() {
             models[t] = result.unwrap_or_else(|e| panic!("round {round}: {e}"));
         }
-        let all: Model = models
+        all = models
             .iter()
             .flatten()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -133,6 +134,7 @@ fn model_check(open: impl Fn() -> Db, seed: u64) {
         check_all(&db, &all, seed);
         db.close().unwrap();
     }
+    all
 }
 
 #[test]
@@ -142,7 +144,7 @@ fn model_check_emulated_with_reopen() {
     let db = Db::open("unused", first).unwrap();
     let model = db.emulator_model().unwrap();
     db.close().unwrap();
-    model_check(
+    let _ = model_check(
         || {
             Db::open(
                 "unused",
@@ -158,7 +160,22 @@ fn model_check_emulated_with_reopen() {
 fn model_check_uring_file_with_reopen() {
     let seed = 0x5EED_0002;
     let file = TempFile(temp_path("model"));
-    model_check(|| Db::open(&file.0, uring(2 << 20)).unwrap(), seed);
+    let _ = model_check(|| Db::open(&file.0, uring(2 << 20)).unwrap(), seed);
+}
+
+/// The os-paging baseline's device (the file mapped, the kernel pages) is the same engine on
+/// the same file format: a store written through the mapping reopens through io_uring.
+#[test]
+fn model_check_mmap_file_with_reopen_then_uring() {
+    let seed = 0x5EED_0003;
+    let file = TempFile(temp_path("model-mmap"));
+    let all = model_check(
+        || Db::open(&file.0, uring(2 << 20).device(DeviceKind::Mmap)).unwrap(),
+        seed,
+    );
+    let db = Db::open(&file.0, uring(2 << 20)).unwrap();
+    check_all(&db, &all, seed);
+    db.close().unwrap();
 }
 
 #[test]
