@@ -84,6 +84,10 @@ enum Bench {
         /// Executors (cores) of the store; the load generator runs on the last CPU.
         #[arg(long, default_value_t = 1)]
         cores: usize,
+        /// Turn the store's background cleaner off (misses then write dirty victims back
+        /// themselves, before their read).
+        #[arg(long)]
+        no_cleaner: bool,
         /// Internal: run as the os-paging worker (a child of this bench) and write its report
         /// here.
         #[arg(long, hide = true)]
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
             no_emulated,
             point_ms,
             cores,
+            no_cleaner,
             os_paging_worker,
         } => {
             let options = common.options();
@@ -227,6 +232,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             plan.cores = cores;
+            plan.cleaner = !no_cleaner;
             if let Some(out) = os_paging_worker {
                 return match tamer_bench::tier::run_os_paging_worker(&options, plan, &out) {
                     Ok(()) => ExitCode::SUCCESS,

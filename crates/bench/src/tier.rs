@@ -153,6 +153,8 @@ pub struct Plan {
     pub load_point: Duration,
     /// fio's run per measured queue depth.
     pub fio_duration: Duration,
+    /// The store's background cleaner (`DbOptions::cleaner`).
+    pub cleaner: bool,
 }
 
 impl Plan {
@@ -175,6 +177,7 @@ impl Plan {
             load_fractions: vec![0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3],
             load_point: Duration::from_millis(1_500),
             fio_duration: Duration::from_millis(1_000),
+            cleaner: true,
         };
         if quick {
             Self {
@@ -239,6 +242,8 @@ pub struct Measurement {
     pub hits: u64,
     pub misses: u64,
     pub write_backs: u64,
+    /// Of the write-backs, those a miss made before its read (the rest: the cleaner, flush).
+    pub victim_write_backs: u64,
     /// Misses that waited for another thread's read of the same page (they yield-poll).
     pub merged_misses: u64,
     pub mean_miss_latency_us: f64,
@@ -414,6 +419,7 @@ fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job 
 
 struct StatsSnapshot {
     major_faults: u64,
+    victim_write_backs: u64,
     hits: u64,
     misses: u64,
     merged: u64,
@@ -433,6 +439,7 @@ pub fn major_faults() -> u64 {
 fn snapshot(stats: CacheStats) -> StatsSnapshot {
     StatsSnapshot {
         major_faults: major_faults(),
+        victim_write_backs: stats.victim_write_backs,
         hits: stats.hits,
         misses: stats.misses,
         merged: stats.merged_misses,
@@ -457,6 +464,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         hits: after.hits - before.hits,
         misses: after.misses - before.misses,
         write_backs: after.write_backs - before.write_backs,
+        victim_write_backs: after.victim_write_backs - before.victim_write_backs,
         merged_misses: after.merged - before.merged,
         mean_miss_latency_us,
         errors: meter.errors.load(Ordering::Relaxed),
@@ -601,6 +609,10 @@ fn options_for(
         .pin(true)
         .max_value_bytes(64 << 10)
         .initial_file_bytes(pages * PAGE_SIZE as u64)
+        // `dram` evicts nothing, so a cleaner has nothing to prepare; on would only write the
+        // load's dirty pages back during its measured window (a transient, not its steady
+        // state).
+        .cleaner(plan.cleaner && config != Config::Dram)
         .idle(if poll {
             IdleMode::Poll
         } else {
@@ -1127,7 +1139,7 @@ fn print_point(
         _ => String::new(),
     };
     println!(
-        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  {fio}",
+        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  write-backs {:>6} (by misses {:>6})  {fio}",
         target.name(),
         config.name(),
         workload.name(),
@@ -1140,6 +1152,8 @@ fn print_point(
             .map_or("-".into(), |v| format!("{v:.1}")),
         m.device_iops(),
         m.avg_in_flight(),
+        m.write_backs,
+        m.victim_write_backs,
     );
 }
 
@@ -1299,6 +1313,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "misses": m.misses,
             "major_faults": m.major_faults,
             "write_backs": m.write_backs,
+            "victim_write_backs": m.victim_write_backs,
             "merged_misses": m.merged_misses,
             "miss_interval_us_per_core": m.miss_interval_us(plan.cores),
             "device_iops": m.device_iops(),

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tamer_device::{now_ns, Arena, DeviceError, IoRequest, BLOCK_SIZE};
+use tamer_runtime::io::WaitMode;
 use tamer_runtime::{io, thread, Ticket};
 
 use crate::frame::{control, state_of, Frame, EMPTY, LOADING, NO_PAGE, READY, WRITEBACK};
@@ -231,6 +232,8 @@ impl PageCache {
             merged_misses: c.merged_misses.load(Ordering::Relaxed),
             evictions: c.evictions.load(Ordering::Relaxed),
             write_backs: c.write_backs.load(Ordering::Relaxed),
+            victim_write_backs: c.victim_write_backs.load(Ordering::Relaxed),
+            cleaner_write_backs: c.cleaner_write_backs.load(Ordering::Relaxed),
             misses_in_flight: self.misses_in_flight.load(Ordering::Relaxed) as u64,
             max_misses_in_flight: c.max_misses_in_flight.load(Ordering::Relaxed),
             miss_latency_ns: self.histograms.merged(),
@@ -527,6 +530,91 @@ impl PageCache {
         }
         io::flush()?;
         Ok(())
+    }
+
+    /// Background cleaning, off the misses' path: writes back up to `max_frames` (at most
+    /// [`BATCH`]) dirty frames that the CLOCK would evict next (unreferenced, unpinned),
+    /// scanning at most `max_sets` sets from set `*cursor` in steps of `stride` (a cleaner per
+    /// core takes every `stride`-th set; `*cursor` moves on). The writes are submitted
+    /// together and waited for by parking; a frame being written is `WRITEBACK` (a lookup of
+    /// that page waits for it; other pages are untouched). Returns how many were written
+    /// clean; an error leaves its page dirty (a later pass or `flush` retries).
+    ///
+    /// Misses then find clean victims, so they do not wait for a victim's write-back first.
+    pub fn clean_some(
+        &self,
+        cursor: &mut usize,
+        stride: usize,
+        max_sets: usize,
+        max_frames: usize,
+    ) -> Result<usize, CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        let sets = self.sets.len();
+        if sets == 0 {
+            return Ok(0);
+        }
+        let stride = stride.max(1);
+        let max_frames = max_frames.min(BATCH);
+        let mut claimed: Vec<(u32, u64, Ticket)> = Vec::with_capacity(max_frames);
+        let mut first_error: Option<CacheError> = None;
+        'sets: for _ in 0..max_sets.min(sets) {
+            let set = *cursor % sets;
+            *cursor = (set + stride) % sets;
+            let base = set as u32 * self.ways;
+            for index in base..base + self.ways {
+                if claimed.len() == max_frames {
+                    break 'sets;
+                }
+                let frame = &self.frames[index as usize];
+                if !frame.dirty.load(Ordering::Acquire)
+                    || frame.referenced.load(Ordering::Relaxed)
+                    || !frame.try_claim(WRITEBACK, 0)
+                {
+                    continue;
+                }
+                // Claimed unpinned: nobody holds or can take a reference to its bytes, and the
+                // tag cannot change until it is handed back.
+                let page = frame.tag.load(Ordering::Acquire);
+                if !frame.dirty.load(Ordering::Acquire) {
+                    frame.control.store(control(READY, 0), Ordering::Release);
+                    continue;
+                }
+                if self.config.checksum {
+                    self.seal(index, page);
+                }
+                match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
+                    Ok(ticket) => claimed.push((index, page, ticket)),
+                    Err(err) => {
+                        frame.control.store(control(READY, 0), Ordering::Release);
+                        first_error = Some(self.device_error(err, page));
+                        break 'sets;
+                    }
+                }
+            }
+        }
+        let mut written = 0;
+        for (index, page, ticket) in claimed {
+            let frame = &self.frames[index as usize];
+            match io::wait_all_with(&[ticket], WaitMode::Park) {
+                Ok(()) => {
+                    frame.dirty.store(false, Ordering::Release);
+                    Counters::bump(&self.counters.write_backs);
+                    Counters::bump(&self.counters.cleaner_write_backs);
+                    written += 1;
+                }
+                Err(err) => {
+                    first_error.get_or_insert(self.device_error(err, page));
+                }
+            }
+            // Nobody could pin it meanwhile (it was not READY): hand it back.
+            frame.control.store(control(READY, 0), Ordering::Release);
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(written),
+        }
     }
 
     /// Waits while an evictor holds `frame` for its write-back (`WRITEBACK`, or `LOADING` with
@@ -937,6 +1025,7 @@ impl PageCache {
         if result.is_ok() {
             frame.dirty.store(false, Ordering::Release);
             Counters::bump(&self.counters.write_backs);
+            Counters::bump(&self.counters.victim_write_backs);
         }
         // Nobody could pin it meanwhile (it was not READY): hand it back, clean or still dirty.
         frame.control.store(control(READY, 0), Ordering::Release);

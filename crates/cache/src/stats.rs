@@ -16,8 +16,12 @@ pub struct CacheStats {
     pub merged_misses: u64,
     /// Installed pages dropped to make room for another.
     pub evictions: u64,
-    /// Dirty frames written to the device (victims and `flush`).
+    /// Dirty frames written to the device (victims, the cleaner and `flush`).
     pub write_backs: u64,
+    /// Of those, victims a miss had to write back before its read (on the miss's path).
+    pub victim_write_backs: u64,
+    /// Of those, written ahead of eviction by [`crate::PageCache::clean_some`].
+    pub cleaner_write_backs: u64,
     /// Misses in flight now (miss-status-table entries in use).
     pub misses_in_flight: u64,
     /// Most misses ever in flight at once.
@@ -40,6 +44,8 @@ pub(crate) struct Counters {
     pub merged_misses: AtomicU64,
     pub evictions: AtomicU64,
     pub write_backs: AtomicU64,
+    pub victim_write_backs: AtomicU64,
+    pub cleaner_write_backs: AtomicU64,
     pub max_misses_in_flight: AtomicU64,
 }
 

@@ -148,6 +148,83 @@ fn eviction_never_loses_a_dirty_page() {
     assert_eq!(fresh.stats().misses, PAGES);
 }
 
+/// The background cleaner writes back dirty frames the CLOCK would evict next, so the next
+/// miss in their set takes a clean victim without a write-back on its path, and no data is
+/// lost on the way.
+#[test]
+fn the_cleaner_cleans_eviction_candidates_ahead_of_misses() {
+    const PAGES: u64 = 64;
+    // 16 frames (2 sets of 8) for 64 written pages.
+    let (cache, model) = emulated(CacheConfig::new(16 * PAGE as u64), 2_000, 256);
+    let mut executor = common::executor(&cache, &model, 1);
+    let writer = cache.clone();
+    executor
+        .spawn(move || {
+            for page in 0..PAGES {
+                writer.get(page).unwrap().write(|buf| fill(buf, page, 1));
+            }
+        })
+        .unwrap();
+    common::run(&mut executor);
+    let before = cache.stats();
+    assert!(before.victim_write_backs > 0, "{before:?}");
+    assert_eq!(before.cleaner_write_backs, 0);
+
+    // Clean until a pass finds nothing: every dirty, unreferenced, unpinned frame is written.
+    let cleaned = Arc::new(AtomicU64::new(0));
+    let (cleaner, count) = (cache.clone(), cleaned.clone());
+    executor
+        .spawn(move || {
+            let mut cursor = 0;
+            for _ in 0..16 {
+                match cleaner.clean_some(&mut cursor, 1, 2, 8).unwrap() {
+                    0 => break,
+                    n => count.fetch_add(n as u64, Ordering::Relaxed),
+                };
+            }
+        })
+        .unwrap();
+    common::run(&mut executor);
+    let cleaned = cleaned.load(Ordering::Relaxed);
+    let after_clean = cache.stats();
+    assert!(cleaned > 0, "nothing cleaned: {after_clean:?}");
+    assert_eq!(after_clean.cleaner_write_backs, cleaned);
+    assert_eq!(after_clean.write_backs, before.write_backs + cleaned);
+
+    // One more miss: its victim is a cleaned frame, so no write-back precedes its read.
+    let reader = cache.clone();
+    executor
+        .spawn(move || {
+            assert!(reader
+                .get(PAGES + 100)
+                .unwrap()
+                .read(|buf| matches(buf, PAGES + 100, 0)));
+        })
+        .unwrap();
+    common::run(&mut executor);
+    let after_miss = cache.stats();
+    assert_eq!(after_miss.misses, after_clean.misses + 1);
+    assert_eq!(
+        after_miss.victim_write_backs, after_clean.victim_write_backs,
+        "the miss wrote a victim back: {after_miss:?}"
+    );
+
+    // Every page still reads back as written (cleaned ones from the device after eviction).
+    let bad = Arc::new(AtomicU64::new(0));
+    let (reader, bad_count) = (cache.clone(), bad.clone());
+    executor
+        .spawn(move || {
+            for page in 0..PAGES {
+                if !reader.get(page).unwrap().read(|buf| matches(buf, page, 1)) {
+                    bad_count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .unwrap();
+    common::run(&mut executor);
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "pages lost or corrupted");
+}
+
 #[test]
 fn pinned_frames_are_never_evicted() {
     let config = CacheConfig::new(16 * PAGE as u64).pinned_bytes(4 * PAGE as u64);

@@ -107,12 +107,24 @@ pub fn decide(policy: Policy, view: &View) -> Decision {
     match policy {
         Policy::PriorityAging => {
             // Aging: the first ready job runs before new work once it has been parked for the
-            // average device latency, so new jobs cannot starve it.
-            if let Some(parked_at_ns) = view.first_ready_parked_at_ns {
-                let age_ns = view.now_ns.saturating_sub(parked_at_ns);
-                if age_ns >= view.avg_device_latency_ns {
-                    return Decision::ResumeReady;
+            // average device latency, so new jobs cannot starve it; so does the first yielded
+            // or timer-woken job once it has been runnable that long (a background task that
+            // yields or sleeps would otherwise never run under a steady stream of new work).
+            // When both have aged, the one that became runnable first goes.
+            let aged =
+                |since_ns: u64| view.now_ns.saturating_sub(since_ns) >= view.avg_device_latency_ns;
+            let ready_aged = view
+                .first_ready_parked_at_ns
+                .filter(|&parked_at_ns| aged(parked_at_ns))
+                .and(view.first_ready_at_ns);
+            let runnable_aged = view.runnable_at_ns.filter(|&at_ns| aged(at_ns));
+            match (ready_aged, runnable_aged) {
+                (Some(ready), Some(runnable)) if runnable < ready => {
+                    return Decision::ResumeRunnable
                 }
+                (Some(_), _) => return Decision::ResumeReady,
+                (None, Some(_)) => return Decision::ResumeRunnable,
+                (None, None) => {}
             }
             if new_job_at_ns.is_some() {
                 return Decision::StartNew;
@@ -317,6 +329,39 @@ mod tests {
         assert_eq!(
             decide(Policy::PriorityAging, &runnable_first),
             Decision::ResumeRunnable
+        );
+    }
+
+    #[test]
+    fn aging_runs_an_old_yielded_job_before_new_work() {
+        // Runnable for 60 µs (the average is 50): it runs before the new job.
+        let view = View {
+            runnable_at_ns: Some(940_000),
+            new_job_at_ns: Some(999_000),
+            ..empty()
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &view),
+            Decision::ResumeRunnable
+        );
+        // Both aged: the one runnable first goes (the ready job became ready at 995 µs).
+        let both = View {
+            runnable_at_ns: Some(940_000),
+            new_job_at_ns: Some(999_000),
+            ..with_old_pending(true)
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &both),
+            Decision::ResumeRunnable
+        );
+        let ready_first = View {
+            runnable_at_ns: Some(949_000),
+            first_ready_at_ns: Some(945_000),
+            ..both
+        };
+        assert_eq!(
+            decide(Policy::PriorityAging, &ready_first),
+            Decision::ResumeReady
         );
     }
 

@@ -3,13 +3,14 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tamer_cache::{CacheConfig, CacheStats, PageCache, PAGE_SIZE};
+use tamer_cache::{CacheConfig, CacheStats, PageCache, BATCH, PAGE_SIZE};
 use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMap, UringConfig};
 use tamer_runtime::io::WaitMode;
-use tamer_runtime::{IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
+use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
 use crate::engine::{Engine, Space};
 use crate::layout::{dir_pages, Superblock, DIR_START};
@@ -71,6 +72,10 @@ pub struct DbOptions {
     pub miss_wait: WaitMode,
     /// How an idle core waits for the device (default [`IdleMode::Block`]).
     pub idle: IdleMode,
+    /// One background cleaner per core (default on): a user-level thread that writes back
+    /// dirty pages the CLOCK would evict next, so that misses find clean victims and do not
+    /// wait for a write-back before their read. It takes one of each core's threads.
+    pub cleaner: bool,
 }
 
 impl DbOptions {
@@ -89,6 +94,7 @@ impl DbOptions {
             policy: Policy::PriorityAging,
             miss_wait: WaitMode::Park,
             idle: IdleMode::Block,
+            cleaner: true,
         }
     }
 
@@ -136,6 +142,70 @@ impl DbOptions {
         self.idle = idle;
         self
     }
+    pub fn cleaner(mut self, on: bool) -> Self {
+        self.cleaner = on;
+        self
+    }
+}
+
+/// Sets one cleaner pass scans (of the sets its core takes).
+const CLEAN_SETS_PER_PASS: usize = 64;
+/// Pause of a cleaner whose pass found nothing to write.
+const CLEAN_IDLE_PAUSE: Duration = Duration::from_micros(200);
+/// Pause of a cleaner after a failed write-back (the page stays dirty; flush reports it).
+const CLEAN_ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+/// The background cleaners of one Db: a stop flag and how many still run.
+struct Cleaners {
+    stop: Arc<AtomicBool>,
+    running: Arc<AtomicUsize>,
+}
+
+impl Cleaners {
+    /// Starts one cleaner per core on `runtime`.
+    fn start(runtime: &Runtime, cache: &Arc<PageCache>, cores: usize) -> Result<Self, DbError> {
+        let cleaners = Cleaners {
+            stop: Arc::new(AtomicBool::new(false)),
+            running: Arc::new(AtomicUsize::new(0)),
+        };
+        for core in 0..cores {
+            let (cache, stop, running) = (
+                cache.clone(),
+                cleaners.stop.clone(),
+                cleaners.running.clone(),
+            );
+            running.fetch_add(1, Ordering::AcqRel);
+            let spawned = runtime.spawn_on(core, move || {
+                let mut cursor = core;
+                while !stop.load(Ordering::Acquire) {
+                    match cache.clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH) {
+                        Ok(0) => thread::sleep(CLEAN_IDLE_PAUSE),
+                        Ok(_) => thread::yield_now(),
+                        Err(err) => {
+                            tracing::warn!(core, "background write-back failed: {err}");
+                            thread::sleep(CLEAN_ERROR_PAUSE);
+                        }
+                    }
+                }
+                running.fetch_sub(1, Ordering::AcqRel);
+            });
+            if let Err(err) = spawned {
+                cleaners.running.fetch_sub(1, Ordering::AcqRel);
+                cleaners.stop_and_wait();
+                return Err(DbError::Runtime(format!("starting the cleaner: {err}")));
+            }
+        }
+        Ok(cleaners)
+    }
+
+    /// Stops the cleaners and waits (at most 10 s) until none runs.
+    fn stop_and_wait(&self) {
+        self.stop.store(true, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.running.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
 }
 
 /// A store bound to its runtime. Blocking calls run as jobs on the runtime and wait for them;
@@ -143,6 +213,7 @@ impl DbOptions {
 pub struct Db {
     engine: Arc<Engine>,
     runtime: Option<Runtime>,
+    cleaners: Option<Cleaners>,
     model: Option<Arc<EmulatorModel>>,
     path: PathBuf,
 }
@@ -280,13 +351,21 @@ impl Db {
             options.max_value_bytes,
             max_depth,
         ));
-        let db = Db {
+        let mut db = Db {
             engine,
             runtime: Some(runtime),
+            cleaners: None,
             model,
             path,
         };
         db.run(|h| h.engine.load())??;
+        if options.cleaner {
+            db.cleaners = Some(Cleaners::start(
+                db.runtime(),
+                &db.engine.cache,
+                options.cores,
+            )?);
+        }
         Ok(db)
     }
 
@@ -398,6 +477,9 @@ impl Db {
     fn close_inner(&mut self) -> Result<(), DbError> {
         if self.runtime.is_none() {
             return Ok(());
+        }
+        if let Some(cleaners) = self.cleaners.take() {
+            cleaners.stop_and_wait();
         }
         let result = self.run(|h| h.engine.close());
         if let Some(runtime) = self.runtime.take() {
