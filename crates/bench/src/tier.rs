@@ -253,6 +253,9 @@ pub struct Measurement {
     pub dropped: u64,
     /// Major page faults of the process in the measured window (os-paging's device reads).
     pub major_faults: u64,
+    /// Emulated device: CPU seconds the cores spent completing requests in the window (the
+    /// emulator's data copies, which stand in for DMA).
+    pub emulator_cpu_secs: f64,
 }
 
 impl Measurement {
@@ -471,6 +474,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         offered: 0,
         dropped: 0,
         major_faults: after.major_faults - before.major_faults,
+        emulator_cpu_secs: 0.0,
     }
 }
 
@@ -504,6 +508,7 @@ fn closed_loop(
     let warm_end = start + plan.warmup;
     let end = warm_end + plan.measure;
     let mut before = None;
+    let mut copy_before_ns = 0;
     let mut measure_start = start;
     loop {
         let now = Instant::now();
@@ -511,6 +516,7 @@ fn closed_loop(
             meter.reset();
             meter.errors.store(0, Ordering::Relaxed);
             before = Some(snapshot(db.cache_stats()));
+            copy_before_ns = emulator_cpu_ns(db);
             measure_start = Instant::now();
             meter.recording.store(true, Ordering::Release);
         }
@@ -530,9 +536,16 @@ fn closed_loop(
     meter.recording.store(false, Ordering::Release);
     let secs = measure_start.elapsed().as_secs_f64();
     let after = snapshot(db.cache_stats());
-    let m = finish(&meter, before.expect("measured"), after, secs);
+    let mut m = finish(&meter, before.expect("measured"), after, secs);
+    m.emulator_cpu_secs = emulator_cpu_ns(db).saturating_sub(copy_before_ns) as f64 / 1e9;
     drain(&meter)?;
     Ok(m)
+}
+
+/// The emulated device's completion CPU time so far (0 for other devices).
+fn emulator_cpu_ns(db: &Db) -> u64 {
+    db.emulator_model()
+        .map_or(0, |model| model.completion_cpu_ns())
 }
 
 /// Open loop: Poisson arrivals at `rate`; jobs arriving in the measured window are recorded
@@ -1158,7 +1171,7 @@ fn print_point(
 }
 
 /// The named figures from the measured points (see docs/benchmarks.md).
-pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
+pub fn figures(points: &[Point], load: &[LoadPoint], cores: usize, result: &mut BenchResult) {
     let find = |t: Target, c: Config, w: Workload| {
         points
             .iter()
@@ -1199,6 +1212,13 @@ pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
                 ratio(ops(t, Config::Tamer, w), ops(t, Config::OsPaging, w)),
             );
             if t == Target::Emulated {
+                // The share of `tamer`'s core time spent in the emulator's completion copies
+                // (DMA's stand-in: a real device moves the data without the CPU).
+                result.figure(
+                    &format!("emulator_copy_core_share_{sfx}"),
+                    find(t, Config::Tamer, w)
+                        .map(|p| p.m.emulator_cpu_secs / (p.m.secs * cores as f64).max(1e-9)),
+                );
                 result.figure(
                     &format!("miss_interval_us_{sfx}"),
                     find(t, Config::Tamer, w).and_then(|p| p.m.miss_interval_us(1)),
@@ -1236,6 +1256,10 @@ pub fn figures(points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
         ("tamer_vs_flash_sync", "tamer_vs_flash_sync_ycsb_c_emu"),
         ("os_paging_vs_dram", "os_paging_vs_dram_ycsb_c_disk"),
         ("tamer_vs_os_paging", "tamer_vs_os_paging_ycsb_c_disk"),
+        (
+            "emulator_copy_core_share",
+            "emulator_copy_core_share_ycsb_c_emu",
+        ),
     ];
     for (name, from) in headline {
         let v = get(from, result);
@@ -1289,7 +1313,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         points.extend(run.points);
         load.extend(run.load);
     }
-    figures(&points, &load, &mut result);
+    figures(&points, &load, plan.cores, &mut result);
     let dram_ops = |p: &Point| {
         points
             .iter()
@@ -1312,6 +1336,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "hit_ratio": m.hit_ratio(),
             "misses": m.misses,
             "major_faults": m.major_faults,
+            "emulator_cpu_secs": m.emulator_cpu_secs,
             "write_backs": m.write_backs,
             "victim_write_backs": m.victim_write_backs,
             "merged_misses": m.merged_misses,

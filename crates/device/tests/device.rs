@@ -1117,6 +1117,26 @@ fn emulator_bandwidth_cap() {
     }
 }
 
+/// The model accounts the CPU time its handles spend completing requests (the copies that
+/// stand in for DMA): nothing before a completion, something after.
+#[test]
+fn emulator_counts_completion_cpu_time() {
+    let model = EmulatorConfig::with_latency_ns(1_000)
+        .capacity_bytes(8 * BLOCK)
+        .build()
+        .unwrap();
+    let arena = Arc::new(Arena::new(4).unwrap());
+    let mut device = EmulatedDevice::new(model.clone(), arena);
+    assert_eq!(model.completion_cpu_ns(), 0);
+    for i in 0..4u32 {
+        device
+            .push(IoRequest::read(u64::from(i) * BLOCK, i, 1, u64::from(i)))
+            .unwrap();
+    }
+    reap_ok(&mut device, &[0, 1, 2, 3]);
+    assert!(model.completion_cpu_ns() > 0);
+}
+
 #[test]
 fn emulator_drop_returns_slots_and_frames() {
     let model = EmulatorConfig::with_latency_ns(1_000_000)
