@@ -256,6 +256,9 @@ pub struct Measurement {
     /// Emulated device: CPU seconds the cores spent completing requests in the window (the
     /// emulator's data copies, which stand in for DMA).
     pub emulator_cpu_secs: f64,
+    /// Device accesses in flight, averaged over samples of every core's published count
+    /// (every 20 µs of the closed loop's measured window).
+    pub sampled_in_flight: f64,
 }
 
 impl Measurement {
@@ -475,6 +478,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         dropped: 0,
         major_faults: after.major_faults - before.major_faults,
         emulator_cpu_secs: 0.0,
+        sampled_in_flight: 0.0,
     }
 }
 
@@ -510,8 +514,17 @@ fn closed_loop(
     let mut before = None;
     let mut copy_before_ns = 0;
     let mut measure_start = start;
+    // The device queue depth, sampled every `SAMPLE_EVERY` of the measured window.
+    const SAMPLE_EVERY: Duration = Duration::from_micros(20);
+    let (mut samples, mut in_flight_sum) = (0u64, 0u64);
+    let mut next_sample = warm_end;
     loop {
         let now = Instant::now();
+        if before.is_some() && now >= next_sample {
+            in_flight_sum += runtime.device_in_flight() as u64;
+            samples += 1;
+            next_sample = now + SAMPLE_EVERY;
+        }
         if before.is_none() && now >= warm_end {
             meter.reset();
             meter.errors.store(0, Ordering::Relaxed);
@@ -538,6 +551,7 @@ fn closed_loop(
     let after = snapshot(db.cache_stats());
     let mut m = finish(&meter, before.expect("measured"), after, secs);
     m.emulator_cpu_secs = emulator_cpu_ns(db).saturating_sub(copy_before_ns) as f64 / 1e9;
+    m.sampled_in_flight = in_flight_sum as f64 / samples.max(1) as f64;
     drain(&meter)?;
     Ok(m)
 }
@@ -969,7 +983,7 @@ fn run_device(
             let (mut fio_qd, mut fio_iops) = (None, None);
             if target == Target::Disk && config != Config::Dram && m.misses > 0 {
                 if let Some(fio) = fio {
-                    let qd = fio_queue_depth(m.avg_in_flight());
+                    let qd = fio_queue_depth(m.sampled_in_flight);
                     let file = DeviceFile::open_existing(&path, 0).map_err(|e| e.to_string())?;
                     match measure_fio(fio, &file, qd, plan.fio_duration, Some(BENCH_CPU)) {
                         Ok(f) => {
@@ -1164,7 +1178,7 @@ fn print_point(
         m.miss_interval_us(plan.cores)
             .map_or("-".into(), |v| format!("{v:.1}")),
         m.device_iops(),
-        m.avg_in_flight(),
+        m.sampled_in_flight,
         m.write_backs,
         m.victim_write_backs,
     );
@@ -1344,6 +1358,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "device_iops": m.device_iops(),
             "mean_miss_latency_us": m.mean_miss_latency_us,
             "avg_in_flight": m.avg_in_flight(),
+            "sampled_in_flight": m.sampled_in_flight,
             "fio_qd": p.fio_qd,
             "fio_iops": p.fio_iops,
             "errors": m.errors,

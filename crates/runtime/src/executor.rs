@@ -13,6 +13,7 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
+use crate::runtime::CoreGauge;
 use crate::sched::{decide, Decision};
 use crate::{Job, RuntimeConfig};
 
@@ -119,6 +120,8 @@ pub struct Executor {
     workers: Vec<Worker>,
     global: Option<Arc<ArrayQueue<Job>>>,
     inbox: Option<Arc<ArrayQueue<Job>>>,
+    /// Where this core publishes its gauges (when a `Runtime` runs it).
+    gauge: Option<Arc<CoreGauge>>,
     /// Threads run since the doorbell was last rung by the loop.
     runs_since_doorbell: usize,
 }
@@ -147,14 +150,28 @@ impl Executor {
             workers,
             global: None,
             inbox: None,
+            gauge: None,
             runs_since_doorbell: 0,
         })
     }
 
     /// Feeds this executor from the shared job queue and its own inbox.
-    pub(crate) fn attach(&mut self, global: Arc<ArrayQueue<Job>>, inbox: Arc<ArrayQueue<Job>>) {
+    pub(crate) fn attach(
+        &mut self,
+        global: Arc<ArrayQueue<Job>>,
+        inbox: Arc<ArrayQueue<Job>>,
+        gauge: Arc<CoreGauge>,
+    ) {
         self.global = Some(global);
         self.inbox = Some(inbox);
+        self.gauge = Some(gauge);
+    }
+
+    fn publish(&self) {
+        if let Some(gauge) = &self.gauge {
+            let in_flight = self.core.device.borrow().in_flight();
+            gauge.device_in_flight.store(in_flight, Ordering::Relaxed);
+        }
     }
 
     /// Queues a job on this core's local queue. Fails (returning the job) when the queue holds
@@ -236,16 +253,21 @@ impl Executor {
         // Restored on every exit, unwinding included: a pointer left behind would dangle once
         // the executor is dropped.
         let _restore = RestoreCore(CORE.with(|c| c.replace(Rc::as_ptr(&self.core))));
+        // When the core found nothing at all to do (for the spin before parking).
+        let mut idle_since_ns: Option<u64> = None;
         loop {
             self.core.read_clock();
             self.refill();
             self.expire_timers();
             let ran = self.run_batch();
+            self.publish();
             if ran > 0 || self.core.reap() > 0 {
+                idle_since_ns = None;
                 continue;
             }
             self.runs_since_doorbell = 0;
             if self.has_work() {
+                idle_since_ns = None;
                 // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
                 // the next timer, or a bounded time so that new shared-queue jobs are seen).
                 let bound_ns = if self.global.is_some() {
@@ -255,6 +277,7 @@ impl Executor {
                 };
                 let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
                 self.core.wait_device(timeout_ns.max(1));
+                self.publish();
                 continue;
             }
             self.core.ring_doorbell();
@@ -267,6 +290,17 @@ impl Executor {
                     if stop.is_some_and(|s| s.load(Ordering::Acquire)) {
                         break;
                     }
+                    // Spin a while before parking (bounded by `idle_spin_ns`; forever when
+                    // polling): a parked thread wakes slowly.
+                    let now_ns = self.core.read_clock();
+                    let since_ns = *idle_since_ns.get_or_insert(now_ns);
+                    if self.core.config.idle == crate::IdleMode::Poll
+                        || now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns
+                    {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    idle_since_ns = None;
                     // `Runtime::spawn` unparks every core, and an unpark that comes first makes
                     // this return at once, so the timeout only bounds a missed shutdown.
                     std::thread::park_timeout(std::time::Duration::from_millis(10));

@@ -1,7 +1,7 @@
 //! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
 //! balancing, seed 004) and small per-core inboxes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -39,9 +39,18 @@ pub struct CoreReport {
     pub device_name: &'static str,
 }
 
+/// What a core publishes for observers on other threads (one cache line per core).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub(crate) struct CoreGauge {
+    /// Device accesses in flight on the core's handle, as of its last loop pass.
+    pub(crate) device_in_flight: AtomicUsize,
+}
+
 struct Shared {
     global: Arc<ArrayQueue<Job>>,
     inboxes: Vec<Arc<ArrayQueue<Job>>>,
+    gauges: Vec<Arc<CoreGauge>>,
     stop: AtomicBool,
     threads: Mutex<Vec<std::thread::Thread>>,
 }
@@ -85,6 +94,9 @@ impl Runtime {
             inboxes: (0..config.cores)
                 .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
                 .collect(),
+            gauges: (0..config.cores)
+                .map(|_| Arc::new(CoreGauge::default()))
+                .collect(),
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         });
@@ -119,6 +131,7 @@ impl Runtime {
                     executor.attach(
                         core_shared.global.clone(),
                         core_shared.inboxes[core].clone(),
+                        core_shared.gauges[core].clone(),
                     );
                     executor.run_until_shutdown(&core_shared.stop);
                     Ok(CoreReport {
@@ -152,6 +165,16 @@ impl Runtime {
             }
         }
         Ok(runtime)
+    }
+
+    /// Device accesses in flight on every core, as each core last published it (once per
+    /// scheduling pass: at most a few µs old on a busy core). For sampling a queue depth.
+    pub fn device_in_flight(&self) -> usize {
+        self.shared
+            .gauges
+            .iter()
+            .map(|g| g.device_in_flight.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Queues `f` on the shared queue; any core may run it.
