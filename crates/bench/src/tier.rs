@@ -244,7 +244,7 @@ pub struct Measurement {
     pub write_backs: u64,
     /// Of the write-backs, those a miss made before its read (the rest: the cleaner, flush).
     pub victim_write_backs: u64,
-    /// Misses that waited for another thread's read of the same page (they yield-poll).
+    /// Misses that waited for another thread's read of the same page (parked on its frame).
     pub merged_misses: u64,
     pub mean_miss_latency_us: f64,
     pub errors: u64,

@@ -820,15 +820,25 @@ impl PageCache {
     /// Waits (yielding, polling the frame with Acquire loads) until another thread's read of
     /// `page` into `frame` ends. The reader may run on another core, whose completion cannot
     /// wake this core's threads, hence polling.
+    /// Waits until the read of `page` into `frame` (issued by another thread, on any core)
+    /// is over: the thread parks on the frame's control word, which the loader changes when it
+    /// installs the page (or empties the frame after a failed read), and the executor resumes
+    /// it then (a user-level futex: no message crosses cores).
     fn wait_merged(&self, frame: u32, page: u64, deadline: u64) -> Result<(), CacheError> {
         let frame = &self.frames[frame as usize];
-        while frame.tag.load(Ordering::Acquire) == page && frame.state() == LOADING {
-            self.wait_step(deadline, || CacheError::MissTimeout {
-                page,
-                waited_ms: self.waited_ms(),
-            })?;
+        loop {
+            let word = frame.control.load(Ordering::Acquire);
+            if frame.tag.load(Ordering::Acquire) != page || state_of(word) != LOADING {
+                return Ok(());
+            }
+            if now_ns() > deadline {
+                return Err(CacheError::MissTimeout {
+                    page,
+                    waited_ms: self.waited_ms(),
+                });
+            }
+            thread::wait_while_eq(&frame.control, word, deadline);
         }
-        Ok(())
     }
 
     /// The hit path, then the miss path: merge with a read in flight, or take a miss-status

@@ -7,6 +7,7 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -28,6 +29,19 @@ pub(crate) enum Status {
     /// Yielded or woken by a timer (in the runnable queue).
     Runnable,
     Sleeping,
+    /// Waiting for a memory word to change (in the watch list).
+    Watching,
+}
+
+/// A thread waiting for a word to change: checked by the executor, not by the thread.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Watch {
+    pub worker: WorkerId,
+    /// Points into memory the waiting thread keeps alive while it waits (see
+    /// `thread::wait_while_eq`).
+    pub word: *const AtomicU64,
+    pub expected: u64,
+    pub deadline_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +179,8 @@ pub(crate) struct Sched {
     pub runnable: VecDeque<(WorkerId, u64)>,
     /// Sleeping workers by deadline.
     pub timers: BinaryHeap<Reverse<(u64, WorkerId)>>,
+    /// Workers waiting for a word to change (at most one entry each).
+    pub watches: Vec<Watch>,
     /// Most parked workers at once.
     pub max_pending_seen: usize,
 }
@@ -189,6 +205,7 @@ impl Sched {
             ready: VecDeque::with_capacity(2 * threads + 1),
             runnable: VecDeque::with_capacity(threads),
             timers: BinaryHeap::with_capacity(threads),
+            watches: Vec::with_capacity(threads),
             max_pending_seen: 0,
         }
     }

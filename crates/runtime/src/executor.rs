@@ -28,6 +28,8 @@ pub(crate) enum Suspend {
     Yield,
     /// It sleeps (already in the timer heap).
     Sleep,
+    /// It waits for a word to change (already in the watch list).
+    Watch,
 }
 
 pub(crate) type WorkerYielder = Yielder<Option<Job>, Suspend>;
@@ -86,6 +88,9 @@ const IDLE_WAIT_NS: u64 = 1_000_000;
 /// Longest idle wait when a shared queue feeds the core: bounds how long a new job can sit
 /// there while this core waits for the device.
 const IDLE_WAIT_SHARED_NS: u64 = 20_000;
+/// Longest idle wait for the device while a thread watches a word (another core may change
+/// it at any time).
+const IDLE_WAIT_WATCH_NS: u64 = 5_000;
 
 /// What a run loop stops on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +264,7 @@ impl Executor {
             self.core.read_clock();
             self.refill();
             self.expire_timers();
+            self.check_watches();
             let ran = self.run_batch();
             self.publish();
             if ran > 0 || self.core.reap() > 0 {
@@ -270,7 +276,10 @@ impl Executor {
                 idle_since_ns = None;
                 // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
                 // the next timer, or a bounded time so that new shared-queue jobs are seen).
-                let bound_ns = if self.global.is_some() {
+                let bound_ns = if !self.core.sched.borrow().watches.is_empty() {
+                    // A watched word is changed by another thread, not by this device.
+                    IDLE_WAIT_WATCH_NS
+                } else if self.global.is_some() {
                     IDLE_WAIT_SHARED_NS
                 } else {
                     IDLE_WAIT_NS
@@ -313,6 +322,32 @@ impl Executor {
         let sched = self.core.sched.borrow();
         let &std::cmp::Reverse((deadline, _)) = sched.timers.peek()?;
         Some(deadline.saturating_sub(self.core.read_clock()))
+    }
+
+    /// Makes runnable every watching thread whose word changed or whose deadline passed.
+    /// Bounded: at most one watch per thread.
+    fn check_watches(&self) {
+        let mut sched = self.core.sched.borrow_mut();
+        if sched.watches.is_empty() {
+            return;
+        }
+        let now = self.core.clock();
+        let mut i = 0;
+        while i < sched.watches.len() {
+            let watch = sched.watches[i];
+            // SAFETY: the watching thread keeps the word alive until it resumes (the contract
+            // of `thread::wait_while_eq`), and it resumes only after this entry is removed.
+            let current = unsafe { &*watch.word }.load(Ordering::Acquire);
+            if current == watch.expected && now < watch.deadline_ns {
+                i += 1;
+                continue;
+            }
+            sched.watches.swap_remove(i);
+            let state = &mut sched.workers[watch.worker as usize];
+            debug_assert_eq!(state.status, Status::Watching);
+            state.status = Status::Runnable;
+            sched.runnable.push_back((watch.worker, now));
+        }
     }
 
     fn expire_timers(&self) {
@@ -466,7 +501,7 @@ impl Executor {
             }
             CoroutineResult::Yield(Suspend::Park) => self.core.stats.borrow_mut().parks += 1,
             CoroutineResult::Yield(Suspend::Yield) => self.core.stats.borrow_mut().yields += 1,
-            CoroutineResult::Yield(Suspend::Sleep) => {}
+            CoroutineResult::Yield(Suspend::Sleep) | CoroutineResult::Yield(Suspend::Watch) => {}
             CoroutineResult::Return(()) => unreachable!("user-level threads never return"),
         }
     }

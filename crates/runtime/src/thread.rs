@@ -1,10 +1,12 @@
-//! What a user-level thread can do with its core: yield, sleep, ask where it runs.
+//! What a user-level thread can do with its core: yield, sleep, wait for a word to change, ask
+//! where it runs.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tamer_device::now_ns;
 
-use crate::core::Status;
+use crate::core::{Status, Watch};
 use crate::executor::{suspend, with_core, Suspend};
 
 const OUTSIDE: &str = "called outside a tamer user-level thread";
@@ -47,6 +49,38 @@ pub fn sleep_until(deadline_ns: u64) {
     .expect(OUTSIDE);
     suspend(Suspend::Sleep);
     debug_assert!(now_ns() >= deadline_ns, "woke before the deadline");
+}
+
+/// Parks the calling thread while `word` holds `expected`, until `deadline_ns` at the latest
+/// (on the [`tamer_device::now_ns`] clock); other threads run meanwhile. A user-level futex:
+/// the executor checks the word once per scheduling pass (≤ 16 runs, and every ≤ 5 µs while it
+/// waits for the device), so a change made by any thread on any core wakes the waiter without
+/// a message. Returns true when the word changed, false at the deadline. Spurious returns are
+/// not possible, but the word may have changed back: callers re-check their condition.
+///
+/// `word` must stay alive until this returns (a reference guarantees it).
+pub fn wait_while_eq(word: &AtomicU64, expected: u64, deadline_ns: u64) -> bool {
+    if word.load(Ordering::Acquire) != expected {
+        return true;
+    }
+    if deadline_ns <= now_ns() {
+        return false;
+    }
+    with_core(|core| {
+        let worker = core.current.get().expect(OUTSIDE);
+        let mut sched = core.sched.borrow_mut();
+        sched.workers[worker as usize].status = Status::Watching;
+        debug_assert!(sched.watches.len() < sched.workers.len());
+        sched.watches.push(Watch {
+            worker,
+            word: word as *const AtomicU64,
+            expected,
+            deadline_ns,
+        });
+    })
+    .expect(OUTSIDE);
+    suspend(Suspend::Watch);
+    word.load(Ordering::Acquire) != expected
 }
 
 /// Parks the calling thread for at least `duration`.

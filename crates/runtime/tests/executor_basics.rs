@@ -564,3 +564,99 @@ fn a_fatal_job_panic_unwinds_the_executor_cleanly() {
     drop(executor);
     assert!(!thread::in_user_thread());
 }
+
+/// `wait_while_eq` parks the thread (it is not resumed) until another thread changes the word,
+/// and returns false at its deadline when nobody does.
+#[test]
+fn a_thread_waits_for_a_word_to_change_without_being_resumed() {
+    let config = RuntimeConfig::with_threads(4);
+    let (mut executor, _arena, _) = emulated_executor(config, 1_000, 64, 1);
+    let word = Arc::new(std::sync::atomic::AtomicU64::new(7));
+    let log = Log::default();
+    let (w, l) = (word.clone(), log.clone());
+    executor
+        .spawn(move || {
+            let changed = thread::wait_while_eq(&w, 7, now_ns() + 5_000_000_000);
+            l.push(format!(
+                "woke changed={changed} value={}",
+                w.load(Ordering::SeqCst)
+            ));
+        })
+        .unwrap();
+    let (w, l) = (word.clone(), log.clone());
+    executor
+        .spawn(move || {
+            // Let the waiter park, run a while, then change the word.
+            for _ in 0..50 {
+                thread::yield_now();
+            }
+            l.push("set");
+            w.store(8, Ordering::SeqCst);
+        })
+        .unwrap();
+    executor.run_until_idle();
+    assert_eq!(log.events(), ["set", "woke changed=true value=8"]);
+    let stats = executor.stats();
+    // The waiter ran twice (start, wake); the setter 51 times (start + 50 yields).
+    assert_eq!(stats.switches, 2 + 51, "{}", summary(&stats));
+
+    // Nobody changes it: false at the deadline, not before.
+    let (w, l) = (word.clone(), log.clone());
+    executor
+        .spawn(move || {
+            let deadline = now_ns() + 2_000_000;
+            let changed = thread::wait_while_eq(&w, 8, deadline);
+            l.push(format!(
+                "timeout changed={changed} late={}",
+                now_ns() >= deadline
+            ));
+        })
+        .unwrap();
+    executor.run_until_idle();
+    assert_eq!(
+        log.events().last().unwrap(),
+        "timeout changed=false late=true"
+    );
+}
+
+/// A word changed on another core wakes a thread parked on it (no message crosses cores).
+#[test]
+fn a_word_changed_on_another_core_wakes_the_waiter() {
+    use std::sync::atomic::AtomicU64;
+    let arena = Arc::new(tamer_device::Arena::new(1).unwrap());
+    let model = tamer_device::EmulatorConfig::with_latency_ns(1_000)
+        .build()
+        .unwrap();
+    let config = RuntimeConfig {
+        cores: 2,
+        pin: false,
+        ..RuntimeConfig::with_threads(4)
+    };
+    let runtime =
+        tamer_runtime::Runtime::start(config, tamer_device::DeviceSpec::Emulated { model }, arena)
+            .unwrap();
+    let word = Arc::new(AtomicU64::new(0));
+    let woke = Arc::new(AtomicU64::new(0));
+    let (w, k) = (word.clone(), woke.clone());
+    runtime
+        .spawn_on(0, move || {
+            let changed = thread::wait_while_eq(&w, 0, now_ns() + 5_000_000_000);
+            assert_eq!(thread::core_id(), Some(0));
+            k.store(if changed { 1 } else { 2 }, Ordering::SeqCst);
+        })
+        .unwrap();
+    let w = word.clone();
+    runtime
+        .spawn_on(1, move || {
+            thread::sleep(Duration::from_millis(2));
+            w.store(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let reports = runtime.shutdown();
+    assert_eq!(
+        woke.load(Ordering::SeqCst),
+        1,
+        "the waiter did not see the change"
+    );
+    assert!(reports.iter().all(|r| r.stats.jobs_panicked == 0));
+}
