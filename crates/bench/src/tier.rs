@@ -1054,6 +1054,49 @@ fn run_device(
                 });
             }
         }
+        if config == Config::Dram {
+            // The baseline is measured a second time, after its open-loop curve: right after
+            // the load its freshly written cache ran up to 25 % slower on this VM for a while
+            // (one full run measured 143k ops/s closed loop, then served 157k/s open loop
+            // without queueing). The faster of the two is the reference: a slow spell of the
+            // baseline must not flatter the ratios.
+            for &workload in &plan.workloads {
+                let ctx = JobContext {
+                    handle: db.handle(),
+                    meter: meter.clone(),
+                    value: if workload == Workload::Tatp {
+                        row.clone()
+                    } else {
+                        value.clone()
+                    },
+                    work,
+                    iterations,
+                };
+                let seed = workload_seed(options.seed, workload) ^ 0x2e9ea7;
+                let again = closed_loop(&db, plan, workload, &ctx, seed)?;
+                let Some(point) = run
+                    .points
+                    .iter_mut()
+                    .find(|p| p.target == target && p.config == config && p.workload == workload)
+                else {
+                    continue;
+                };
+                println!(
+                    "  {:<5} {:<10} {:<6} repeated: {:>9.0} ops/s (first {:>9.0}); the reference is the faster",
+                    target.name(),
+                    config.name(),
+                    workload.name(),
+                    again.ops_per_s(),
+                    point.m.ops_per_s()
+                );
+                if again.ops_per_s() > point.m.ops_per_s() {
+                    point.m = again;
+                    if let Some(entry) = dram_ops.iter_mut().find(|(w, _)| *w == workload) {
+                        entry.1 = point.m.ops_per_s();
+                    }
+                }
+            }
+        }
         db.close()
             .map_err(|e| format!("{} {}: closing: {e}", target.name(), config.name()))?;
     }

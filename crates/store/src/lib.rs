@@ -91,6 +91,12 @@
 //! (plus the rare `posix_fallocate`), never across a park. Lock order: split lock → bucket →
 //! data/extent pages → directory pages → allocator.
 //!
+//! **Background cleaning** ([`DbOptions::cleaner`], on by default): one user-level thread per
+//! core writes back dirty pages that the cache's CLOCK would evict next
+//! ([`tamer_cache::PageCache::clean_some`]), so a miss finds a clean victim and reads at once
+//! instead of first writing a victim back. It sleeps 200 µs when a pass finds nothing and is
+//! stopped (and waited for) at close.
+//!
 //! # Memory
 //!
 //! Resident: `cache_bytes` + the pinned partition ((1 + D) × 4 KiB: 520 KiB at depth 16) +
