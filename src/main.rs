@@ -88,6 +88,10 @@ enum Bench {
         /// themselves, before their read).
         #[arg(long)]
         no_cleaner: bool,
+        /// Copy the emulated device's data on the polling core instead of on the load
+        /// generator's CPU (its stand-in for a DMA engine).
+        #[arg(long)]
+        no_dma_offload: bool,
         /// Internal: run as the os-paging worker (a child of this bench) and write its report
         /// here.
         #[arg(long, hide = true)]
@@ -208,6 +212,7 @@ fn main() -> ExitCode {
             point_ms,
             cores,
             no_cleaner,
+            no_dma_offload,
             os_paging_worker,
         } => {
             let options = common.options();
@@ -233,6 +238,7 @@ fn main() -> ExitCode {
             }
             plan.cores = cores;
             plan.cleaner = !no_cleaner;
+            plan.dma_offload = !no_dma_offload;
             if let Some(out) = os_paging_worker {
                 return match tamer_bench::tier::run_os_paging_worker(&options, plan, &out) {
                     Ok(()) => ExitCode::SUCCESS,

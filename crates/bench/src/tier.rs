@@ -40,7 +40,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tamer_cache::{CacheStats, MAX_FRAMES, PAGE_SIZE};
-use tamer_device::{now_ns, DeviceFile, EmulatorModel};
+use tamer_device::{now_ns, DeviceFile, EmulatorConfig, EmulatorModel};
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{IdleMode, Job, Policy, SpawnError};
 use tamer_store::{Db, DbError, DbHandle, DbOptions, DeviceKind};
@@ -155,6 +155,10 @@ pub struct Plan {
     pub fio_duration: Duration,
     /// The store's background cleaner (`DbOptions::cleaner`).
     pub cleaner: bool,
+    /// The emulated device's DMA engine runs on the load generator's CPU
+    /// ([`EmulatorConfig::dma_offload`], [`EmulatorModel::run_dma`]) instead of its copies
+    /// running on the polling core.
+    pub dma_offload: bool,
 }
 
 impl Plan {
@@ -178,6 +182,7 @@ impl Plan {
             load_point: Duration::from_millis(1_500),
             fio_duration: Duration::from_millis(1_000),
             cleaner: true,
+            dma_offload: true,
         };
         if quick {
             Self {
@@ -259,6 +264,10 @@ pub struct Measurement {
     /// Device accesses in flight, averaged over samples of every core's published count
     /// (every 20 µs of the closed loop's measured window).
     pub sampled_in_flight: f64,
+    /// Emulated device with DMA offload: copies its engine made in the window, and copies the
+    /// polling core made because the engine had not reached them by their deadline.
+    pub dma_engine_copies: u64,
+    pub dma_core_copies: u64,
 }
 
 impl Measurement {
@@ -479,6 +488,8 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         major_faults: after.major_faults - before.major_faults,
         emulator_cpu_secs: 0.0,
         sampled_in_flight: 0.0,
+        dma_engine_copies: 0,
+        dma_core_copies: 0,
     }
 }
 
@@ -508,6 +519,8 @@ fn closed_loop(
     let mut rng = SmallRng::seed_from_u64(seed);
     let population = plan.population();
     let runtime = db.runtime();
+    let dma = dma_engine(db);
+    let dma_before = dma_counts(db);
     let start = Instant::now();
     let warm_end = start + plan.warmup;
     let end = warm_end + plan.measure;
@@ -544,7 +557,7 @@ fn closed_loop(
                 break;
             }
         }
-        std::hint::spin_loop();
+        feeder_idle(&dma, 8);
     }
     meter.recording.store(false, Ordering::Release);
     let secs = measure_start.elapsed().as_secs_f64();
@@ -552,8 +565,32 @@ fn closed_loop(
     let mut m = finish(&meter, before.expect("measured"), after, secs);
     m.emulator_cpu_secs = emulator_cpu_ns(db).saturating_sub(copy_before_ns) as f64 / 1e9;
     m.sampled_in_flight = in_flight_sum as f64 / samples.max(1) as f64;
+    let dma_after = dma_counts(db);
+    m.dma_engine_copies = dma_after.0 - dma_before.0;
+    m.dma_core_copies = dma_after.1 - dma_before.1;
     drain(&meter)?;
     Ok(m)
+}
+
+/// The emulated device whose DMA engine the load generator runs, if any.
+fn dma_engine(db: &Db) -> Option<Arc<EmulatorModel>> {
+    db.emulator_model().filter(|m| m.config().dma_offload)
+}
+
+/// DMA copies so far: (by the engine, by polling cores).
+fn dma_counts(db: &Db) -> (u64, u64) {
+    db.emulator_model().map_or((0, 0), |m| m.dma_counts())
+}
+
+/// What the load generator does while it waits: the emulated device's DMA engine (at most
+/// `max_copies` copies), or a spin.
+fn feeder_idle(dma: &Option<Arc<EmulatorModel>>, max_copies: usize) {
+    if let Some(model) = dma {
+        if model.run_dma(max_copies) > 0 {
+            return;
+        }
+    }
+    std::hint::spin_loop();
 }
 
 /// The emulated device's completion CPU time so far (0 for other devices).
@@ -580,6 +617,7 @@ fn open_loop(
     let mut rng = SmallRng::seed_from_u64(seed);
     let arrivals = crate::workload::Poisson::new(rate);
     let runtime = db.runtime();
+    let dma = dma_engine(db);
     let warm_ns = (plan.load_point.as_nanos() / 4) as u64;
     let start_ns = now_ns();
     let window_start = start_ns + warm_ns;
@@ -593,7 +631,8 @@ fn open_loop(
             break;
         }
         while now_ns() < next {
-            std::hint::spin_loop();
+            // One copy at a time (≈ 1.5 µs): an arrival is submitted at most that late.
+            feeder_idle(&dma, 1);
         }
         let measured = next >= window_start;
         if measured && before.is_none() {
@@ -908,14 +947,20 @@ fn run_device(
     let value = seeded_bytes(plan.value_bytes, options.seed);
     let row = seeded_bytes(plan.tatp_row_bytes, options.seed ^ 1);
     let mut model: Option<Arc<EmulatorModel>> = None;
+    if target == Target::Emulated {
+        let built = EmulatorConfig::with_latency_ns(plan.emulated_latency_ns)
+            .capacity_bytes(
+                (pages * PAGE_SIZE as u64 * 3 / 2 + (256 << 20)).next_multiple_of(1 << 20),
+            )
+            .seed(options.seed)
+            .dma_offload(plan.dma_offload)
+            .build()
+            .map_err(|e| format!("emulated device: {e}"))?;
+        model = Some(built);
+    }
     let device = |model: &Option<Arc<EmulatorModel>>| match (target, model) {
-        (Target::Disk, _) => DeviceKind::Uring,
         (Target::Emulated, Some(model)) => DeviceKind::Model(model.clone()),
-        (Target::Emulated, None) => DeviceKind::Emulated {
-            latency_ns: plan.emulated_latency_ns,
-            capacity_bytes: (pages * PAGE_SIZE as u64 * 3 / 2 + (256 << 20))
-                .next_multiple_of(1 << 20),
-        },
+        _ => DeviceKind::Uring,
     };
     if target == Target::Disk {
         std::fs::create_dir_all(&options.data_dir)
@@ -1206,6 +1251,10 @@ fn print_point(
         (Some(qd), Some(iops)) => {
             format!("fio@QD{qd} {iops:>7.0} util {:.2}", m.device_iops() / iops)
         }
+        _ if m.dma_engine_copies + m.dma_core_copies > 0 => format!(
+            "copies by DMA engine {} / by the core {}",
+            m.dma_engine_copies, m.dma_core_copies
+        ),
         _ => String::new(),
     };
     println!(
@@ -1394,6 +1443,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "misses": m.misses,
             "major_faults": m.major_faults,
             "emulator_cpu_secs": m.emulator_cpu_secs,
+            "dma_engine_copies": m.dma_engine_copies,
+            "dma_core_copies": m.dma_core_copies,
             "write_backs": m.write_backs,
             "victim_write_backs": m.victim_write_backs,
             "merged_misses": m.merged_misses,

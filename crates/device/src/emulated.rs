@@ -47,6 +47,42 @@ struct CopySlot(AtomicU64);
 /// Handles share [`COPY_SLOTS`] counters of completion time (handle `i` adds to slot `i % 16`).
 const COPY_SLOTS: usize = 16;
 
+/// Bound of the DMA engine's queue; a request that finds it full is copied by its poller.
+pub const DMA_QUEUE_DEPTH: usize = 65_536;
+
+// States of a DMA slot word (low 2 bits; the rest is the slot's generation, so a stale job
+// for a reused slot never matches).
+const DMA_FREE: u64 = 0;
+const DMA_PENDING: u64 = 1;
+const DMA_COPYING: u64 = 2;
+const DMA_DONE: u64 = 3;
+
+fn dma_word(generation: u64, state: u64) -> u64 {
+    generation << 2 | state
+}
+
+/// One handle's DMA slots: one per request it may have in flight.
+struct DmaSlots {
+    words: Box<[AtomicU64]>,
+}
+
+/// A copy queued for the DMA engine.
+struct DmaJob {
+    slots: Arc<DmaSlots>,
+    slot: u32,
+    /// The slot word that makes the job current: (generation, PENDING).
+    word: u64,
+    request: IoRequest,
+    /// The first frame of the request (frames are consecutive in the arena).
+    frame_base: *mut u8,
+}
+
+// SAFETY: `frame_base` is only dereferenced after the job wins its slot (PENDING → COPYING),
+// which the owning handle makes impossible before it completes the request or drops (it
+// cancels or waits for every slot first), while the frames are still in I/O and the arena
+// alive.
+unsafe impl Send for DmaJob {}
+
 /// Parameters of the emulated device. Build with [`EmulatorConfig::with_latency_ns`] or a preset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmulatorConfig {
@@ -61,6 +97,10 @@ pub struct EmulatorConfig {
     /// Bytes per second, device-wide; `None` for no cap.
     pub bandwidth_bytes_per_s: Option<u64>,
     pub capacity_bytes: u64,
+    /// Move data with a DMA engine instead of on the polling core: requests are queued for
+    /// [`EmulatorModel::run_dma`], which some other thread (on another CPU) calls; a request
+    /// whose copy is not done by its deadline is copied by the polling core, as without it.
+    pub dma_offload: bool,
 }
 
 impl EmulatorConfig {
@@ -74,6 +114,7 @@ impl EmulatorConfig {
             iops: None,
             bandwidth_bytes_per_s: None,
             capacity_bytes: 64 << 20,
+            dma_offload: false,
         }
     }
 
@@ -122,6 +163,12 @@ impl EmulatorConfig {
         self
     }
 
+    /// See [`EmulatorConfig::dma_offload`].
+    pub fn dma_offload(mut self, on: bool) -> Self {
+        self.dma_offload = on;
+        self
+    }
+
     /// Validates and allocates the device's DRAM.
     pub fn build(self) -> Result<Arc<EmulatorModel>, DeviceError> {
         EmulatorModel::new(self)
@@ -147,6 +194,11 @@ pub struct EmulatorModel {
     /// CPU time handles spent completing requests (moving their data), per handle slot.
     copy_ns: Box<[CopySlot]>,
     next_slot: AtomicUsize,
+    /// The DMA engine's queue, when `config.dma_offload`.
+    dma: Option<crossbeam_queue::ArrayQueue<DmaJob>>,
+    /// Copies the DMA engine made, and copies a polling core made because the engine had not.
+    dma_copies: AtomicU64,
+    dma_missed: AtomicU64,
 }
 
 // SAFETY: `memory` is only accessed under the stripe lock of the block being copied.
@@ -182,6 +234,9 @@ impl EmulatorModel {
         // SAFETY: UnsafeCell<u8> has the same layout as u8.
         let memory = unsafe { Box::from_raw(Box::into_raw(memory) as *mut [UnsafeCell<u8>]) };
         let stripes = (0..STRIPES).map(|_| Stripe(Mutex::new(()))).collect();
+        let dma = config
+            .dma_offload
+            .then(|| crossbeam_queue::ArrayQueue::new(DMA_QUEUE_DEPTH));
         Ok(Arc::new(Self {
             config,
             memory,
@@ -190,6 +245,9 @@ impl EmulatorModel {
             pipe_free_ns: AtomicU64::new(0),
             copy_ns: (0..COPY_SLOTS).map(|_| CopySlot::default()).collect(),
             next_slot: AtomicUsize::new(0),
+            dma,
+            dma_copies: AtomicU64::new(0),
+            dma_missed: AtomicU64::new(0),
         }))
     }
 
@@ -351,8 +409,52 @@ impl EmulatorModel {
         }
     }
 
+    /// The DMA engine: performs up to `max_jobs` queued copies (each at most once: a copy its
+    /// request's poller already took over is skipped) and returns how many jobs it took off
+    /// the queue. Call it from a thread on another CPU than the cores that poll (a benchmark's
+    /// load generator calls it in its idle loop). A no-op unless `dma_offload` is set.
+    pub fn run_dma(&self, max_jobs: usize) -> usize {
+        let Some(queue) = &self.dma else {
+            return 0;
+        };
+        let mut taken = 0;
+        while taken < max_jobs {
+            let Some(job) = queue.pop() else {
+                break;
+            };
+            taken += 1;
+            let slot = &job.slots.words[job.slot as usize];
+            let copying = job.word - DMA_PENDING + DMA_COPYING;
+            if slot
+                .compare_exchange(job.word, copying, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue; // taken over by the poller, or cancelled
+            }
+            self.transfer_to(&job.request, job.frame_base);
+            self.dma_copies.fetch_add(1, Ordering::Relaxed);
+            slot.store(job.word - DMA_PENDING + DMA_DONE, Ordering::Release);
+        }
+        taken
+    }
+
+    /// Copies made by the DMA engine, and copies a polling core made itself because the
+    /// engine had not reached them by their deadline (or its queue was full).
+    pub fn dma_counts(&self) -> (u64, u64) {
+        (
+            self.dma_copies.load(Ordering::Relaxed),
+            self.dma_missed.load(Ordering::Relaxed),
+        )
+    }
+
     /// Moves one request's data between the device memory and the arena.
     fn transfer(&self, request: &IoRequest, arena: &Arena) {
+        self.transfer_to(request, arena.frame_ptr(request.frame));
+    }
+
+    /// Moves one request's data between the device memory and the frames from `frame_base`
+    /// (consecutive in the arena).
+    fn transfer_to(&self, request: &IoRequest, frame_base: *mut u8) {
         for i in 0..request.frames {
             let block = request.offset_bytes / BLOCK_SIZE as u64 + u64::from(i);
             let _guard = self.stripes[block as usize % STRIPES]
@@ -365,10 +467,12 @@ impl EmulatorModel {
             let device = UnsafeCell::raw_get(unsafe {
                 self.memory.as_ptr().add(block as usize * BLOCK_SIZE)
             });
-            let frame = arena.frame_ptr(request.frame + i);
+            // SAFETY: the request's frames are consecutive inside the arena (validated on push).
+            let frame = unsafe { frame_base.add(i as usize * BLOCK_SIZE) };
             // SAFETY: the block lies inside `memory` (validated on push) and is guarded by its
             // stripe lock; the frame is inside the arena and marked in I/O, so only this request
-            // touches it; the two regions cannot overlap (different allocations).
+            // touches it (its poller or, having won its DMA slot, the DMA engine, never both);
+            // the two regions cannot overlap (different allocations).
             unsafe {
                 match request.kind {
                     IoKind::Read => std::ptr::copy_nonoverlapping(device, frame, BLOCK_SIZE),
@@ -397,7 +501,12 @@ struct InService {
     frames: u32,
     tag: u64,
     write: bool,
+    /// The request's DMA slot and its PENDING word, or `NO_DMA` (the poller copies).
+    dma_slot: u32,
+    dma_word: u64,
 }
+
+const NO_DMA: u32 = u32::MAX;
 
 /// A per-core handle to an [`EmulatorModel`].
 pub struct EmulatedDevice {
@@ -418,6 +527,9 @@ pub struct EmulatedDevice {
     stats: DeviceStats,
     /// This handle's slot in the model's completion-time counters.
     copy_slot: usize,
+    /// With DMA offload: this handle's slots (one per request in flight) and the free ones.
+    dma_slots: Option<Arc<DmaSlots>>,
+    dma_free: Vec<u32>,
 }
 
 /// Default bound on requests in flight per emulated handle.
@@ -437,7 +549,6 @@ impl EmulatedDevice {
         let copy_slot = model.next_slot.fetch_add(1, Ordering::Relaxed) % COPY_SLOTS;
         let handle_queue_depth = EMULATED_HANDLE_QUEUE_DEPTH;
         Self {
-            model,
             arena,
             handle_queue_depth,
             pushed: VecDeque::with_capacity(handle_queue_depth),
@@ -447,6 +558,17 @@ impl EmulatedDevice {
             rng: SmallRng::seed_from_u64(seed),
             stats: DeviceStats::default(),
             copy_slot,
+            dma_slots: model.config.dma_offload.then(|| {
+                Arc::new(DmaSlots {
+                    words: (0..handle_queue_depth).map(|_| AtomicU64::new(0)).collect(),
+                })
+            }),
+            dma_free: if model.config.dma_offload {
+                (0..handle_queue_depth as u32).rev().collect()
+            } else {
+                Vec::new()
+            },
+            model,
         }
     }
 
@@ -465,8 +587,10 @@ impl EmulatedDevice {
             0
         };
         self.sequence += 1;
+        let deadline_ns = pipe_end + config.latency_ns + jitter;
+        let (dma_slot, dma_word) = self.queue_dma(&request);
         let entry = InService {
-            deadline_ns: pipe_end + config.latency_ns + jitter,
+            deadline_ns,
             sequence: self.sequence,
             doorbell_ns,
             offset_bytes: request.offset_bytes,
@@ -474,6 +598,8 @@ impl EmulatedDevice {
             frames: request.frames,
             tag: request.tag,
             write: request.kind == IoKind::Write,
+            dma_slot,
+            dma_word,
         };
         match self.in_service.back() {
             Some(last) if *last > entry => {
@@ -483,6 +609,69 @@ impl EmulatedDevice {
             _ => self.in_service.push_back(entry),
         }
         debug_assert!(self.in_service.len() <= self.handle_queue_depth);
+    }
+
+    /// With DMA offload, hands the request's copy to the DMA engine: takes a slot, marks it
+    /// PENDING under a new generation and queues the job. `(NO_DMA, 0)` when offload is off or
+    /// the engine's queue is full (the poller copies then).
+    fn queue_dma(&mut self, request: &IoRequest) -> (u32, u64) {
+        let (Some(slots), Some(queue)) = (&self.dma_slots, &self.model.dma) else {
+            return (NO_DMA, 0);
+        };
+        let slot = self
+            .dma_free
+            .pop()
+            .expect("a DMA slot per request in flight (bounded by the handle's queue depth)");
+        let word_ref = &slots.words[slot as usize];
+        let old = word_ref.load(Ordering::Acquire);
+        debug_assert!(matches!(old & 3, DMA_FREE | DMA_DONE));
+        let word = dma_word((old >> 2) + 1, DMA_PENDING);
+        word_ref.store(word, Ordering::Release);
+        let job = DmaJob {
+            slots: slots.clone(),
+            slot,
+            word,
+            request: *request,
+            frame_base: self.arena.frame_ptr(request.frame),
+        };
+        if queue.push(job).is_err() {
+            word_ref.store(dma_word(word >> 2, DMA_FREE), Ordering::Release);
+            self.dma_free.push(slot);
+            return (NO_DMA, 0);
+        }
+        (slot, word)
+    }
+
+    /// Completes an entry's data movement: takes over its DMA job if the engine has not begun
+    /// it (copying here), waits for a copy in progress, or finds it done; frees the slot.
+    fn finish_dma(&mut self, entry: &InService, request: &IoRequest) {
+        if entry.dma_slot == NO_DMA {
+            self.model.transfer(request, &self.arena);
+            return;
+        }
+        let slots = self.dma_slots.as_ref().expect("offload on");
+        let word_ref = &slots.words[entry.dma_slot as usize];
+        let generation = entry.dma_word >> 2;
+        let taken = word_ref.compare_exchange(
+            entry.dma_word,
+            dma_word(generation, DMA_COPYING),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        match taken {
+            Ok(_) => {
+                self.model.transfer(request, &self.arena);
+                self.model.dma_missed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                // The engine is copying or has copied: wait for DONE (one 4 KiB copy at most).
+                while word_ref.load(Ordering::Acquire) != dma_word(generation, DMA_DONE) {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        word_ref.store(dma_word(generation, DMA_FREE), Ordering::Release);
+        self.dma_free.push(entry.dma_slot);
     }
 
     fn admit_waiting(&mut self, admit_ns: u64) {
@@ -589,7 +778,7 @@ impl Device for EmulatedDevice {
                 frames: entry.frames,
                 tag: entry.tag,
             };
-            self.model.transfer(&request, &self.arena);
+            self.finish_dma(&entry, &request);
             self.arena.end_io(request.frame, request.frames);
             self.model.release();
             // The freed slot serves this handle's oldest waiting request from the moment it freed.
@@ -643,7 +832,28 @@ impl Device for EmulatedDevice {
 impl Drop for EmulatedDevice {
     fn drop(&mut self) {
         // Requests still in service hold device-wide slots and arena frames: give them back.
-        for entry in self.in_service.drain(..) {
+        let entries: Vec<InService> = self.in_service.drain(..).collect();
+        for entry in entries {
+            if entry.dma_slot != NO_DMA {
+                // Cancel the engine's job (or wait for its copy) before the frames go back:
+                // after this the engine can never touch them.
+                let slots = self.dma_slots.as_ref().expect("offload on");
+                let word_ref = &slots.words[entry.dma_slot as usize];
+                let generation = entry.dma_word >> 2;
+                if word_ref
+                    .compare_exchange(
+                        entry.dma_word,
+                        dma_word(generation, DMA_FREE),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_err()
+                {
+                    while word_ref.load(Ordering::Acquire) != dma_word(generation, DMA_DONE) {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
             self.model.release();
             self.arena.end_io(entry.frame, entry.frames);
         }

@@ -1137,6 +1137,105 @@ fn emulator_counts_completion_cpu_time() {
     assert!(model.completion_cpu_ns() > 0);
 }
 
+/// With DMA offload, a DMA engine on another thread moves the data before the deadline; what
+/// it has not reached, the poller moves itself; data is right either way, no completion is
+/// early, and a dropped handle's queued jobs are never performed.
+#[test]
+fn emulator_dma_offload_moves_data_off_the_polling_core() {
+    const TEST: &str = "emulator_dma_offload";
+    let seed = 0x0005_eed0_0d3a;
+    let _guard = SeedGuard::new(TEST, seed);
+    let latency_ns = 200_000;
+    let model = EmulatorConfig::with_latency_ns(latency_ns)
+        .capacity_bytes(64 * BLOCK)
+        .dma_offload(true)
+        .build()
+        .unwrap();
+    let arena = Arc::new(Arena::new(32).unwrap());
+
+    // 1. The engine runs between the doorbell and the deadline: it makes every copy.
+    let mut device = EmulatedDevice::new(model.clone(), arena.clone());
+    for i in 0..16u32 {
+        fill_frame(&arena, i, seed + u64::from(i));
+        device
+            .push(IoRequest::write(u64::from(i) * BLOCK, i, 1, u64::from(i)))
+            .unwrap();
+    }
+    let start = Instant::now();
+    device.submit().unwrap();
+    assert_eq!(model.run_dma(64), 16);
+    reap_ok(&mut device, &(0..16).collect::<Vec<u64>>());
+    assert!(start.elapsed() >= Duration::from_nanos(latency_ns));
+    assert_eq!(model.dma_counts(), (16, 0));
+
+    // 2. An engine thread races the poller: whoever gets a copy makes it, exactly once.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let engine = {
+        let (model, stop) = (model.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                if model.run_dma(64) == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    for round in 0..20u64 {
+        for i in 0..16u32 {
+            clear_frame(&arena, 16 + i);
+            device
+                .push(IoRequest::read(
+                    u64::from(i) * BLOCK,
+                    16 + i,
+                    1,
+                    100 + u64::from(i),
+                ))
+                .unwrap();
+        }
+        reap_ok(&mut device, &(100..116).collect::<Vec<u64>>());
+        for i in 0..16u32 {
+            fill_frame(&arena, i, seed + u64::from(i));
+            assert!(
+                frame_contents(&arena, 16 + i) == frame_contents(&arena, i),
+                "round {round}: block {i} read back wrong"
+            );
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    engine.join().unwrap();
+    let (by_engine, by_poller) = model.dma_counts();
+    assert_eq!(
+        by_engine + by_poller,
+        16 + 20 * 16,
+        "a copy was made twice or never"
+    );
+
+    // 2. No engine: every copy falls back to the poller, data still right.
+    clear_frame(&arena, 0);
+    device.push(IoRequest::read(3 * BLOCK, 0, 1, 7)).unwrap();
+    reap_ok(&mut device, &[7]);
+    fill_frame(&arena, 1, seed + 3);
+    assert!(frame_contents(&arena, 0) == frame_contents(&arena, 1));
+    assert_eq!(model.dma_counts(), (by_engine, by_poller + 1));
+
+    // 3. A handle dropped with jobs queued: the engine skips them afterwards.
+    device.push(IoRequest::read(5 * BLOCK, 2, 1, 8)).unwrap();
+    device.submit().unwrap();
+    drop(device);
+    assert_frames_idle(&arena, TEST);
+    // (Jobs whose copies the poller took over are still queued too: the engine skips them.)
+    let mut drained = 0;
+    while model.run_dma(64) > 0 {
+        drained += 1;
+        assert!(drained < 10_000, "the DMA queue never drained");
+    }
+    assert_eq!(
+        model.dma_counts(),
+        (by_engine, by_poller + 1),
+        "a cancelled job ran"
+    );
+}
+
 #[test]
 fn emulator_drop_returns_slots_and_frames() {
     let model = EmulatorConfig::with_latency_ns(1_000_000)
