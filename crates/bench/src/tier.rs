@@ -973,6 +973,7 @@ fn run_device(
         load: Vec::new(),
     };
     let mut dram_ops: Vec<(Workload, f64)> = Vec::new();
+    let mut curve_reference: Option<f64> = None;
     for config in Config::ALL {
         let opened = Instant::now();
         let db = Db::open(
@@ -1058,10 +1059,16 @@ fn run_device(
         // rates (fractions of dram's closed-loop throughput), and the p99_vs_flash_sync pair.
         let curve_workload = Workload::YcsbC;
         if plan.workloads.contains(&curve_workload) {
-            let dram = dram_ops
-                .iter()
-                .find(|(w, _)| *w == curve_workload)
-                .map(|&(_, ops)| ops);
+            // The first closed-loop measurement of `dram` sets the curve's rates, so that both
+            // curves are run at the same absolute rates (the repeat below may raise the
+            // reference for the ratios afterwards).
+            if config == Config::Dram {
+                curve_reference = dram_ops
+                    .iter()
+                    .find(|(w, _)| *w == curve_workload)
+                    .map(|&(_, ops)| ops);
+            }
+            let dram = curve_reference;
             let ctx = JobContext {
                 handle: db.handle(),
                 meter: meter.clone(),
