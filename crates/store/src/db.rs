@@ -152,6 +152,9 @@ impl DbOptions {
 const CLEAN_SETS_PER_PASS: usize = 64;
 /// Pause of a cleaner whose pass found nothing to write.
 const CLEAN_IDLE_PAUSE: Duration = Duration::from_micros(200);
+/// Pause of a cleaner whose pass wrote less than a full batch (candidates are scarce: let
+/// them accumulate rather than rescan).
+const CLEAN_BUSY_PAUSE: Duration = Duration::from_micros(50);
 /// Pause of a cleaner after a failed write-back (the page stays dirty; flush reports it).
 const CLEAN_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
@@ -180,6 +183,7 @@ impl Cleaners {
                 while !stop.load(Ordering::Acquire) {
                     match cache.clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH) {
                         Ok(0) => thread::sleep(CLEAN_IDLE_PAUSE),
+                        Ok(n) if n < BATCH => thread::sleep(CLEAN_BUSY_PAUSE),
                         Ok(_) => thread::yield_now(),
                         Err(err) => {
                             tracing::warn!(core, "background write-back failed: {err}");
