@@ -39,10 +39,12 @@ impl FreeExtents {
 
     /// Returns `n` pages from `start`, merging with free neighbours.
     pub fn give(&mut self, start: u64, n: u64) {
-        debug_assert!(n > 0);
+        // Invariants checked in release builds too: a double free would hand one page to two
+        // records (each check is one ordered-map lookup).
+        assert!(n > 0, "freeing an empty extent at page {start}");
         let (mut s, mut len) = (start, n);
         if let Some((&ps, &pn)) = self.by_start.range(..start).next_back() {
-            debug_assert!(ps + pn <= start, "double free of page {start}");
+            assert!(ps + pn <= start, "double free of page {start}");
             if ps + pn == start {
                 self.by_start.remove(&ps);
                 self.by_size.remove(&(pn, ps));
@@ -55,7 +57,7 @@ impl FreeExtents {
             self.by_size.remove(&(nn, start + n));
             len += nn;
         }
-        debug_assert!(
+        assert!(
             self.by_start.range(start..start + n).next().is_none(),
             "double free of page {start}"
         );
