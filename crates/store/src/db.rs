@@ -76,6 +76,9 @@ pub struct DbOptions {
     /// dirty pages the CLOCK would evict next, so that misses find clean victims and do not
     /// wait for a write-back before their read. It takes one of each core's threads.
     pub cleaner: bool,
+    /// Open an existing store without writing anything to it (no open mark, no flush at close,
+    /// no cleaner); `put` and `delete` fail with [`DbError::ReadOnly`]. Default off.
+    pub read_only: bool,
 }
 
 impl DbOptions {
@@ -95,6 +98,7 @@ impl DbOptions {
             miss_wait: WaitMode::Park,
             idle: IdleMode::Block,
             cleaner: true,
+            read_only: false,
         }
     }
 
@@ -144,6 +148,10 @@ impl DbOptions {
     }
     pub fn cleaner(mut self, on: bool) -> Self {
         self.cleaner = on;
+        self
+    }
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
         self
     }
 }
@@ -286,6 +294,12 @@ impl Db {
             _ => None,
         };
         let existing = read_superblock_page(&options.device, &path, model.as_ref())?;
+        if options.read_only && existing.is_none() {
+            return Err(DbError::Config(format!(
+                "read-only open of {}: no tamer store there yet",
+                path.display()
+            )));
+        }
         let max_depth = existing
             .as_ref()
             .map_or(options.max_directory_depth, |sb| sb.max_depth);
@@ -305,12 +319,15 @@ impl Db {
         let cache = Arc::new(cache);
         let (spec, space) = match &options.device {
             DeviceKind::Uring | DeviceKind::Sync | DeviceKind::Mmap => {
-                let file = Arc::new(DeviceFile::open_existing(
-                    &path,
+                // Read-only: the file as it is, never grown.
+                let initial_bytes = if options.read_only {
+                    0
+                } else {
                     options
                         .initial_file_bytes
-                        .max(PAGE_SIZE as u64 * (pinned_pages + 1)),
-                )?);
+                        .max(PAGE_SIZE as u64 * (pinned_pages + 1))
+                };
+                let file = Arc::new(DeviceFile::open_existing(&path, initial_bytes)?);
                 let space = Space::File {
                     file: file.clone(),
                     max_bytes: options.max_file_bytes,
@@ -349,12 +366,11 @@ impl Db {
         };
         let runtime =
             Runtime::start(runtime_config, spec, cache.arena()).map_err(DbError::Runtime)?;
-        let engine = Arc::new(Engine::new(
-            cache,
-            space,
-            options.max_value_bytes,
-            max_depth,
-        ));
+        let mut engine = Engine::new(cache, space, options.max_value_bytes, max_depth);
+        if options.read_only {
+            engine = engine.read_only();
+        }
+        let engine = Arc::new(engine);
         let mut db = Db {
             engine,
             runtime: Some(runtime),
@@ -363,7 +379,7 @@ impl Db {
             path,
         };
         db.run(|h| h.engine.load())??;
-        if options.cleaner {
+        if options.cleaner && !options.read_only {
             db.cleaners = Some(Cleaners::start(
                 db.runtime(),
                 &db.engine.cache,
@@ -470,6 +486,15 @@ impl Db {
             next: Some(0),
             keys: VecDeque::new(),
         }
+    }
+
+    /// Writes the superblock (with the index's current depth) and every dirty page of the
+    /// cache back to the device and waits for the device's durability barrier: afterwards the
+    /// device holds every write made before the call, so a read-only [`Db`] opened on it sees
+    /// them. It does not mark the store clean (the free list is saved at `close`); atomicity
+    /// across a crash is the durability issue's.
+    pub fn flush(&self) -> Result<(), DbError> {
+        self.run(|h| h.engine.flush())?
     }
 
     /// Clean close: flush the cache, write the free list and superblock, fdatasync, stop the

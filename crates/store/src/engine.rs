@@ -66,6 +66,8 @@ pub(crate) struct Engine {
     closed: AtomicBool,
     /// Operations admitted by `check_open` and not yet finished.
     active_ops: std::sync::atomic::AtomicUsize,
+    /// Opened read-only: nothing is ever written.
+    read_only: bool,
 }
 
 enum Link {
@@ -139,7 +141,15 @@ impl Engine {
             space,
             closed: AtomicBool::new(false),
             active_ops: std::sync::atomic::AtomicUsize::new(0),
+            read_only: false,
         }
+    }
+
+    /// Opens without writing anything (before [`Engine::load`]): no open mark, no flush at
+    /// close; `put`/`delete` fail with [`DbError::ReadOnly`].
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
     }
 
     fn lock_alloc(&self) -> MutexGuard<'_, Alloc> {
@@ -159,6 +169,11 @@ impl Engine {
         let existing = sb_page.read(Superblock::decode).map_err(DbError::Config)?;
         for p in DIR_START..DIR_START + dir_pages {
             self.cache.pin_permanent(p)?;
+        }
+        if self.read_only && existing.is_none() {
+            return Err(DbError::Config(
+                "read-only open of a store that does not exist yet".into(),
+            ));
         }
         match existing {
             None => {
@@ -225,6 +240,9 @@ impl Engine {
                     for p in list_pages {
                         alloc.free.give(p, 1);
                     }
+                } else if self.read_only {
+                    // Nothing will be allocated: the stale free list does not matter.
+                    self.lock_alloc().next_page = sb.next_page;
                 } else {
                     // Not closed cleanly: the free list and high-water mark may be stale. Treat
                     // every page up to the device's end as in use (free space is leaked, nothing
@@ -239,7 +257,22 @@ impl Engine {
             }
         }
         drop(sb_page);
+        if self.read_only {
+            return Ok(());
+        }
         self.write_superblock(false)?;
+        self.cache.flush()?;
+        Ok(())
+    }
+
+    /// Writes the superblock (still marked open: the free list is only saved at close) and
+    /// every dirty page back, then the device's barrier: the device then holds the index and
+    /// every record written so far, so another (read-only) opener sees them.
+    pub fn flush(&self) -> Result<(), DbError> {
+        let _op = self.check_open()?;
+        if !self.read_only {
+            self.write_superblock(false)?;
+        }
         self.cache.flush()?;
         Ok(())
     }
@@ -287,6 +320,9 @@ impl Engine {
                 )));
             }
             thread::yield_now();
+        }
+        if self.read_only {
+            return Ok(());
         }
         let open = self.lock_alloc().open.take();
         if let Some(open) = open {
@@ -779,6 +815,9 @@ impl Engine {
 
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         let _op = self.check_key(key)?;
+        if self.read_only {
+            return Err(DbError::ReadOnly);
+        }
         if value.len() > self.max_value {
             return Err(DbError::ValueTooLarge {
                 len: value.len(),
@@ -856,6 +895,9 @@ impl Engine {
 
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
         let _op = self.check_key(key)?;
+        if self.read_only {
+            return Err(DbError::ReadOnly);
+        }
         let hash = hash_key(key);
         for _ in 0..MAX_RETRIES {
             let bucket = self.bucket_for(hash)?;

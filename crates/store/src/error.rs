@@ -30,6 +30,8 @@ pub enum DbError {
     NotInUserThread,
     /// The database was closed.
     Closed,
+    /// A write to a store opened read-only (`DbOptions::read_only`).
+    ReadOnly,
     /// The runtime could not run the operation (its queues stayed full, or it stopped).
     Runtime(String),
 }
@@ -73,6 +75,10 @@ impl fmt::Display for DbError {
                 f,
                 "no space for {pages} more pages ({detail}): free space on the disk, raise the \
                  size limit, or delete data; nothing stored was changed"
+            ),
+            DbError::ReadOnly => write!(
+                f,
+                "the store was opened read-only (DbOptions::read_only): open it writable to change it"
             ),
             DbError::IndexFull { max_depth } => write!(
                 f,

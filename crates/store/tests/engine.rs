@@ -504,3 +504,54 @@ fn close_waits_for_operations_in_progress() {
     assert!(acked > 0, "no put ran before close");
     db.close().unwrap();
 }
+
+/// A read-only open reads everything, refuses writes, writes nothing (two read-only instances
+/// at once leave the file byte-identical), and does not create a missing store.
+#[test]
+fn read_only_opens_read_and_write_nothing() {
+    let file = TempFile(temp_path("read-only"));
+    let db = Db::open(&file.0, uring(2 << 20)).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("k{i}").as_bytes(), &vec![i as u8; 300])
+            .unwrap();
+    }
+    // After a flush, a read-only opener sees everything while the writer is still open.
+    db.flush().unwrap();
+    let reader = Db::open(&file.0, uring(1 << 20).read_only(true)).unwrap();
+    for i in (0..500u32).step_by(7) {
+        let key = format!("k{i}");
+        assert_eq!(
+            reader.get(key.as_bytes()).unwrap(),
+            Some(vec![i as u8; 300])
+        );
+    }
+    reader.close().unwrap();
+    db.close().unwrap();
+    let before = std::fs::read(&file.0).unwrap();
+    let a = Db::open(&file.0, uring(2 << 20).read_only(true)).unwrap();
+    let b = Db::open(&file.0, uring(1 << 20).read_only(true)).unwrap();
+    for i in 0..500u32 {
+        let key = format!("k{i}");
+        assert_eq!(a.get(key.as_bytes()).unwrap(), Some(vec![i as u8; 300]));
+        assert_eq!(b.get(key.as_bytes()).unwrap(), Some(vec![i as u8; 300]));
+    }
+    assert_eq!(a.put(b"x", b"y"), Err(DbError::ReadOnly));
+    assert_eq!(b.delete(b"k1"), Err(DbError::ReadOnly));
+    a.close().unwrap();
+    b.close().unwrap();
+    assert!(
+        std::fs::read(&file.0).unwrap() == before,
+        "a read-only session changed the file"
+    );
+    // Still a clean store for a writable open.
+    let db = Db::open(&file.0, uring(2 << 20)).unwrap();
+    assert_eq!(db.len(), 500);
+    db.close().unwrap();
+
+    let missing = temp_path("read-only-missing");
+    assert!(matches!(
+        Db::open(&missing, uring(2 << 20).read_only(true)),
+        Err(DbError::Config(_))
+    ));
+    assert!(!missing.exists(), "a read-only open created {missing:?}");
+}
