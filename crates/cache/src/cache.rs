@@ -1117,6 +1117,46 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Waits for a latch held by another thread: yield to it if it runs on this core.
+/// Longest a thread waits for a page latch. Latches are held for a page access, at most
+/// across one device read (a reader of a bucket holds it while it reads the record), so a
+/// wait this long is a deadlock (a bug): it panics with the page rather than hang silently.
+const LATCH_WAIT_LIMIT_NS: u64 = 30_000_000_000;
+
+/// A bounded latch wait: yields between attempts, checks the clock every 1024 attempts.
+struct LatchWait {
+    page: u64,
+    attempts: u64,
+    /// Set at the first check: when the wait becomes a deadlock.
+    deadline_ns: Option<u64>,
+}
+
+impl LatchWait {
+    fn new(page: u64) -> Self {
+        Self {
+            page,
+            attempts: 0,
+            deadline_ns: None,
+        }
+    }
+
+    fn step(&mut self) {
+        self.attempts += 1;
+        if self.attempts % 1024 == 1 {
+            let now = now_ns();
+            let deadline = *self
+                .deadline_ns
+                .get_or_insert(now.saturating_add(LATCH_WAIT_LIMIT_NS));
+            assert!(
+                now < deadline,
+                "waited {} s for the latch of page {}: a latch deadlock",
+                LATCH_WAIT_LIMIT_NS / 1_000_000_000,
+                self.page
+            );
+        }
+        backoff();
+    }
+}
+
 fn backoff() {
     if thread::in_user_thread() {
         thread::yield_now();
@@ -1170,8 +1210,9 @@ impl<'a> PageRef<'a> {
     /// Runs `f` on the page under the shared latch (writers wait; other readers do not).
     pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         let meta = self.meta();
+        let mut wait = LatchWait::new(self.page);
         while !meta.try_lock_shared() {
-            backoff();
+            wait.step();
         }
         let _unlock = UnlockShared(meta);
         // SAFETY: pinned (the frame is READY, no read I/O into it) and the shared latch
@@ -1185,15 +1226,16 @@ impl<'a> PageRef<'a> {
     /// Runs `f` on the page under the exclusive latch and marks it dirty.
     pub fn write<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let meta = self.meta();
+        let mut wait = LatchWait::new(self.page);
         let held = loop {
             if let Some(held) = meta.try_lock_exclusive() {
                 break held;
             }
-            backoff();
+            wait.step();
         };
         let unlock = UnlockExclusive(meta, held);
         while !meta.readers_drained() {
-            backoff();
+            wait.step();
         }
         debug_assert!(
             !self.cache.arena.is_in_io(self.frame),
@@ -1337,6 +1379,17 @@ impl std::fmt::Debug for Prefetch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "a latch deadlock")]
+    fn a_latch_wait_past_its_limit_panics_naming_the_page() {
+        let mut wait = LatchWait::new(7);
+        wait.step(); // the first check sets the deadline; no panic
+        wait.deadline_ns = Some(0);
+        for _ in 0..1024 {
+            wait.step(); // the next check is at attempt 1025
+        }
+    }
 
     #[test]
     fn footprint_matches_the_documented_figures() {
