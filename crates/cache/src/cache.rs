@@ -1254,10 +1254,54 @@ impl<'a> PageRef<'a> {
 
     /// Runs `f` on the page without a latch and returns its result only if no writer held the
     /// latch before or during the call; `None` otherwise (retry, or use [`PageRef::read`]).
+    /// Its byte reads race with a writer's plain stores: the version check discards what they
+    /// saw, but Rust's memory model calls the race undefined; for one word prefer
+    /// [`PageRef::load_u64_optimistic`] (the store's directory lookups use it).
     ///
     /// `f` may see a page being modified (torn): it must not act on what it reads (no
     /// indexing by values read, no side effects) beyond computing a result that is discarded
     /// when validation fails. This is the seqlock pattern of optimistic latch coupling.
+    /// The little-endian u64 at byte `at` (8-aligned), read without a latch as one atomic
+    /// load; `None` if a writer held the latch before or during it (retry, or use `read`).
+    /// Race-free when writers of that word use [`PageRef::store_u64`], unlike
+    /// [`PageRef::read_optimistic`] whose byte reads race with a writer's plain stores (the
+    /// version check discards them, but Rust's memory model calls it a data race).
+    pub fn load_u64_optimistic(&self, at: usize) -> Option<u64> {
+        assert!(
+            at.is_multiple_of(8) && at + 8 <= BLOCK_SIZE,
+            "u64 at {at}: 8-aligned, in the page"
+        );
+        let meta = self.meta();
+        let version = meta.optimistic_begin()?;
+        // SAFETY: pinned (the frame holds this page, no read I/O targets it); the word is
+        // 8-aligned inside the 4 KiB-aligned frame; concurrent writers of this word store it
+        // atomically (`store_u64`).
+        let word = unsafe {
+            std::sync::atomic::AtomicU64::from_ptr(
+                self.cache.arena.frame_ptr(self.frame).add(at).cast::<u64>(),
+            )
+        };
+        let value = u64::from_le(word.load(Ordering::Relaxed));
+        meta.optimistic_validate(version).then_some(value)
+    }
+
+    /// Stores the little-endian u64 at byte `at` (8-aligned) under the exclusive latch, as one
+    /// atomic store (see [`PageRef::load_u64_optimistic`]); marks the page dirty.
+    pub fn store_u64(&self, at: usize, value: u64) {
+        assert!(
+            at.is_multiple_of(8) && at + 8 <= BLOCK_SIZE,
+            "u64 at {at}: 8-aligned, in the page"
+        );
+        self.write(|data| {
+            // SAFETY: `data` is this frame, exclusively latched; the word is 8-aligned and in
+            // bounds (asserted).
+            let word = unsafe {
+                std::sync::atomic::AtomicU64::from_ptr(data.as_mut_ptr().add(at).cast::<u64>())
+            };
+            word.store(value.to_le(), Ordering::Relaxed);
+        });
+    }
+
     pub fn read_optimistic<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let meta = self.meta();
         let version = meta.optimistic_begin()?;

@@ -943,3 +943,28 @@ fn flush_does_not_deadlock_with_nested_readers() {
     }
     worker.join().unwrap();
 }
+
+/// A word stored with `store_u64` reads back with one atomic load, and the plain read agrees.
+#[test]
+fn words_store_and_load_atomically() {
+    let (cache, model) = emulated(CacheConfig::new(16 * PAGE as u64), 1_000, 16);
+    let mut executor = common::executor(&cache, &model, 1);
+    let c = cache.clone();
+    executor
+        .spawn(move || {
+            let page = c.get(3).unwrap();
+            for (i, value) in [0u64, 1, u64::MAX, 0x0123_4567_89ab_cdef]
+                .into_iter()
+                .enumerate()
+            {
+                let at = i * 8 + 64;
+                page.store_u64(at, value);
+                assert_eq!(page.load_u64_optimistic(at), Some(value));
+                let plain = page.read(|b| u64::from_le_bytes(b[at..at + 8].try_into().unwrap()));
+                assert_eq!(plain, value);
+            }
+        })
+        .unwrap();
+    common::run(&mut executor);
+    assert_eq!(executor.stats().jobs_panicked, 0);
+}

@@ -504,14 +504,15 @@ impl Engine {
         let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
         let at = (index % DIR_PER_PAGE) as usize * 8;
         Ok(page
-            .read_optimistic(|b| get_u64(b, at))
+            .load_u64_optimistic(at)
             .unwrap_or_else(|| page.read(|b| get_u64(b, at))))
     }
 
     fn dir_set(&self, index: u64, bucket: u64) -> Result<(), DbError> {
         let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
         let at = (index % DIR_PER_PAGE) as usize * 8;
-        page.write(|b| put_u64(b, at, bucket));
+        // One atomic store: `dir_get` reads the slot optimistically with one atomic load.
+        page.store_u64(at, bucket);
         Ok(())
     }
 
