@@ -1,6 +1,7 @@
 //! The page allocator's in-memory state: free extents (by start and by size, coalesced) and the
 //! high-water mark. Guarded by one `std::sync::Mutex` in the engine, held only for short
-//! critical sections that never park (growing the file is one `posix_fallocate` syscall).
+//! critical sections that never park and make no syscall (the engine grows the file outside
+//! it).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -474,24 +474,50 @@ impl Engine {
     }
 
     /// `n` consecutive pages: best fit among free extents, else past the high-water mark.
+    /// Growing the file (a `posix_fallocate`) happens outside the allocator's lock, so other
+    /// cores' allocations do not wait for the syscall; the space is then claimed under the lock
+    /// (another thread may have used the growth first: retried, at most
+    /// `ALLOC_GROW_ATTEMPTS` times, then grown under the lock to guarantee progress).
     fn alloc_pages(&self, n: u64) -> Result<u64, DbError> {
-        let mut alloc = self.lock_alloc();
-        if let Some(start) = alloc.free.take(n) {
-            return Ok(start);
-        }
-        // A free extent at the end of the used range is extended rather than left behind.
-        let high = alloc.next_page;
-        let tail = alloc.free.take_tail(high);
-        let start = tail.unwrap_or(alloc.next_page);
-        if let Err(err) = self.ensure_capacity(start + n, n) {
+        const ALLOC_GROW_ATTEMPTS: usize = 8;
+        for attempt in 0..=ALLOC_GROW_ATTEMPTS {
+            let mut alloc = self.lock_alloc();
+            if let Some(start) = alloc.free.take(n) {
+                return Ok(start);
+            }
+            // A free extent at the end of the used range is extended rather than left behind.
+            let high = alloc.next_page;
+            let tail = alloc.free.take_tail(high);
+            let start = tail.unwrap_or(high);
+            let end = start + n;
+            if self.capacity_covers(end) || attempt == ALLOC_GROW_ATTEMPTS {
+                if let Err(err) = self.ensure_capacity(end, n) {
+                    if let Some(tail) = tail {
+                        let len = alloc.next_page - tail;
+                        alloc.free.give(tail, len);
+                    }
+                    return Err(err);
+                }
+                alloc.next_page = end;
+                return Ok(start);
+            }
             if let Some(tail) = tail {
                 let len = alloc.next_page - tail;
                 alloc.free.give(tail, len);
             }
-            return Err(err);
+            drop(alloc);
+            self.ensure_capacity(end, n)?;
         }
-        alloc.next_page = start + n;
-        Ok(start)
+        unreachable!("the last attempt grows under the lock or fails")
+    }
+
+    /// True when pages `..end` are addressable without growing anything.
+    fn capacity_covers(&self, end: u64) -> bool {
+        let bytes = end.saturating_mul(PAGE_SIZE as u64);
+        match &self.space {
+            Space::Fixed { capacity_bytes } => bytes <= *capacity_bytes,
+            Space::File { file, .. } => bytes <= file.capacity_bytes(),
+        }
     }
 
     fn free_pages(&self, start: u64, n: u64) {

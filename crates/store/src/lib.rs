@@ -87,9 +87,10 @@
 //! shared latch and hold it while reading the record (so the record cannot be released under
 //! them); updates take the bucket's exclusive latch for the entry switch only. Splits are
 //! serialized by a yield lock (waiters yield their core, never block it) and hold the bucket's
-//! exclusive latch. The allocator is a `std::sync::Mutex` held for in-memory updates only
-//! (plus the rare `posix_fallocate`), never across a park. Lock order: split lock → bucket →
-//! data/extent pages → directory pages → allocator.
+//! exclusive latch. The allocator is a `std::sync::Mutex` held for in-memory updates only,
+//! never across a park or a syscall (the file grows outside it, and the space is then claimed
+//! under it; after 8 lost races it grows under it, to guarantee progress). Lock order: split
+//! lock → bucket → data/extent pages → directory pages → allocator.
 //!
 //! **Background cleaning** ([`DbOptions::cleaner`], on by default): one user-level thread per
 //! core writes back dirty pages that the cache's CLOCK would evict next
