@@ -34,6 +34,7 @@ impl DeviceFile {
                 path.display()
             )));
         }
+        let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -58,6 +59,10 @@ impl DeviceFile {
         if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } == 0
             && fs.f_type as u64 == libc::TMPFS_MAGIC as u64
         {
+            if !existed {
+                // Refused: leave nothing behind that this call created.
+                let _ = std::fs::remove_file(path);
+            }
             return Err(DeviceError::NoDirectIo {
                 path: path.display().to_string(),
             });

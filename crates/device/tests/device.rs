@@ -740,7 +740,9 @@ fn tmpfs_has_no_direct_io() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("data");
     let result = DeviceFile::open(&path, 1 << 20);
+    let left_behind = path.exists();
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(!left_behind, "a refused open left {path:?} behind");
     match result {
         Err(DeviceError::NoDirectIo { path: reported }) => {
             assert_eq!(reported, path.display().to_string());

@@ -64,6 +64,7 @@ pub(crate) struct WorkerState {
 #[derive(Clone, Debug)]
 pub struct CoreStats {
     pub jobs_started: u64,
+    /// Jobs that ended, including those that panicked (`jobs_panicked` of them).
     pub jobs_completed: u64,
     pub jobs_panicked: u64,
     /// Resumes of a user-level thread (each is a switch in and, later, out).
