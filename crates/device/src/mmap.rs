@@ -10,15 +10,12 @@
 //! memory limit the process runs under (a cgroup, in the benchmark). [`Device::flush`] is
 //! `msync(MS_SYNC)` over the file.
 
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{
-    now_ns, validate, Arena, Completion, Device, DeviceError, DeviceFile, DeviceStats, IoKind,
-    IoRequest,
-};
+use crate::sync::DoorbellQueue;
+use crate::{Arena, Completion, Device, DeviceError, DeviceFile, DeviceStats, IoKind, IoRequest};
 
 /// Address space reserved for a mapping: the file may grow up to this many bytes without being
 /// remapped (64 GiB; address space only, nothing is resident until touched).
@@ -126,42 +123,37 @@ impl Drop for FileMap {
 pub struct MmapDevice {
     map: Arc<FileMap>,
     arena: Arc<Arena>,
-    queue_depth: usize,
-    /// Pushed, not yet performed. Bounded by `queue_depth` together with `done`.
-    queued: VecDeque<IoRequest>,
-    /// Performed, not yet reaped.
-    done: VecDeque<Completion>,
-    stats: DeviceStats,
+    queue: DoorbellQueue,
 }
 
 impl MmapDevice {
     /// A handle on `map` moving data to and from `arena`; at most `queue_depth` requests pushed
     /// and not yet reaped.
     pub fn new(map: Arc<FileMap>, arena: Arc<Arena>, queue_depth: usize) -> Self {
-        assert!(queue_depth > 0, "queue depth must be positive");
         Self {
             map,
             arena,
-            queue_depth,
-            queued: VecDeque::with_capacity(queue_depth),
-            done: VecDeque::with_capacity(queue_depth),
-            stats: DeviceStats::default(),
+            queue: DoorbellQueue::new(queue_depth),
         }
     }
+}
 
-    fn perform(&self, request: &IoRequest) {
+impl FileMap {
+    /// Copies one validated request between the mapping and its frames (a fault blocks).
+    fn perform(&self, arena: &Arena, request: &IoRequest) -> Result<(), DeviceError> {
         let len = request.len_bytes() as usize;
-        let frame = self.arena.frame_ptr(request.frame);
+        let frame = arena.frame_ptr(request.frame);
         // SAFETY: `validate` on push checked offset + len ≤ the file's capacity (which only
         // grows) ≤ the reserved mapping, so the range is mapped and backed by the file; the
         // frames are inside the arena and marked in I/O, so only this request touches them.
         unsafe {
-            let mapped = self.map.base.as_ptr().add(request.offset_bytes as usize);
+            let mapped = self.base.as_ptr().add(request.offset_bytes as usize);
             match request.kind {
                 IoKind::Read => std::ptr::copy_nonoverlapping(mapped, frame, len),
                 IoKind::Write => std::ptr::copy_nonoverlapping(frame, mapped, len),
             }
         }
+        Ok(())
     }
 }
 
@@ -175,53 +167,27 @@ impl Device for MmapDevice {
     }
 
     fn queue_depth(&self) -> usize {
-        self.queue_depth
+        self.queue.queue_depth()
     }
 
     fn in_flight(&self) -> usize {
-        self.queued.len() + self.done.len()
+        self.queue.in_flight()
     }
 
     fn push(&mut self, request: IoRequest) -> Result<(), DeviceError> {
-        validate(&request, self.capacity_bytes(), &self.arena)?;
-        if self.in_flight() >= self.queue_depth {
-            return Err(DeviceError::QueueFull {
-                queue_depth: self.queue_depth,
-            });
-        }
-        self.arena.begin_io(request.frame, request.frames)?;
-        self.queued.push_back(request);
-        self.stats.pushed += 1;
-        Ok(())
+        let capacity_bytes = self.map.capacity_bytes();
+        self.queue.push(request, capacity_bytes, &self.arena)
     }
 
     fn submit(&mut self) -> Result<usize, DeviceError> {
-        let count = self.queued.len();
-        if count > 0 {
-            self.stats.doorbells += 1;
-        }
-        let start_ns = now_ns();
-        while let Some(request) = self.queued.pop_front() {
-            self.perform(&request);
-            self.stats.submitted += 1;
-            self.done.push_back(Completion {
-                tag: request.tag,
-                result: Ok(()),
-                latency_ns: now_ns() - start_ns,
-            });
-            self.arena.end_io(request.frame, request.frames);
-        }
-        Ok(count)
+        let (map, arena) = (&self.map, &self.arena);
+        Ok(self
+            .queue
+            .submit(arena, |request| map.perform(arena, request)))
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
-        let count = self.done.len();
-        for completion in self.done.drain(..) {
-            self.stats
-                .record_completion(completion.latency_ns, completion.result.is_ok());
-            out.push(completion);
-        }
-        count
+        self.queue.poll(out)
     }
 
     fn wait(
@@ -238,7 +204,7 @@ impl Device for MmapDevice {
     }
 
     fn stats(&self) -> &DeviceStats {
-        &self.stats
+        &self.queue.stats
     }
 
     fn doorbell_is_cheap(&self) -> bool {
