@@ -422,6 +422,42 @@ struct JobContext {
     iterations: u64,
 }
 
+impl JobContext {
+    fn new(db: &Db, meter: Arc<Meter>, value: Arc<Vec<u8>>, work: Work, iterations: u64) -> Self {
+        Self {
+            handle: db.handle(),
+            meter,
+            value,
+            work,
+            iterations,
+        }
+    }
+}
+
+/// The bytes jobs write: YCSB values and TATP rows, seeded.
+struct Payloads {
+    value: Arc<Vec<u8>>,
+    row: Arc<Vec<u8>>,
+}
+
+impl Payloads {
+    fn new(plan: &Plan, seed: u64) -> Self {
+        Self {
+            value: seeded_bytes(plan.value_bytes, seed),
+            row: seeded_bytes(plan.tatp_row_bytes, seed ^ 1),
+        }
+    }
+
+    /// What `workload`'s writes store.
+    fn of(&self, workload: Workload) -> Arc<Vec<u8>> {
+        if workload == Workload::Tatp {
+            self.row.clone()
+        } else {
+            self.value.clone()
+        }
+    }
+}
+
 fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job {
     let ctx = ctx.clone();
     Job::new(move || {
@@ -815,22 +851,11 @@ pub fn run_os_paging_worker(options: &BenchOptions, plan: Plan, out: &Path) -> R
     crate::cgroup::set_limit(&cgroup, limit_bytes)?;
     let work = Work::calibrate();
     let iterations = work.iterations_for(plan.work_ns);
-    let value = seeded_bytes(plan.value_bytes, options.seed);
-    let row = seeded_bytes(plan.tatp_row_bytes, options.seed ^ 1);
+    let payloads = Payloads::new(&plan, options.seed);
     let meter = Meter::new(plan.cores);
     let mut points = Vec::new();
     for &workload in &plan.workloads {
-        let ctx = JobContext {
-            handle: db.handle(),
-            meter: meter.clone(),
-            value: if workload == Workload::Tatp {
-                row.clone()
-            } else {
-                value.clone()
-            },
-            work,
-            iterations,
-        };
+        let ctx = JobContext::new(&db, meter.clone(), payloads.of(workload), work, iterations);
         let m = closed_loop(
             &db,
             &plan,
@@ -962,13 +987,15 @@ fn interleave(
         }
     }
     let iterations = work.iterations_for(plan.work_ns);
-    let value = seeded_bytes(plan.value_bytes, options.seed);
-    let ctx = |db: &Db| JobContext {
-        handle: db.handle(),
-        meter: Meter::new(plan.cores),
-        value: value.clone(),
-        work,
-        iterations,
+    let payloads = Payloads::new(plan, options.seed);
+    let ctx = |db: &Db| {
+        JobContext::new(
+            db,
+            Meter::new(plan.cores),
+            payloads.value.clone(),
+            work,
+            iterations,
+        )
     };
     let (dram_ctx, tamer_ctx) = (ctx(dram), ctx(&tamer));
     let mut ratios = Vec::with_capacity(plan.interleave_rounds);
@@ -1014,8 +1041,7 @@ fn run_device(
 ) -> Result<DeviceRun, String> {
     let pages = plan.estimated_pages();
     let path: PathBuf = options.data_dir.join("tier.store");
-    let value = seeded_bytes(plan.value_bytes, options.seed);
-    let row = seeded_bytes(plan.tatp_row_bytes, options.seed ^ 1);
+    let payloads = Payloads::new(plan, options.seed);
     let mut model: Option<Arc<EmulatorModel>> = None;
     if target == Target::Emulated {
         let built = EmulatorConfig::with_latency_ns(plan.emulated_latency_ns)
@@ -1062,7 +1088,7 @@ fn run_device(
             model = db.emulator_model();
         }
         if config == Config::Dram {
-            load(&db, plan, &value, &row)?;
+            load(&db, plan, &payloads.value, &payloads.row)?;
             eprintln!(
                 "{}: loaded {} records + {} TATP subscribers in {:.1} s ({} keys, {} MiB file)",
                 target.name(),
@@ -1075,17 +1101,7 @@ fn run_device(
         }
         let meter = Meter::new(plan.cores);
         for &workload in &plan.workloads {
-            let ctx = JobContext {
-                handle: db.handle(),
-                meter: meter.clone(),
-                value: if workload == Workload::Tatp {
-                    row.clone()
-                } else {
-                    value.clone()
-                },
-                work,
-                iterations,
-            };
+            let ctx = JobContext::new(&db, meter.clone(), payloads.of(workload), work, iterations);
             let seed = workload_seed(options.seed, workload);
             let m = closed_loop(&db, plan, workload, &ctx, seed)?;
             if m.errors > 0 {
@@ -1140,13 +1156,7 @@ fn run_device(
                     .map(|&(_, ops)| ops);
             }
             let dram = curve_reference;
-            let ctx = JobContext {
-                handle: db.handle(),
-                meter: meter.clone(),
-                value: value.clone(),
-                work,
-                iterations,
-            };
+            let ctx = JobContext::new(&db, meter.clone(), payloads.value.clone(), work, iterations);
             let seed = workload_seed(options.seed, curve_workload) ^ 0x10ad;
             let fractions: Vec<f64> = match config {
                 Config::Dram | Config::Tamer => plan.load_fractions.clone(),
@@ -1184,17 +1194,8 @@ fn run_device(
             // without queueing). The faster of the two is the reference: a slow spell of the
             // baseline must not flatter the ratios.
             for &workload in &plan.workloads {
-                let ctx = JobContext {
-                    handle: db.handle(),
-                    meter: meter.clone(),
-                    value: if workload == Workload::Tatp {
-                        row.clone()
-                    } else {
-                        value.clone()
-                    },
-                    work,
-                    iterations,
-                };
+                let ctx =
+                    JobContext::new(&db, meter.clone(), payloads.of(workload), work, iterations);
                 let seed = workload_seed(options.seed, workload) ^ 0x2e9ea7;
                 let again = closed_loop(&db, plan, workload, &ctx, seed)?;
                 let Some(point) = run
@@ -1277,13 +1278,13 @@ fn run_device(
                     options_for(config, plan, device(&model), options.poll, pages),
                 )
                 .map_err(|e| format!("reopening: {e}"))?;
-                let ctx = JobContext {
-                    handle: db.handle(),
-                    meter: Meter::new(plan.cores),
-                    value: value.clone(),
+                let ctx = JobContext::new(
+                    &db,
+                    Meter::new(plan.cores),
+                    payloads.value.clone(),
                     work,
                     iterations,
-                };
+                );
                 // Warm the cache first (a closed-loop pass), then the open-loop point.
                 let seed = workload_seed(options.seed, Workload::YcsbC);
                 closed_loop(&db, plan, Workload::YcsbC, &ctx, seed)?;
