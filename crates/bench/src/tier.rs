@@ -1050,6 +1050,7 @@ fn run_device(
             )
             .seed(options.seed)
             .dma_offload(plan.dma_offload)
+            .completion_accounting(true)
             .build()
             .map_err(|e| format!("emulated device: {e}"))?;
         model = Some(built);

@@ -101,6 +101,9 @@ pub struct EmulatorConfig {
     /// [`EmulatorModel::run_dma`], which some other thread (on another CPU) calls; a request
     /// whose copy is not done by its deadline is copied by the polling core, as without it.
     pub dma_offload: bool,
+    /// Account the polling cores' completion time ([`EmulatorModel::completion_cpu_ns`]): one
+    /// extra clock read per batch of completions, so off by default.
+    pub completion_accounting: bool,
 }
 
 impl EmulatorConfig {
@@ -115,6 +118,7 @@ impl EmulatorConfig {
             bandwidth_bytes_per_s: None,
             capacity_bytes: 64 << 20,
             dma_offload: false,
+            completion_accounting: false,
         }
     }
 
@@ -166,6 +170,12 @@ impl EmulatorConfig {
     /// See [`EmulatorConfig::dma_offload`].
     pub fn dma_offload(mut self, on: bool) -> Self {
         self.dma_offload = on;
+        self
+    }
+
+    /// See [`EmulatorConfig::completion_accounting`].
+    pub fn completion_accounting(mut self, on: bool) -> Self {
+        self.completion_accounting = on;
         self
     }
 
@@ -252,7 +262,7 @@ impl EmulatorModel {
     }
 
     /// CPU time, in ns, that the polling cores of every handle spent completing requests so
-    /// far: moving the data between the emulator's DRAM and the frames, which stands in for
+    /// far (0 unless [`EmulatorConfig::completion_accounting`] is on): moving the data between the emulator's DRAM and the frames, which stands in for
     /// the device's DMA (a real device does it without the CPU). Benchmarks use it to say how
     /// much of a gap to DRAM is the emulation's own cost.
     pub fn completion_cpu_ns(&self) -> u64 {
@@ -793,7 +803,7 @@ impl Device for EmulatedDevice {
             });
             reaped += 1;
         }
-        if reaped > 0 {
+        if reaped > 0 && self.model.config.completion_accounting {
             // One clock read per batch of completions: the copies dominate it.
             self.model.copy_ns[self.copy_slot]
                 .0

@@ -1125,6 +1125,7 @@ fn emulator_bandwidth_cap() {
 fn emulator_counts_completion_cpu_time() {
     let model = EmulatorConfig::with_latency_ns(1_000)
         .capacity_bytes(8 * BLOCK)
+        .completion_accounting(true)
         .build()
         .unwrap();
     let arena = Arc::new(Arena::new(4).unwrap());
