@@ -82,6 +82,9 @@ pub struct CoreStats {
     pub spin_polls: u64,
     /// Idle waits for the device (nothing runnable).
     pub device_waits: u64,
+    /// OS sleeps of the core while its only work was threads sleeping on timers further away
+    /// than `idle_spin_ns` (nothing in flight, nothing watched).
+    pub timer_sleeps: u64,
     pub max_pending_seen: usize,
     /// From a job's arrival in a queue to its end, in nanoseconds.
     pub job_latency_ns: Histogram<u64>,
@@ -100,6 +103,7 @@ impl Default for CoreStats {
             in_flight_stalls: 0,
             spin_polls: 0,
             device_waits: 0,
+            timer_sleeps: 0,
             max_pending_seen: 0,
             job_latency_ns: Histogram::new_with_bounds(1, 100_000_000_000, 3)
                 .expect("static bounds"),
@@ -119,6 +123,7 @@ impl CoreStats {
         self.in_flight_stalls += other.in_flight_stalls;
         self.spin_polls += other.spin_polls;
         self.device_waits += other.device_waits;
+        self.timer_sleeps += other.timer_sleeps;
         self.max_pending_seen = self.max_pending_seen.max(other.max_pending_seen);
         let _ = self.job_latency_ns.add(&other.job_latency_ns);
     }
@@ -535,6 +540,11 @@ impl Core {
             // The requests stay queued and the next doorbell retries them.
             tracing::warn!(core = self.id, "doorbell failed: {err}");
         }
+    }
+
+    /// Accesses submitted to (or queued for) this core's device and not yet reaped.
+    pub(crate) fn device_in_flight(&self) -> usize {
+        self.device.borrow().in_flight()
     }
 
     /// Reaps completions without a syscall and wakes the threads waiting for them.

@@ -92,6 +92,12 @@ const IDLE_WAIT_SHARED_NS: u64 = 20_000;
 /// it at any time).
 const IDLE_WAIT_WATCH_NS: u64 = 5_000;
 
+/// How much earlier than its next timer a core sleeping in the OS asks to be woken: a parked
+/// OS thread resumes tens of µs late on a VM, and the rest of the wait is spun.
+const TIMER_SLEEP_MARGIN_NS: u64 = 50_000;
+/// Longest OS sleep for a timer (bounds how late a missed unpark is noticed).
+const TIMER_SLEEP_MAX_NS: u64 = 10_000_000;
+
 /// What a run loop stops on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Until {
@@ -274,6 +280,14 @@ impl Executor {
             self.runs_since_doorbell = 0;
             if self.has_work() {
                 idle_since_ns = None;
+                if let Some(sleep_ns) = self.timer_sleep_ns() {
+                    // Only timers are pending, and the next is far: sleep in the OS instead of
+                    // spinning a core away (an idle store's cleaner wakes every few ms).
+                    // `Runtime::spawn` unparks every core, so new jobs end the sleep.
+                    self.core.stats.borrow_mut().timer_sleeps += 1;
+                    std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
+                    continue;
+                }
                 // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
                 // the next timer, or a bounded time so that new shared-queue jobs are seen).
                 let bound_ns = if !self.core.sched.borrow().watches.is_empty() {
@@ -316,6 +330,23 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// How long the core may sleep in the OS: some when polling is off, nothing is in flight
+    /// on the device, no thread watches a word (another core changes those without a
+    /// message), and the next timer is further than `idle_spin_ns` (nearer ones are spun for,
+    /// to keep short sleeps punctual). Threads parked for another reason, with no timer, keep
+    /// the old bounded device wait.
+    fn timer_sleep_ns(&self) -> Option<u64> {
+        if self.core.config.idle == crate::IdleMode::Poll
+            || self.core.device_in_flight() > 0
+            || !self.core.sched.borrow().watches.is_empty()
+        {
+            return None;
+        }
+        let next_ns = self.next_timer_in_ns()?;
+        (next_ns > self.core.config.idle_spin_ns.max(TIMER_SLEEP_MARGIN_NS))
+            .then(|| (next_ns - TIMER_SLEEP_MARGIN_NS).min(TIMER_SLEEP_MAX_NS))
     }
 
     fn next_timer_in_ns(&self) -> Option<u64> {

@@ -660,3 +660,63 @@ fn a_word_changed_on_another_core_wakes_the_waiter() {
     );
     assert!(reports.iter().all(|r| r.stats.jobs_panicked == 0));
 }
+
+/// CPU time the calling OS thread has used, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A core whose only work is a thread sleeping far ahead sleeps in the OS instead of spinning
+/// (an idle store's cleaner must not hold a CPU), still wakes the thread no earlier than its
+/// deadline, and spins when polling is asked for.
+#[test]
+fn a_core_with_only_far_timers_sleeps_in_the_os() {
+    const SLEEP: Duration = Duration::from_millis(40);
+    for idle in [
+        tamer_runtime::IdleMode::Block,
+        tamer_runtime::IdleMode::Poll,
+    ] {
+        let config = RuntimeConfig {
+            idle,
+            ..RuntimeConfig::with_threads(2)
+        };
+        let (mut executor, _arena, _) = emulated_executor(config, 1_000, 64, 2);
+        let early = Arc::new(AtomicU64::new(0));
+        let e = early.clone();
+        executor
+            .spawn(move || {
+                let deadline = now_ns() + SLEEP.as_nanos() as u64;
+                thread::sleep_until(deadline);
+                if now_ns() < deadline {
+                    e.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .unwrap();
+        let cpu_before_ns = thread_cpu_ns();
+        executor.run_until_idle();
+        let cpu_ns = thread_cpu_ns() - cpu_before_ns;
+        assert_eq!(early.load(Ordering::SeqCst), 0, "{idle:?}: woke early");
+        let stats = executor.stats();
+        if idle == tamer_runtime::IdleMode::Poll {
+            assert_eq!(stats.timer_sleeps, 0, "a polling core never sleeps");
+            continue;
+        }
+        assert!(
+            stats.timer_sleeps >= 4,
+            "{idle:?}: {} OS sleeps",
+            stats.timer_sleeps
+        );
+        // A spinning core would use all 40 ms; sleeping, it spins the last ≤ 50 µs.
+        assert!(
+            cpu_ns < SLEEP.as_nanos() as u64 / 4,
+            "{idle:?}: the core used {cpu_ns} ns of CPU over a {SLEEP:?} sleep"
+        );
+    }
+}

@@ -118,11 +118,12 @@ fn aging_never_blocks_the_core_on_an_access_in_flight() {
 
 #[test]
 fn aging_by_the_learned_average_puts_an_old_ready_job_first() {
-    // A's 5 µs access completes while B holds the core for 2 ms. When B ends, A has waited far
-    // longer than the average latency (a 200 µs guess, ≈ 425 µs once A's completion, reaped after
+    // A's 5 µs access completes while B holds the core for 6 ms. When B ends, A has waited far
+    // longer than the average latency (a 1 ms guess, ≈ 1.6 ms once A's completion, reaped after
     // B, counts), so A resumes before the new job C, without forced progress (it is ready). With
     // aging off, C goes first. (The guess is well above the few µs between A's park and B's
-    // start, so B does start first.)
+    // start, so B does start first, even when the OS preempts the test for a few hundred µs
+    // there, as a 200 µs guess once failed under a loaded `cargo test --workspace`.)
     for (aging, expected) in [
         (
             true,
@@ -133,7 +134,7 @@ fn aging_by_the_learned_average_puts_an_old_ready_job_first() {
             ["A start", "B start", "B end", "C start", "A resumed"],
         ),
     ] {
-        let initial_latency_ns = if aging { 200_000 } else { NO_AGING_NS };
+        let initial_latency_ns = if aging { 1_000_000 } else { NO_AGING_NS };
         let config = RuntimeConfig {
             initial_latency_ns,
             ..config(Policy::PriorityAging, 2)
@@ -152,7 +153,7 @@ fn aging_by_the_learned_average_puts_an_old_ready_job_first() {
         executor
             .spawn(move || {
                 l.push("B start");
-                busy(Duration::from_millis(2));
+                busy(Duration::from_millis(6));
                 l.push("B end");
             })
             .unwrap();

@@ -160,6 +160,18 @@ impl DbOptions {
 const CLEAN_SETS_PER_PASS: usize = 64;
 /// Pause of a cleaner whose pass found nothing to write.
 const CLEAN_IDLE_PAUSE: Duration = Duration::from_micros(200);
+/// Longest pause of a cleaner that keeps finding nothing to write (an idle or read-only store).
+const CLEAN_IDLE_MAX_PAUSE: Duration = Duration::from_millis(10);
+
+/// The pause after the `empty`-th empty pass in a row, when `sweep` passes cover the core's
+/// sets: `CLEAN_IDLE_PAUSE` for the first sweep, then doubling up to `CLEAN_IDLE_MAX_PAUSE`.
+fn idle_pause(empty: usize, sweep: usize) -> Duration {
+    let doublings = empty.saturating_sub(sweep).min(16) as u32;
+    CLEAN_IDLE_PAUSE
+        .saturating_mul(1 << doublings)
+        .min(CLEAN_IDLE_MAX_PAUSE)
+}
+
 /// Pause of a cleaner whose pass wrote less than a full batch (candidates are scarce: let
 /// them accumulate rather than rescan).
 const CLEAN_BUSY_PAUSE: Duration = Duration::from_micros(50);
@@ -186,11 +198,22 @@ impl Cleaners {
                 cleaners.running.clone(),
             );
             running.fetch_add(1, Ordering::AcqRel);
+            // Passes that cover this core's share of the sets once.
+            let sweep = (cache.sets() as usize).div_ceil(cores * CLEAN_SETS_PER_PASS);
             let spawned = runtime.spawn_on(core, move || {
                 let mut cursor = core;
+                // Empty passes in a row: after a whole empty sweep the pause doubles per pass
+                // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
+                let mut empty = 0usize;
                 while !stop.load(Ordering::Acquire) {
-                    match cache.clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH) {
-                        Ok(0) => thread::sleep(CLEAN_IDLE_PAUSE),
+                    let result = cache.clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH);
+                    empty = if matches!(result, Ok(0)) {
+                        empty + 1
+                    } else {
+                        0
+                    };
+                    match result {
+                        Ok(0) => thread::sleep(idle_pause(empty, sweep)),
                         Ok(n) if n < BATCH => thread::sleep(CLEAN_BUSY_PAUSE),
                         Ok(_) => thread::yield_now(),
                         Err(err) => {
@@ -601,5 +624,21 @@ impl Iterator for Cursor<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idle_pause_backs_off_after_one_empty_sweep() {
+        for empty in 0..=32 {
+            assert_eq!(idle_pause(empty, 32), CLEAN_IDLE_PAUSE, "pass {empty}");
+        }
+        assert_eq!(idle_pause(33, 32), CLEAN_IDLE_PAUSE * 2);
+        assert_eq!(idle_pause(35, 32), CLEAN_IDLE_PAUSE * 8);
+        assert_eq!(idle_pause(40, 32), CLEAN_IDLE_MAX_PAUSE);
+        assert_eq!(idle_pause(usize::MAX, 1), CLEAN_IDLE_MAX_PAUSE);
     }
 }
