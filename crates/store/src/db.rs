@@ -12,7 +12,7 @@ use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMa
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
-use crate::engine::{Engine, Space};
+use crate::engine::{CompactionStats, Engine, Space, SPARSE_QUEUE};
 use crate::layout::{dir_pages, Superblock, DIR_START};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
@@ -172,6 +172,9 @@ fn idle_pause(empty: usize, sweep: usize) -> Duration {
         .min(CLEAN_IDLE_MAX_PAUSE)
 }
 
+/// Sparse data pages one cleaner pass compacts at most (each moves ≤ 1 KiB of live records).
+const COMPACT_PAGES_PER_PASS: usize = 4;
+
 /// Pause of a cleaner whose pass wrote less than a full batch (candidates are scarce: let
 /// them accumulate rather than rescan).
 const CLEAN_BUSY_PAUSE: Duration = Duration::from_micros(50);
@@ -186,17 +189,18 @@ struct Cleaners {
 
 impl Cleaners {
     /// Starts one cleaner per core on `runtime`.
-    fn start(runtime: &Runtime, cache: &Arc<PageCache>, cores: usize) -> Result<Self, DbError> {
+    fn start(runtime: &Runtime, engine: &Arc<Engine>, cores: usize) -> Result<Self, DbError> {
         let cleaners = Cleaners {
             stop: Arc::new(AtomicBool::new(false)),
             running: Arc::new(AtomicUsize::new(0)),
         };
         for core in 0..cores {
-            let (cache, stop, running) = (
-                cache.clone(),
+            let (engine, stop, running) = (
+                engine.clone(),
                 cleaners.stop.clone(),
                 cleaners.running.clone(),
             );
+            let cache = engine.cache.clone();
             running.fetch_add(1, Ordering::AcqRel);
             // Passes that cover this core's share of the sets once.
             let sweep = (cache.sets() as usize).div_ceil(cores * CLEAN_SETS_PER_PASS);
@@ -206,7 +210,19 @@ impl Cleaners {
                 // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
                 let mut empty = 0usize;
                 while !stop.load(Ordering::Acquire) {
-                    let result = cache.clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH);
+                    // Sparse data pages first (their moves dirty the open page, which this
+                    // pass or a later one writes back). After close begins, nothing is taken.
+                    let compacted = match engine.compact_some(COMPACT_PAGES_PER_PASS) {
+                        Ok(n) => n,
+                        Err(DbError::Closed) => 0,
+                        Err(err) => {
+                            tracing::warn!(core, "compaction failed: {err}");
+                            0
+                        }
+                    };
+                    let result = cache
+                        .clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH)
+                        .map(|written| written + compacted);
                     empty = if matches!(result, Ok(0)) {
                         empty + 1
                     } else {
@@ -403,11 +419,7 @@ impl Db {
         };
         db.run(|h| h.engine.load())??;
         if options.cleaner && !options.read_only {
-            db.cleaners = Some(Cleaners::start(
-                db.runtime(),
-                &db.engine.cache,
-                options.cores,
-            )?);
+            db.cleaners = Some(Cleaners::start(db.runtime(), &db.engine, options.cores)?);
         }
         Ok(db)
     }
@@ -520,6 +532,19 @@ impl Db {
         self.run(|h| h.engine.flush())?
     }
 
+    /// Compacts every data page queued as sparse (live bytes ≤ [`crate::COMPACT_LIVE_BYTES`]): their
+    /// live records move to the open page and the pages are freed. The background cleaner does
+    /// this a few pages per pass; this call does it now (at most 4 × [`SPARSE_QUEUE`] pages).
+    /// Returns the pages taken from the queue.
+    pub fn compact(&self) -> Result<usize, DbError> {
+        self.run(|h| h.engine.compact_some(4 * SPARSE_QUEUE))?
+    }
+
+    /// What compaction has done since open.
+    pub fn compaction_stats(&self) -> CompactionStats {
+        self.engine.compaction_stats()
+    }
+
     /// Clean close: flush the cache, write the free list and superblock, fdatasync, stop the
     /// runtime.
     pub fn close(mut self) -> Result<(), DbError> {
@@ -586,6 +611,15 @@ impl DbHandle {
     /// The page cache.
     pub fn cache(&self) -> &Arc<PageCache> {
         &self.engine.cache
+    }
+    /// Compacts up to `max_pages` queued sparse pages (see [`Db::compact`]); returns the pages
+    /// taken from the queue.
+    pub fn compact_some(&self, max_pages: usize) -> Result<usize, DbError> {
+        self.engine.compact_some(max_pages)
+    }
+    /// What compaction has done since open.
+    pub fn compaction_stats(&self) -> CompactionStats {
+        self.engine.compaction_stats()
     }
 }
 

@@ -17,6 +17,27 @@ pub const MAX_KEY_BYTES: usize = 64 * 1024;
 /// split can cause one; many in a row mean a damaged index).
 const MAX_RETRIES: u32 = 100_000;
 
+/// A closed data page with this many live bytes or fewer (and some) is compacted: its live
+/// records are rewritten to the open page, so that it is freed. A quarter of a page: space
+/// amplification from pages held by a few live records stays below about 4×.
+pub const COMPACT_LIVE_BYTES: u32 = (PAYLOAD / 4) as u32;
+/// Bound of the queue of pages waiting for compaction (DRAM only; one u64 each). A page that
+/// finds it full is counted in [`CompactionStats::hints_dropped`] and stays sparse.
+pub const SPARSE_QUEUE: usize = 4096;
+
+/// What compaction has done since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Sparse pages compacted (each had its live records moved; it is then free).
+    pub pages_compacted: u64,
+    /// Records moved.
+    pub records_moved: u64,
+    /// Sparse pages not queued because the queue was full.
+    pub hints_dropped: u64,
+    /// Pages waiting in the queue now.
+    pub queued: usize,
+}
+
 /// Where new pages come from.
 pub(crate) enum Space {
     /// A file grown with `posix_fallocate`, up to `max_bytes`.
@@ -68,6 +89,11 @@ pub(crate) struct Engine {
     active_ops: std::sync::atomic::AtomicUsize,
     /// Opened read-only: nothing is ever written.
     read_only: bool,
+    /// Closed data pages that fell to `COMPACT_LIVE_BYTES` live bytes or fewer.
+    sparse: crossbeam_queue::ArrayQueue<u64>,
+    pages_compacted: AtomicU64,
+    records_moved: AtomicU64,
+    hints_dropped: AtomicU64,
 }
 
 enum Link {
@@ -75,6 +101,24 @@ enum Link {
     Full,
     Inserted,
     Replaced(Entry),
+    /// A conditional link found the key elsewhere (or gone): nothing changed.
+    Unchanged,
+}
+
+/// What [`Engine::link`] did.
+enum Linked {
+    Inserted,
+    Replaced(Entry),
+    /// Only for a conditional link: the entry did not match.
+    Unchanged,
+}
+
+/// A conditional link's expectation: the key's entry points at this record, whose bytes (the
+/// whole record, header included) are these.
+struct Expect<'a> {
+    page: u64,
+    offset: u32,
+    record: &'a [u8],
 }
 
 fn mask(depth: u32) -> u64 {
@@ -142,6 +186,10 @@ impl Engine {
             closed: AtomicBool::new(false),
             active_ops: std::sync::atomic::AtomicUsize::new(0),
             read_only: false,
+            sparse: crossbeam_queue::ArrayQueue::new(SPARSE_QUEUE),
+            pages_compacted: AtomicU64::new(0),
+            records_moved: AtomicU64::new(0),
+            hints_dropped: AtomicU64::new(0),
         }
     }
 
@@ -763,15 +811,28 @@ impl Engine {
     /// it once every reserved record has been written.
     fn close_page(&self, open: OpenPage) -> Result<(), DbError> {
         let r = self.cache.get(open.page)?;
-        let free = r.write(|b| {
+        let (free, sparse) = r.write(|b| {
             put_u32(b, 12, open.reserved);
-            get_u32(b, 8) == open.reserved && get_u32(b, 4) == 0
+            let (live, all_written) = (get_u32(b, 4), get_u32(b, 8) == open.reserved);
+            (
+                all_written && live == 0,
+                all_written && live > 0 && live <= COMPACT_LIVE_BYTES,
+            )
         });
         drop(r);
         if free {
             self.free_pages(open.page, 1);
+        } else if sparse {
+            self.note_sparse(open.page);
         }
         Ok(())
+    }
+
+    /// Queues a sparse page for compaction (or counts the dropped hint).
+    fn note_sparse(&self, page: u64) {
+        if self.sparse.push(page).is_err() {
+            self.hints_dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Releases a record no index entry points to any more.
@@ -781,15 +842,23 @@ impl Engine {
             return Ok(());
         }
         let r = self.cache.get(e.page)?;
-        let free = r.write(|b| {
-            let live = get_u32(b, 4).saturating_sub(e.len);
+        let (free, sparse) = r.write(|b| {
+            let before = get_u32(b, 4);
+            let live = before.saturating_sub(e.len);
             put_u32(b, 4, live);
             let closed = get_u32(b, 12);
-            live == 0 && closed != OPEN && get_u32(b, 8) == closed
+            let settled = closed != OPEN && get_u32(b, 8) == closed;
+            (
+                settled && live == 0,
+                // Queued once: when the page crosses the threshold.
+                settled && live > 0 && live <= COMPACT_LIVE_BYTES && before > COMPACT_LIVE_BYTES,
+            )
         });
         drop(r);
         if free {
             self.free_pages(e.page, 1);
+        } else if sparse {
+            self.note_sparse(e.page);
         }
         Ok(())
     }
@@ -854,15 +923,16 @@ impl Engine {
         let hash = hash_key(key);
         let mut e = self.write_record(key, value)?;
         e.hash = hash;
-        match self.link(hash, key, e) {
-            Ok(Some(old)) => {
+        match self.link(hash, key, e, None) {
+            Ok(Linked::Replaced(old)) => {
                 self.release(&old);
                 Ok(())
             }
-            Ok(None) => {
+            Ok(Linked::Inserted) => {
                 self.key_count.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
+            Ok(Linked::Unchanged) => unreachable!("an unconditional link always links"),
             Err(err) => {
                 self.release(&e);
                 Err(err)
@@ -887,9 +957,16 @@ impl Engine {
         Ok(None)
     }
 
-    /// Points the key's bucket entry at `e` (one entry write: the switch); returns the entry
-    /// it replaced.
-    fn link(&self, hash: u64, key: &[u8], e: Entry) -> Result<Option<Entry>, DbError> {
+    /// Points the key's bucket entry at `e` (one entry write: the switch) and says what it
+    /// replaced. With `expect`, only when the key's entry is that record, unchanged (never
+    /// inserts, never splits): compaction's move of a record a writer may be replacing.
+    fn link(
+        &self,
+        hash: u64,
+        key: &[u8],
+        e: Entry,
+        expect: Option<&Expect<'_>>,
+    ) -> Result<Linked, DbError> {
         for _ in 0..MAX_RETRIES {
             let bucket = self.bucket_for(hash)?;
             let b = self.cache.get(bucket)?;
@@ -898,7 +975,25 @@ impl Engine {
                     return Ok(Link::Retry);
                 }
                 let count = bucket_count(bytes).min(BUCKET_CAP);
-                if let Some((i, old)) = self.find_entry(bytes, count, hash, key)? {
+                let found = self.find_entry(bytes, count, hash, key)?;
+                if let Some(expect) = expect {
+                    // Under the bucket's exclusive latch the record cannot be released, so
+                    // equal bytes at the expected place mean the move copies what is live
+                    // (even if the page was freed and reused since the caller read it).
+                    let Some((i, old)) = found else {
+                        return Ok(Link::Unchanged);
+                    };
+                    let same = old.page == expect.page
+                        && old.offset == expect.offset
+                        && old.len as usize == expect.record.len()
+                        && self.record_bytes(&old, expect.record.len())? == expect.record;
+                    if !same {
+                        return Ok(Link::Unchanged);
+                    }
+                    e.write(bytes, i);
+                    return Ok(Link::Replaced(old));
+                }
+                if let Some((i, old)) = found {
                     e.write(bytes, i);
                     return Ok(Link::Replaced(old));
                 }
@@ -913,9 +1008,135 @@ impl Engine {
             match outcome {
                 Link::Retry => thread::yield_now(),
                 Link::Full => self.split(bucket, hash)?,
-                Link::Inserted => return Ok(None),
-                Link::Replaced(old) => return Ok(Some(old)),
+                Link::Inserted => return Ok(Linked::Inserted),
+                Link::Replaced(old) => return Ok(Linked::Replaced(old)),
+                Link::Unchanged => return Ok(Linked::Unchanged),
             }
+        }
+        Err(corrupt(0, "the directory never led to the key's bucket"))
+    }
+
+    // --- compaction ---
+
+    /// Compacts up to `max_pages` queued sparse pages; returns how many it took from the queue.
+    pub fn compact_some(&self, max_pages: usize) -> Result<usize, DbError> {
+        let _op = self.check_open()?;
+        let mut taken = 0;
+        while taken < max_pages {
+            let Some(page) = self.sparse.pop() else {
+                break;
+            };
+            taken += 1;
+            let moved = self.compact_page(page)?;
+            if moved > 0 {
+                self.pages_compacted.fetch_add(1, Ordering::Relaxed);
+                self.records_moved.fetch_add(moved, Ordering::Relaxed);
+            }
+        }
+        Ok(taken)
+    }
+
+    pub fn compaction_stats(&self) -> CompactionStats {
+        CompactionStats {
+            pages_compacted: self.pages_compacted.load(Ordering::Relaxed),
+            records_moved: self.records_moved.load(Ordering::Relaxed),
+            hints_dropped: self.hints_dropped.load(Ordering::Relaxed),
+            queued: self.sparse.len(),
+        }
+    }
+
+    /// Moves the live records of data page `page` to the open page (the last move frees it);
+    /// returns how many moved. A page no longer sparse, or no longer a settled data page (freed
+    /// and reused since it was queued), is left alone.
+    fn compact_page(&self, page: u64) -> Result<u64, DbError> {
+        let r = self.cache.get(page)?;
+        let snapshot = r.read(|b| {
+            let (live, written, closed) = (get_u32(b, 4), get_u32(b, 8), get_u32(b, 12));
+            let settled = get_u32(b, 0) == KIND_DATA
+                && closed != OPEN
+                && written == closed
+                && closed as usize <= PAYLOAD;
+            (settled && live > 0 && live <= COMPACT_LIVE_BYTES)
+                .then(|| b[..closed as usize].to_vec())
+        });
+        drop(r);
+        let Some(bytes) = snapshot else {
+            return Ok(0);
+        };
+        let mut moved = 0;
+        let mut at = DATA_HEADER;
+        // Bounded: every record is at least RECORD_HEADER bytes of a page.
+        while at + RECORD_HEADER <= bytes.len() {
+            let klen = get_u32(&bytes, at) as usize;
+            let vlen = get_u32(&bytes, at + 4) as usize;
+            let Some(len) = (RECORD_HEADER + klen)
+                .checked_add(vlen)
+                .filter(|len| at + len <= bytes.len())
+            else {
+                return Err(corrupt(page, "a record runs past the page's closed end"));
+            };
+            let record = &bytes[at..at + len];
+            let key = &record[RECORD_HEADER..RECORD_HEADER + klen];
+            if !key.is_empty() && key.len() <= MAX_KEY_BYTES && self.relocate(page, at, record)? {
+                moved += 1;
+            }
+            at += len;
+        }
+        Ok(moved)
+    }
+
+    /// Rewrites the record at `page`/`offset` (its bytes `record`) to the open page if the
+    /// index still points there; true when it moved.
+    fn relocate(&self, page: u64, offset: usize, record: &[u8]) -> Result<bool, DbError> {
+        let klen = get_u32(record, 0) as usize;
+        let key = &record[RECORD_HEADER..RECORD_HEADER + klen];
+        let hash = hash_key(key);
+        // Most records of a sparse page are dead: probe before writing a copy.
+        let current = self.entry_of(hash, key)?;
+        if current.is_none_or(|e| e.page != page || e.offset as usize != offset) {
+            return Ok(false);
+        }
+        let mut e = self.write_record(key, &record[RECORD_HEADER + klen..])?;
+        e.hash = hash;
+        let expect = Expect {
+            page,
+            offset: offset as u32,
+            record,
+        };
+        match self.link(hash, key, e, Some(&expect)) {
+            Ok(Linked::Replaced(old)) => {
+                self.release(&old);
+                Ok(true)
+            }
+            Ok(Linked::Inserted | Linked::Unchanged) => {
+                self.release(&e);
+                Ok(false)
+            }
+            Err(err) => {
+                self.release(&e);
+                Err(err)
+            }
+        }
+    }
+
+    /// The index entry of `key`, if any.
+    fn entry_of(&self, hash: u64, key: &[u8]) -> Result<Option<Entry>, DbError> {
+        for _ in 0..MAX_RETRIES {
+            let bucket = self.bucket_for(hash)?;
+            let b = self.cache.get(bucket)?;
+            let found = b.read(|bytes| -> Result<_, DbError> {
+                if !bucket_covers(bytes, hash) {
+                    return Ok(None);
+                }
+                let count = bucket_count(bytes).min(BUCKET_CAP);
+                Ok(Some(
+                    self.find_entry(bytes, count, hash, key)?.map(|(_, e)| e),
+                ))
+            })?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+            thread::yield_now();
         }
         Err(corrupt(0, "the directory never led to the key's bucket"))
     }

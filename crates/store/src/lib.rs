@@ -75,8 +75,18 @@
 //! moved on) and with every reserved record written, it returns to the free list when its live
 //! bytes reach zero. An extent returns all its pages when its record dies. Free pages form
 //! coalesced extents (in DRAM, best fit by size), persisted in free-list pages at close.
-//! **Not reused**: the dead bytes of a data page that still holds a live record (no
-//! compaction); bucket pages (buckets never merge); the directory region (fixed). The file
+//! **Compaction** reclaims the dead bytes of data pages that still hold live records: a
+//! settled page whose live bytes fall to [`COMPACT_LIVE_BYTES`] (a quarter of a page) or fewer
+//! is queued (in DRAM, at most [`SPARSE_QUEUE`] pages; a full queue drops the hint), and the
+//! background cleaner (or [`Db::compact`]) moves its live records to the open page: each move
+//! is an ordinary out-of-place write whose entry switch is conditional (it happens only if the
+//! key's entry still points at the same record bytes, under the bucket's exclusive latch), so
+//! a concurrent put or delete of the key wins and the copy is released. The last move frees the
+//! page. Pages in use thus stay within about 4× the live data of small records. The queue is
+//! not persisted: pages already sparse at close are not compacted after reopening (a scan at
+//! open, or the durability issue's recovery scan, could refill it), nor is a page whose last
+//! reserved record is still being written when it crosses the threshold.
+//! **Not reused**: bucket pages (buckets never merge); the directory region (fixed). The file
 //! grows on demand (`posix_fallocate`, by ≥ 1/4 or 16 MiB) up to `max_file_bytes`; a full
 //! disk, a file-size limit or a full emulated device fails the operation with
 //! [`DbError::NoSpace`], and data already stored is unchanged.
@@ -95,8 +105,10 @@
 //! **Background cleaning** ([`DbOptions::cleaner`], on by default): one user-level thread per
 //! core writes back dirty pages that the cache's CLOCK would evict next
 //! ([`tamer_cache::PageCache::clean_some`]), so a miss finds a clean victim and reads at once
-//! instead of first writing a victim back. It sleeps 200 µs when a pass finds nothing and is
-//! stopped (and waited for) at close.
+//! instead of first writing a victim back; each pass also compacts up to 4 queued sparse data
+//! pages. It sleeps 200 µs when a pass finds nothing, backing off to 10 ms after a whole
+//! empty sweep of its sets (so an idle store's cores sleep), and is stopped (and waited for)
+//! at close.
 //!
 //! # Memory
 //!
@@ -127,7 +139,7 @@ mod layout;
 pub use db::{
     Cursor, Db, DbHandle, DbOptions, DeviceKind, DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
 };
-pub use engine::MAX_KEY_BYTES;
+pub use engine::{CompactionStats, COMPACT_LIVE_BYTES, MAX_KEY_BYTES, SPARSE_QUEUE};
 pub use error::DbError;
 pub use layout::{BUCKET_CAP, MAX_SMALL_RECORD};
 

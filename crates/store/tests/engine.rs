@@ -555,3 +555,149 @@ fn read_only_opens_read_and_write_nothing() {
     ));
     assert!(!missing.exists(), "a read-only open created {missing:?}");
 }
+
+/// Pages in use: the high-water mark less the free pages.
+fn pages_in_use(db: &Db) -> u64 {
+    let (high, free, _, leaked) = db.run(|h| h.space_stats()).unwrap();
+    assert_eq!(leaked, 0, "pages leaked");
+    high - free
+}
+
+#[test]
+fn sparse_pages_are_compacted_and_every_value_survives() {
+    const SEED: u64 = 0xc0_4ac7;
+    const KEYS: u64 = 6_000;
+    const VALUE: usize = 100;
+    let db = Db::open("unused", emulated(1 << 20, 64 << 20).cleaner(false)).unwrap();
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut model = Model::new();
+    let key = |i: u64| format!("c-{i:05}").into_bytes();
+    for i in 0..KEYS {
+        let value = value_for(&key(i), 0, VALUE);
+        db.put(&key(i), &value).unwrap();
+        model.insert(key(i), value);
+    }
+    let loaded = pages_in_use(&db);
+    // Three rounds overwrite a random 95 % of the keys: every page of an earlier round keeps a
+    // few live records, so none is freed whole.
+    for round in 1..=3u64 {
+        for i in 0..KEYS {
+            if rng.gen_range(0..100) < 95 {
+                let value = value_for(&key(i), round, VALUE);
+                db.put(&key(i), &value).unwrap();
+                model.insert(key(i), value);
+            }
+        }
+    }
+    let before = pages_in_use(&db);
+    let queued = db.compaction_stats().queued;
+    let taken = db.compact().unwrap();
+    let after = pages_in_use(&db);
+    let stats = db.compaction_stats();
+    eprintln!(
+        "seed {SEED:#x}: {loaded} pages loaded, {before} before compaction ({queued} queued), {after} after; {stats:?}"
+    );
+    assert_eq!(taken, queued, "compact took every queued page");
+    assert!(stats.pages_compacted > 0 && stats.records_moved > 0);
+    assert_eq!(stats.hints_dropped, 0);
+    // Without compaction the overwrites leave ~50 % more pages than the live data needs (the
+    // loaded count, buckets included); compaction must take back most of that.
+    assert!(
+        before >= loaded * 14 / 10,
+        "the overwrites left {before} pages for {loaded} live: the test lost its point"
+    );
+    assert!(
+        after <= loaded * 11 / 10,
+        "compaction left {after} pages for {loaded} pages of live data (before: {before})"
+    );
+    check_all(&db, &model, SEED);
+    db.close().unwrap();
+}
+
+#[test]
+fn compaction_races_with_overwrites_and_deletes() {
+    const SEED: u64 = 0x7ace;
+    const WRITERS: usize = 6;
+    const KEYS_PER: u64 = 400;
+    let path = TempFile(temp_path("compaction-race"));
+    let open = || Db::open(&path.0, uring(1 << 20).cleaner(false)).unwrap();
+    let db = open();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut jobs: Vec<Job<Result<Model, String>>> = Vec::new();
+    for w in 0..WRITERS {
+        let done = done.clone();
+        jobs.push(Box::new(move |h: DbHandle| {
+            let mut rng = SmallRng::seed_from_u64(SEED ^ w as u64);
+            let mut model = Model::new();
+            for round in 0..6u64 {
+                for i in 0..KEYS_PER {
+                    let key = format!("w{w}-{i}").into_bytes();
+                    match rng.gen_range(0..10) {
+                        0 => {
+                            let was = h.delete(&key).map_err(|e| format!("delete: {e}"))?;
+                            if was != model.remove(&key).is_some() {
+                                return Err(format!(
+                                    "seed {SEED:#x}: delete of {w}/{i} said {was}"
+                                ));
+                            }
+                        }
+                        1..=8 => {
+                            let value = value_for(&key, round, rng.gen_range(20..200));
+                            h.put(&key, &value).map_err(|e| format!("put: {e}"))?;
+                            model.insert(key, value);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(model)
+        }));
+    }
+    // Two compactors take one page at a time while the writers run.
+    for _ in 0..2 {
+        let done = done.clone();
+        jobs.push(Box::new(move |h: DbHandle| {
+            let mut taken = 0;
+            // Bounded: the writers finish in well under a minute.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while done.load(std::sync::atomic::Ordering::SeqCst) < WRITERS {
+                if std::time::Instant::now() > deadline {
+                    return Err("the writers did not finish within 60 s".into());
+                }
+                match h.compact_some(1).map_err(|e| format!("compact: {e}"))? {
+                    0 => tamer_runtime::thread::sleep(std::time::Duration::from_micros(20)),
+                    n => taken += n,
+                }
+            }
+            eprintln!("a compactor took {taken} pages while the writers ran");
+            // The count travels in the model's only entry.
+            Ok(Model::from([(
+                b"#taken".to_vec(),
+                taken.to_le_bytes().to_vec(),
+            )]))
+        }));
+    }
+    let mut model = Model::new();
+    let mut taken_while_writing = 0;
+    for result in run_parallel(&db, jobs) {
+        let mut part = result.unwrap_or_else(|e| panic!("seed {SEED:#x}: {e}"));
+        if let Some(taken) = part.remove(b"#taken".as_slice()) {
+            taken_while_writing += usize::from_le_bytes(taken.try_into().unwrap());
+        }
+        model.extend(part);
+    }
+    assert!(
+        taken_while_writing > 0,
+        "seed {SEED:#x}: no page was compacted while the writers ran: the race was not tested"
+    );
+    db.compact().unwrap();
+    let stats = db.compaction_stats();
+    eprintln!("seed {SEED:#x}: {stats:?}");
+    assert!(stats.records_moved > 0, "nothing was compacted: {stats:?}");
+    check_all(&db, &model, SEED);
+    db.close().unwrap();
+    let db = open();
+    check_all(&db, &model, SEED);
+    db.close().unwrap();
+}
