@@ -623,13 +623,27 @@ fn compaction_races_with_overwrites_and_deletes() {
     let open = || Db::open(&path.0, uring(1 << 20).cleaner(false)).unwrap();
     let db = open();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Pages the compactors took so far: the writers' second half waits for the first, so that
+    // compaction surely runs while they write.
+    let taken_total = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut jobs: Vec<Job<Result<Model, String>>> = Vec::new();
     for w in 0..WRITERS {
-        let done = done.clone();
+        let (done, taken_total) = (done.clone(), taken_total.clone());
         jobs.push(Box::new(move |h: DbHandle| {
             let mut rng = SmallRng::seed_from_u64(SEED ^ w as u64);
             let mut model = Model::new();
-            for round in 0..6u64 {
+            for round in 0..8u64 {
+                if round == 4 {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                    while taken_total.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                        if std::time::Instant::now() > deadline {
+                            return Err(format!(
+                                "seed {SEED:#x}: no page was queued for compaction in 4 rounds"
+                            ));
+                        }
+                        tamer_runtime::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                }
                 for i in 0..KEYS_PER {
                     let key = format!("w{w}-{i}").into_bytes();
                     match rng.gen_range(0..10) {
@@ -656,7 +670,7 @@ fn compaction_races_with_overwrites_and_deletes() {
     }
     // Two compactors take one page at a time while the writers run.
     for _ in 0..2 {
-        let done = done.clone();
+        let (done, taken_total) = (done.clone(), taken_total.clone());
         jobs.push(Box::new(move |h: DbHandle| {
             let mut taken = 0;
             // Bounded: the writers finish in well under a minute.
@@ -667,7 +681,10 @@ fn compaction_races_with_overwrites_and_deletes() {
                 }
                 match h.compact_some(1).map_err(|e| format!("compact: {e}"))? {
                     0 => tamer_runtime::thread::sleep(std::time::Duration::from_micros(20)),
-                    n => taken += n,
+                    n => {
+                        taken += n;
+                        taken_total.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                    }
                 }
             }
             eprintln!("a compactor took {taken} pages while the writers ran");
