@@ -45,7 +45,9 @@ pub struct RuntimeConfig {
     /// How long a core with nothing at all to do keeps checking its queues before it parks its
     /// OS thread (at most 1 s; [`IdleMode::Poll`] never parks). Waking a parked thread costs a
     /// futex wake and, on a VM, waking a halted vCPU: on this machine that put the p99 of
-    /// requests at 10 % load in the milliseconds. Default 200 µs.
+    /// requests at 10 % load in the milliseconds. Default 200 µs. In [`IdleMode::Block`] it
+    /// also bounds how long a core whose threads all wait for the device polls the completion
+    /// queue before it blocks in the kernel for a completion.
     pub idle_spin_ns: u64,
     /// Cap on device accesses in flight per core, like a CPU's line-fill buffers (seed 000):
     /// an access beyond it stalls the core until one completes. `None`: bounded by the device
