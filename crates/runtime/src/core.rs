@@ -610,7 +610,8 @@ impl Core {
     }
 
     /// Blocks (or spins, in poll mode) until a completion or `timeout_ns` passes.
-    pub(crate) fn wait_device(&self, timeout_ns: u64) {
+    /// Waits (bounded by `timeout_ns`) for completions and dispatches them; returns how many.
+    pub(crate) fn wait_device(&self, timeout_ns: u64) -> usize {
         self.stats.borrow_mut().device_waits += 1;
         let mut completions = self.completions.borrow_mut();
         completions.clear();
@@ -628,10 +629,12 @@ impl Core {
         if let Err(err) = result {
             tracing::warn!(core = self.id, "device wait failed: {err}");
         }
-        if !completions.is_empty() {
+        let count = completions.len();
+        if count > 0 {
             // The wait may have been long: completions are stamped with the present.
             self.read_clock();
             self.dispatch(&mut completions);
         }
+        count
     }
 }

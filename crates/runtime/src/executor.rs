@@ -234,17 +234,23 @@ impl Executor {
         self.core.avg_latency_ns()
     }
 
-    fn refill(&self) {
+    /// Moves queued jobs to the local queue (up to its bound); returns how many.
+    fn refill(&self) -> usize {
         let mut sched = self.core.sched.borrow_mut();
         let cap = self.core.config.local_queue;
+        let mut moved = 0;
         for queue in [&self.inbox, &self.global].into_iter().flatten() {
             while sched.local.len() < cap {
                 match queue.pop() {
-                    Some(job) => sched.local.push_back(job),
+                    Some(job) => {
+                        sched.local.push_back(job);
+                        moved += 1;
+                    }
                     None => break,
                 }
             }
         }
+        moved
     }
 
     fn has_work(&self) -> bool {
@@ -269,14 +275,25 @@ impl Executor {
         // When the core began waiting for its device with nothing runnable (for the spin
         // before blocking in the kernel).
         let mut device_wait_since_ns: Option<u64> = None;
+        // The last new job or device completion: what a timer-woken background thread (a
+        // store's cleaner finding nothing to do) does in between does not count.
+        let mut last_activity_ns = self.core.read_clock();
         loop {
-            self.core.read_clock();
-            self.refill();
+            let now_ns = self.core.read_clock();
+            if self.refill() > 0 {
+                last_activity_ns = now_ns;
+            }
             self.expire_timers();
             self.check_watches();
             let ran = self.run_batch();
             self.publish();
-            if ran > 0 || self.core.reap() > 0 {
+            if ran > 0 {
+                idle_since_ns = None;
+                device_wait_since_ns = None;
+                continue;
+            }
+            if self.core.reap() > 0 {
+                last_activity_ns = self.core.clock();
                 idle_since_ns = None;
                 device_wait_since_ns = None;
                 continue;
@@ -284,10 +301,12 @@ impl Executor {
             self.runs_since_doorbell = 0;
             if self.has_work() {
                 idle_since_ns = None;
-                if let Some(sleep_ns) = self.timer_sleep_ns() {
-                    // Only timers are pending, and the next is far: sleep in the OS instead of
-                    // spinning a core away (an idle store's cleaner wakes every few ms).
-                    // `Runtime::spawn` unparks every core, so new jobs end the sleep.
+                let quiet_ns = self.core.clock().saturating_sub(last_activity_ns);
+                if let Some(sleep_ns) = self.timer_sleep_ns(quiet_ns) {
+                    // Only timers are pending, the next is far, and no job arrived and no
+                    // access completed for `idle_spin_ns`: sleep in the OS instead of spinning
+                    // a core away (an idle store's cleaner wakes every few ms). Spawns unpark
+                    // every core, so new jobs end the sleep.
                     self.core.stats.borrow_mut().timer_sleeps += 1;
                     std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
                     continue;
@@ -318,7 +337,9 @@ impl Executor {
                     IDLE_WAIT_NS
                 };
                 let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
-                self.core.wait_device(timeout_ns.max(1));
+                if self.core.wait_device(timeout_ns.max(1)) > 0 {
+                    last_activity_ns = self.core.clock();
+                }
                 self.publish();
                 continue;
             }
@@ -351,20 +372,22 @@ impl Executor {
         }
     }
 
-    /// How long the core may sleep in the OS: some when polling is off, nothing is in flight
-    /// on the device, no thread watches a word (another core changes those without a
-    /// message), and the next timer is further than `idle_spin_ns` (nearer ones are spun for,
-    /// to keep short sleeps punctual). Threads parked for another reason, with no timer, keep
-    /// the old bounded device wait.
-    fn timer_sleep_ns(&self) -> Option<u64> {
+    /// How long the core may sleep in the OS: some when polling is off, the core has seen no
+    /// new job and no completion for `idle_spin_ns` (`quiet_ns`: it stays awake for the next
+    /// request as an idle core does), nothing is in flight on the device, no thread watches a
+    /// word (another core changes those without a message), and the next timer is more than
+    /// the wake-up margin away (nearer ones are spun for, to keep them punctual). Threads
+    /// parked for another reason, with no timer, keep the bounded device wait.
+    fn timer_sleep_ns(&self, quiet_ns: u64) -> Option<u64> {
         if self.core.config.idle == crate::IdleMode::Poll
+            || quiet_ns < self.core.config.idle_spin_ns
             || self.core.device_in_flight() > 0
             || !self.core.sched.borrow().watches.is_empty()
         {
             return None;
         }
         let next_ns = self.next_timer_in_ns()?;
-        (next_ns > self.core.config.idle_spin_ns.max(TIMER_SLEEP_MARGIN_NS))
+        (next_ns > 2 * TIMER_SLEEP_MARGIN_NS)
             .then(|| (next_ns - TIMER_SLEEP_MARGIN_NS).min(TIMER_SLEEP_MAX_NS))
     }
 
