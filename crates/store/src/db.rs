@@ -589,6 +589,11 @@ impl Drop for Db {
 }
 
 impl DbHandle {
+    /// The engine (the crate's own tests drive its internals through this).
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         self.engine.get(key)
     }

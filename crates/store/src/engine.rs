@@ -1269,3 +1269,105 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, DbOptions, DeviceKind};
+
+    fn small_store() -> Db {
+        let options = DbOptions::new(1 << 20)
+            .device(DeviceKind::Emulated {
+                latency_ns: 1_000,
+                capacity_bytes: 16 << 20,
+            })
+            .cores(1)
+            .threads_per_core(4)
+            .max_directory_depth(8)
+            .cleaner(false);
+        Db::open("unused", options).expect("open")
+    }
+
+    /// Compaction's conditional switch: it happens only when the key's entry still points at
+    /// the expected place with the expected bytes. A stale expectation (the key was rewritten
+    /// since), or the right place holding other bytes (the page was reused), changes nothing.
+    #[test]
+    fn a_conditional_link_switches_only_the_expected_record() {
+        let db = small_store();
+        db.put(b"key", b"first").unwrap();
+        db.run(|h| -> Result<(), DbError> {
+            let e = h.engine();
+            let hash = hash_key(b"key");
+            let first = e.entry_of(hash, b"key")?.expect("stored");
+            let first_bytes = e.record_bytes(&first, first.len as usize)?;
+            e.put(b"key", b"second")?;
+            let second = e.entry_of(hash, b"key")?.expect("stored");
+            let second_bytes = e.record_bytes(&second, second.len as usize)?;
+            let attempt = |expect: Expect<'_>, value: &[u8]| -> Result<bool, DbError> {
+                let mut copy = e.write_record(b"key", value)?;
+                copy.hash = hash;
+                Ok(match e.link(hash, b"key", copy, Some(&expect))? {
+                    Linked::Replaced(old) => {
+                        e.release(&old);
+                        true
+                    }
+                    Linked::Inserted | Linked::Unchanged => {
+                        e.release(&copy);
+                        false
+                    }
+                })
+            };
+            // Stale: the first version's place and bytes.
+            let stale = Expect {
+                page: first.page,
+                offset: first.offset,
+                record: &first_bytes,
+            };
+            assert!(!attempt(stale, b"first")?, "a stale move was linked");
+            // The right place, other bytes (same length, so only the comparison can tell).
+            let mut other = second_bytes.clone();
+            let last = other.len() - 1;
+            other[last] ^= 0xff;
+            let reused = Expect {
+                page: second.page,
+                offset: second.offset,
+                record: &other,
+            };
+            assert!(
+                !attempt(reused, b"second")?,
+                "a move of other bytes was linked"
+            );
+            // A key that is gone.
+            let gone = Expect {
+                page: second.page,
+                offset: second.offset,
+                record: &second_bytes,
+            };
+            let mut copy = e.write_record(b"nokey", b"x")?;
+            copy.hash = hash_key(b"nokey");
+            assert!(matches!(
+                e.link(copy.hash, b"nokey", copy, Some(&gone))?,
+                Linked::Unchanged
+            ));
+            e.release(&copy);
+            // The expected record: the switch happens.
+            let current = Expect {
+                page: second.page,
+                offset: second.offset,
+                record: &second_bytes,
+            };
+            assert!(
+                attempt(current, b"second")?,
+                "the expected move was not linked"
+            );
+            let moved = e.entry_of(hash, b"key")?.expect("stored");
+            assert_ne!((moved.page, moved.offset), (second.page, second.offset));
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"second"[..]));
+        assert_eq!(db.len(), 1);
+        db.close().unwrap();
+    }
+}
