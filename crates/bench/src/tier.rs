@@ -969,55 +969,68 @@ fn run_os_paging(options: &BenchOptions) -> Result<OsPaging, String> {
     })
 }
 
-/// Every workload on `dram` (the open, warm `db`) and on `tamer` (a second store on a second
-/// emulated device, loaded with the same records) in alternating closed-loop windows, each
-/// pair with the same seeded operations: the machine's slow drift cannot favour either side,
-/// and the two stores take the same writes, so they hold the same data throughout. Returns `tamer` ÷
-/// `dram` per round, per workload.
+/// Loads the second store of the interleaved windows onto `second` (a device like `dram`'s)
+/// through `tamer`'s own small cache, and closes it. It runs before `dram` is loaded: on this
+/// VM a multi-GiB region written after `dram`'s cache (a `dram`-sized loader cache, or
+/// reopening `dram` itself) left `dram` at half its speed for minutes, which would flatter
+/// `tamer`. (A copy of `dram`'s device would be a store not closed cleanly, which reopens
+/// with no free space.)
+fn load_second(
+    second: &Arc<EmulatorModel>,
+    plan: &Plan,
+    options: &BenchOptions,
+    pages: u64,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let payloads = Payloads::new(plan, options.seed);
+    let loader = Db::open(
+        options.data_dir.join("tier.store"),
+        options_for(
+            Config::Tamer,
+            plan,
+            DeviceKind::Model(second.clone()),
+            options.poll,
+            pages,
+        ),
+    )
+    .map_err(|e| format!("opening the second store: {e}"))?;
+    load(&loader, plan, &payloads.value, &payloads.row)?;
+    loader
+        .close()
+        .map_err(|e| format!("closing the second store after its load: {e}"))?;
+    eprintln!(
+        "emu: loaded the second store (for the interleaved windows) through a {} MiB cache in {:.1} s",
+        plan.cache_bytes >> 20,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Every workload on `dram` (the open, warm `db`) and on `tamer` (the second store, on
+/// `second`, loaded with the same records by [`load_second`]) in alternating closed-loop
+/// windows, each pair with the same seeded operations: the machine's slow drift cannot favour
+/// either side, and the two stores take the same writes, so they hold the same data
+/// throughout. Returns `tamer` ÷ `dram` per round, per workload.
 fn interleave(
     dram: &Db,
+    second: &Arc<EmulatorModel>,
     plan: &Plan,
     options: &BenchOptions,
     pages: u64,
     work: Work,
 ) -> Result<Vec<(Workload, Vec<f64>)>, String> {
-    let model = dram
-        .emulator_model()
-        .ok_or("interleaving needs the emulated device")?;
-    // A second device like `dram`'s, loaded the same way by a store with `dram`'s cache, closed
-    // cleanly and reopened with `tamer`'s cache. (A copy of `dram`'s device would be a store
-    // that was not closed cleanly, which reopens with no free space; closing and reopening
-    // `dram` itself left its cache at half its speed on this VM.)
-    let loaded = Instant::now();
-    let second = model
-        .config()
-        .clone()
-        .build()
-        .map_err(|e| format!("second emulated device: {e}"))?;
-    let path = options.data_dir.join("tier.store");
     let payloads = Payloads::new(plan, options.seed);
-    let options_on = |config: Config| {
+    let tamer = Db::open(
+        options.data_dir.join("tier.store"),
         options_for(
-            config,
+            Config::Tamer,
             plan,
             DeviceKind::Model(second.clone()),
             options.poll,
             pages,
-        )
-    };
-    let loader = Db::open(&path, options_on(Config::Dram))
-        .map_err(|e| format!("opening the second store: {e}"))?;
-    load(&loader, plan, &payloads.value, &payloads.row)?;
-    let load_secs = loaded.elapsed().as_secs_f64();
-    loader
-        .close()
-        .map_err(|e| format!("closing the second store after its load: {e}"))?;
-    let tamer = Db::open(&path, options_on(Config::Tamer))
-        .map_err(|e| format!("opening the second store as tamer: {e}"))?;
-    eprintln!(
-        "emu: loaded the second store for the interleaved windows in {load_secs:.1} s, closed and reopened it in {:.1} s",
-        loaded.elapsed().as_secs_f64() - load_secs
-    );
+        ),
+    )
+    .map_err(|e| format!("opening the second store: {e}"))?;
     // It must hold the loaded records (an empty store would make it fast and wrong).
     let mut rng = SmallRng::seed_from_u64(options.seed ^ 0x5a4e);
     for _ in 0..64 {
@@ -1104,6 +1117,17 @@ fn run_device(
             .build()
             .map_err(|e| format!("emulated device: {e}"))?;
         model = Some(built);
+    }
+    // The interleaved windows' second store, loaded before `dram` (see `load_second`).
+    let mut second: Option<Arc<EmulatorModel>> = None;
+    if let (Some(model), true) = (&model, plan.interleave_rounds > 0) {
+        let built = model
+            .config()
+            .clone()
+            .build()
+            .map_err(|e| format!("second emulated device: {e}"))?;
+        load_second(&built, plan, options, pages)?;
+        second = Some(built);
     }
     let device = |model: &Option<Arc<EmulatorModel>>| match (target, model) {
         (Target::Emulated, Some(model)) => DeviceKind::Model(model.clone()),
@@ -1272,8 +1296,8 @@ fn run_device(
                 }
             }
         }
-        if config == Config::Dram && target == Target::Emulated && plan.interleave_rounds > 0 {
-            run.interleaved = interleave(&db, plan, options, pages, work)?;
+        if let (Config::Dram, Some(second)) = (config, &second) {
+            run.interleaved = interleave(&db, second, plan, options, pages, work)?;
         }
         db.close()
             .map_err(|e| format!("{} {}: closing: {e}", target.name(), config.name()))?;
