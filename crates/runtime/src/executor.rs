@@ -363,9 +363,11 @@ impl Executor {
                         std::hint::spin_loop();
                         continue;
                     }
-                    idle_since_ns = None;
                     // `Runtime::spawn` unparks every core, and an unpark that comes first makes
-                    // this return at once, so the timeout only bounds a missed shutdown.
+                    // this return at once, so the timeout only bounds a missed shutdown. The
+                    // idle start is kept: a timeout with still nothing to do parks again at
+                    // once instead of spinning `idle_spin_ns` anew (with a 10 ms spin, an idle
+                    // core spun half the time).
                     std::thread::park_timeout(std::time::Duration::from_millis(10));
                 }
             }

@@ -23,15 +23,25 @@ fn process_cpu_ns() -> u64 {
 fn an_idle_store_uses_little_cpu() {
     // The default spin before sleeping (200 µs), and one longer than the cleaner's longest
     // pause (its wake-ups must not count as activity that keeps the core spinning).
-    for idle_spin in [None, Some(Duration::from_millis(20))] {
-        idle_store(idle_spin);
+    // Without a cleaner the cores park: a park's timeout with still nothing to do must not
+    // start a new spin.
+    for (idle_spin, cleaner) in [
+        (None, true),
+        (Some(Duration::from_millis(20)), true),
+        (Some(Duration::from_millis(20)), false),
+    ] {
+        idle_store(idle_spin, cleaner);
     }
 }
 
-fn idle_store(idle_spin: Option<Duration>) {
+fn idle_store(idle_spin: Option<Duration>, cleaner: bool) {
     const IDLE: Duration = Duration::from_millis(600);
-    // Two cores with a cleaner each, on the emulated device (waited for by spinning).
-    let mut options = emulated(4 << 20, 64 << 20).cores(2).threads_per_core(8);
+    // Two cores (with a cleaner each, or none), on the emulated device (waited for by
+    // spinning).
+    let mut options = emulated(4 << 20, 64 << 20)
+        .cores(2)
+        .threads_per_core(8)
+        .cleaner(cleaner);
     if let Some(spin) = idle_spin {
         options = options.idle_spin(spin);
     }
@@ -46,12 +56,12 @@ fn idle_store(idle_spin: Option<Duration>) {
     std::thread::sleep(IDLE);
     let used_ns = process_cpu_ns() - before_ns;
     eprintln!(
-        "an idle store with 2 cores (idle spin {idle_spin:?}) used {used_ns} ns of CPU in {IDLE:?}"
+        "an idle store with 2 cores (idle spin {idle_spin:?}, cleaner {cleaner}) used {used_ns} ns of CPU in {IDLE:?}"
     );
     // Spinning, the two cores would use up to 2 × 600 ms.
     assert!(
         used_ns < IDLE.as_nanos() as u64 / 5,
-        "an idle store (idle spin {idle_spin:?}) used {used_ns} ns of CPU in {IDLE:?}"
+        "an idle store (idle spin {idle_spin:?}, cleaner {cleaner}) used {used_ns} ns of CPU in {IDLE:?}"
     );
     assert_eq!(
         db.get(b"idle-7").unwrap(),
