@@ -219,9 +219,15 @@ impl Cleaners {
                 // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
                 let mut empty = 0usize;
                 while !stop.load(Ordering::Acquire) {
-                    // Sparse data pages first (their moves dirty the open page, which this
-                    // pass or a later one writes back). After close begins, nothing is taken.
-                    let compacted = match engine.compact_some(COMPACT_PAGES_PER_PASS) {
+                    // Under space pressure, sparse data pages first (their moves dirty the
+                    // open page, which this pass or a later one writes back). After close
+                    // begins, nothing is taken.
+                    let budget = if engine.space_pressure() {
+                        COMPACT_PAGES_PER_PASS
+                    } else {
+                        0
+                    };
+                    let compacted = match engine.compact_some(budget) {
                         Ok(n) => n,
                         Err(DbError::Closed) => 0,
                         Err(err) => {
@@ -544,7 +550,9 @@ impl Db {
 
     /// Compacts every data page queued as sparse (live bytes ≤ [`crate::COMPACT_LIVE_BYTES`]): their
     /// live records move to the open page and the pages are freed. The background cleaner does
-    /// this a few pages per pass; this call does it now (at most 4 × [`SPARSE_QUEUE`] pages).
+    /// this a few pages per pass when space runs short (free pages and room below the end of the
+    /// file under [`crate::COMPACT_RESERVE_MIN_PAGES`] or 1/32 of the pages in use); this call
+    /// does it now, whatever the room (at most 4 × [`SPARSE_QUEUE`] pages).
     /// Returns the pages taken from the queue.
     pub fn compact(&self) -> Result<usize, DbError> {
         self.run(|h| h.engine.compact_some(4 * SPARSE_QUEUE))?

@@ -21,6 +21,12 @@ const MAX_RETRIES: u32 = 100_000;
 /// records are rewritten to the open page, so that it is freed. A quarter of a page: space
 /// amplification from pages held by a few live records stays below about 4×.
 pub const COMPACT_LIVE_BYTES: u32 = (PAYLOAD / 4) as u32;
+/// Background compaction runs only under space pressure: when the free pages plus the room
+/// left below the file's (or device's) end fall under this many pages, or under
+/// 1/[`COMPACT_RESERVE_FRACTION`] of the pages in use, whichever is more. Moving live records
+/// costs misses and writes, so a store with room to spare does not pay for it.
+pub const COMPACT_RESERVE_MIN_PAGES: u64 = 256;
+pub const COMPACT_RESERVE_FRACTION: u64 = 32;
 /// Bound of the queue of pages waiting for compaction (DRAM only; one u64 each). A page that
 /// finds it full is counted in [`CompactionStats::hints_dropped`] and stays sparse.
 pub const SPARSE_QUEUE: usize = 4096;
@@ -1034,6 +1040,19 @@ impl Engine {
             }
         }
         Ok(taken)
+    }
+
+    /// True when background compaction should run (see [`COMPACT_RESERVE_MIN_PAGES`]) and
+    /// pages wait for it.
+    pub fn space_pressure(&self) -> bool {
+        if self.sparse.is_empty() {
+            return false;
+        }
+        let end_pages = self.capacity_bytes() / PAGE_SIZE as u64;
+        let alloc = self.lock_alloc();
+        let room = alloc.free.pages() + end_pages.saturating_sub(alloc.next_page);
+        let reserve = COMPACT_RESERVE_MIN_PAGES.max(alloc.next_page / COMPACT_RESERVE_FRACTION);
+        room < reserve
     }
 
     pub fn compaction_stats(&self) -> CompactionStats {

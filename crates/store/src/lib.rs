@@ -78,11 +78,14 @@
 //! **Compaction** reclaims the dead bytes of data pages that still hold live records: a
 //! settled page whose live bytes fall to [`COMPACT_LIVE_BYTES`] (a quarter of a page) or fewer
 //! is queued (in DRAM, at most [`SPARSE_QUEUE`] pages; a full queue drops the hint), and the
-//! background cleaner (or [`Db::compact`]) moves its live records to the open page: each move
+//! background cleaner (under space pressure: when the free pages plus the room below the
+//! file's end fall under [`COMPACT_RESERVE_MIN_PAGES`] or 1/32 of the pages in use) or
+//! [`Db::compact`] (at once) moves its live records to the open page: each move
 //! is an ordinary out-of-place write whose entry switch is conditional (it happens only if the
 //! key's entry still points at the same record bytes, under the bucket's exclusive latch), so
 //! a concurrent put or delete of the key wins and the copy is released. The last move frees the
-//! page. Pages in use thus stay within about 4× the live data of small records. The queue is
+//! page. Under pressure, pages in use thus stay within about 4× the live data of small
+//! records; with room to spare the store does not pay the moves' misses and writes. The queue is
 //! not persisted: pages already sparse at close are not compacted after reopening (a scan at
 //! open, or the durability issue's recovery scan, could refill it), nor is a page whose last
 //! reserved record is still being written when it crosses the threshold.
@@ -105,8 +108,8 @@
 //! **Background cleaning** ([`DbOptions::cleaner`], on by default): one user-level thread per
 //! core writes back dirty pages that the cache's CLOCK would evict next
 //! ([`tamer_cache::PageCache::clean_some`]), so a miss finds a clean victim and reads at once
-//! instead of first writing a victim back; each pass also compacts up to 4 queued sparse data
-//! pages. It sleeps 200 µs when a pass finds nothing, backing off to 10 ms after a whole
+//! instead of first writing a victim back; under space pressure each pass also compacts up
+//! to 4 queued sparse data pages. It sleeps 200 µs when a pass finds nothing, backing off to 10 ms after a whole
 //! empty sweep of its sets (so an idle store's cores sleep), and is stopped (and waited for)
 //! at close.
 //!
@@ -139,7 +142,10 @@ mod layout;
 pub use db::{
     Cursor, Db, DbHandle, DbOptions, DeviceKind, DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
 };
-pub use engine::{CompactionStats, COMPACT_LIVE_BYTES, MAX_KEY_BYTES, SPARSE_QUEUE};
+pub use engine::{
+    CompactionStats, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
+    MAX_KEY_BYTES, SPARSE_QUEUE,
+};
 pub use error::DbError;
 pub use layout::{BUCKET_CAP, MAX_SMALL_RECORD};
 
