@@ -80,7 +80,8 @@ pub struct CoreStats {
     /// Polls the core spent waiting for a thread's own access without switching (demand
     /// access, forced progress).
     pub spin_polls: u64,
-    /// Idle waits for the device (nothing runnable).
+    /// Idle waits for the device (nothing runnable): blocking waits, and polls of the spin
+    /// before one.
     pub device_waits: u64,
     /// OS sleeps of the core while its only work was threads sleeping on timers further away
     /// than `idle_spin_ns` (nothing in flight, nothing watched).
@@ -540,6 +541,11 @@ impl Core {
             // The requests stay queued and the next doorbell retries them.
             tracing::warn!(core = self.id, "doorbell failed: {err}");
         }
+    }
+
+    /// Device requests reaped so far.
+    pub(crate) fn device_completed(&self) -> u64 {
+        self.device.borrow().stats().completed
     }
 
     /// Accesses submitted to (or queued for) this core's device and not yet reaped.

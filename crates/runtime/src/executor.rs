@@ -234,23 +234,23 @@ impl Executor {
         self.core.avg_latency_ns()
     }
 
-    /// Moves queued jobs to the local queue (up to its bound); returns how many.
-    fn refill(&self) -> usize {
+    fn refill(&self) {
         let mut sched = self.core.sched.borrow_mut();
         let cap = self.core.config.local_queue;
-        let mut moved = 0;
         for queue in [&self.inbox, &self.global].into_iter().flatten() {
             while sched.local.len() < cap {
                 match queue.pop() {
-                    Some(job) => {
-                        sched.local.push_back(job);
-                        moved += 1;
-                    }
+                    Some(job) => sched.local.push_back(job),
                     None => break,
                 }
             }
         }
-        moved
+    }
+
+    /// Jobs started plus device completions so far: it changes whenever the core does work
+    /// that came from outside (a timer-woken thread that finds nothing to do leaves it).
+    fn activity_count(&self) -> u64 {
+        self.core.stats.borrow().jobs_started + self.core.device_completed()
     }
 
     fn has_work(&self) -> bool {
@@ -275,14 +275,14 @@ impl Executor {
         // When the core began waiting for its device with nothing runnable (for the spin
         // before blocking in the kernel).
         let mut device_wait_since_ns: Option<u64> = None;
-        // The last new job or device completion: what a timer-woken background thread (a
-        // store's cleaner finding nothing to do) does in between does not count.
+        // When the core last saw a job start or a device completion (checked on the idle
+        // path only): what a timer-woken background thread (a store's cleaner finding nothing
+        // to do) does in between does not count.
         let mut last_activity_ns = self.core.read_clock();
+        let mut activity_seen = self.activity_count();
         loop {
-            let now_ns = self.core.read_clock();
-            if self.refill() > 0 {
-                last_activity_ns = now_ns;
-            }
+            self.core.read_clock();
+            self.refill();
             self.expire_timers();
             self.check_watches();
             let ran = self.run_batch();
@@ -293,7 +293,6 @@ impl Executor {
                 continue;
             }
             if self.core.reap() > 0 {
-                last_activity_ns = self.core.clock();
                 idle_since_ns = None;
                 device_wait_since_ns = None;
                 continue;
@@ -301,6 +300,11 @@ impl Executor {
             self.runs_since_doorbell = 0;
             if self.has_work() {
                 idle_since_ns = None;
+                let activity = self.activity_count();
+                if activity != activity_seen {
+                    activity_seen = activity;
+                    last_activity_ns = self.core.clock();
+                }
                 let quiet_ns = self.core.clock().saturating_sub(last_activity_ns);
                 if let Some(sleep_ns) = self.timer_sleep_ns(quiet_ns) {
                     // Only timers are pending, the next is far, and no job arrived and no
@@ -321,6 +325,7 @@ impl Executor {
                     let now_ns = self.core.read_clock();
                     let since_ns = *device_wait_since_ns.get_or_insert(now_ns);
                     if now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns {
+                        self.core.stats.borrow_mut().device_waits += 1;
                         self.core.ring_doorbell();
                         std::hint::spin_loop();
                         continue;
@@ -337,9 +342,7 @@ impl Executor {
                     IDLE_WAIT_NS
                 };
                 let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
-                if self.core.wait_device(timeout_ns.max(1)) > 0 {
-                    last_activity_ns = self.core.clock();
-                }
+                self.core.wait_device(timeout_ns.max(1));
                 self.publish();
                 continue;
             }
