@@ -276,6 +276,8 @@ pub struct Measurement {
     /// polling core made because the engine had not reached them by their deadline.
     pub dma_engine_copies: u64,
     pub dma_core_copies: u64,
+    /// Sparse data pages the store compacted during the measured window (space pressure).
+    pub pages_compacted: u64,
 }
 
 impl Measurement {
@@ -534,6 +536,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         sampled_in_flight: 0.0,
         dma_engine_copies: 0,
         dma_core_copies: 0,
+        pages_compacted: 0,
     }
 }
 
@@ -570,6 +573,7 @@ fn closed_loop(
     let end = warm_end + plan.measure;
     let mut before = None;
     let mut copy_before_ns = 0;
+    let mut compacted_before = 0;
     let mut measure_start = start;
     // The device queue depth, sampled every `SAMPLE_EVERY` of the measured window.
     const SAMPLE_EVERY: Duration = Duration::from_micros(20);
@@ -586,6 +590,7 @@ fn closed_loop(
             meter.reset();
             meter.errors.store(0, Ordering::Relaxed);
             before = Some(snapshot(db.cache_stats()));
+            compacted_before = db.compaction_stats().pages_compacted;
             copy_before_ns = emulator_cpu_ns(db);
             measure_start = Instant::now();
             meter.recording.store(true, Ordering::Release);
@@ -607,6 +612,7 @@ fn closed_loop(
     let secs = measure_start.elapsed().as_secs_f64();
     let after = snapshot(db.cache_stats());
     let mut m = finish(&meter, before.expect("measured"), after, secs);
+    m.pages_compacted = db.compaction_stats().pages_compacted - compacted_before;
     m.emulator_cpu_secs = emulator_cpu_ns(db).saturating_sub(copy_before_ns) as f64 / 1e9;
     m.sampled_in_flight = in_flight_sum as f64 / samples.max(1) as f64;
     let dma_after = dma_counts(db);
@@ -1436,6 +1442,11 @@ fn print_point(
         ),
         _ => String::new(),
     };
+    let fio = if m.pages_compacted > 0 {
+        format!("{fio}  compacted {} pages", m.pages_compacted)
+    } else {
+        fio
+    };
     println!(
         "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  write-backs {:>6} (by misses {:>6})  {fio}",
         target.name(),
@@ -1657,6 +1668,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "emulator_cpu_secs": m.emulator_cpu_secs,
             "dma_engine_copies": m.dma_engine_copies,
             "dma_core_copies": m.dma_core_copies,
+            "pages_compacted": m.pages_compacted,
             "write_backs": m.write_backs,
             "victim_write_backs": m.victim_write_backs,
             "merged_misses": m.merged_misses,
