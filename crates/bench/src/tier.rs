@@ -975,6 +975,26 @@ fn run_os_paging(options: &BenchOptions) -> Result<OsPaging, String> {
     })
 }
 
+/// The interleaved windows' second store on `second`, as `tamer` (3 % cache, cleaner).
+fn open_second(
+    second: &Arc<EmulatorModel>,
+    plan: &Plan,
+    options: &BenchOptions,
+    pages: u64,
+) -> Result<Db, String> {
+    Db::open(
+        options.data_dir.join("tier.store"),
+        options_for(
+            Config::Tamer,
+            plan,
+            DeviceKind::Model(second.clone()),
+            options.poll,
+            pages,
+        ),
+    )
+    .map_err(|e| format!("opening the second store: {e}"))
+}
+
 /// Loads the second store of the interleaved windows onto `second` (a device like `dram`'s)
 /// through `tamer`'s own small cache, and closes it. It runs before `dram` is loaded: on this
 /// VM a multi-GiB region written after `dram`'s cache (a `dram`-sized loader cache, or
@@ -989,17 +1009,7 @@ fn load_second(
 ) -> Result<(), String> {
     let started = Instant::now();
     let payloads = Payloads::new(plan, options.seed);
-    let loader = Db::open(
-        options.data_dir.join("tier.store"),
-        options_for(
-            Config::Tamer,
-            plan,
-            DeviceKind::Model(second.clone()),
-            options.poll,
-            pages,
-        ),
-    )
-    .map_err(|e| format!("opening the second store: {e}"))?;
+    let loader = open_second(second, plan, options, pages)?;
     load(&loader, plan, &payloads.value, &payloads.row)?;
     loader
         .close()
@@ -1026,17 +1036,7 @@ fn interleave(
     work: Work,
 ) -> Result<Vec<(Workload, Vec<f64>)>, String> {
     let payloads = Payloads::new(plan, options.seed);
-    let tamer = Db::open(
-        options.data_dir.join("tier.store"),
-        options_for(
-            Config::Tamer,
-            plan,
-            DeviceKind::Model(second.clone()),
-            options.poll,
-            pages,
-        ),
-    )
-    .map_err(|e| format!("opening the second store: {e}"))?;
+    let tamer = open_second(second, plan, options, pages)?;
     // It must hold the loaded records (an empty store would make it fast and wrong).
     let mut rng = SmallRng::seed_from_u64(options.seed ^ 0x5a4e);
     for _ in 0..64 {

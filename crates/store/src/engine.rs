@@ -890,22 +890,35 @@ impl Engine {
     /// `None`: absent; `Some(value)` (the value only when `want_value`).
     fn lookup(&self, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>, DbError> {
         let hash = hash_key(key);
+        self.read_bucket_of(hash, |bytes, count| {
+            for i in 0..count {
+                let e = Entry::read(bytes, i);
+                if e.hash == hash {
+                    if let Some(value) = self.read_record(&e, key, want_value)? {
+                        return Ok(Some(value));
+                    }
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    /// Runs `f` on the bytes and entry count of the bucket covering `hash`, under its shared
+    /// latch (the records its entries point to cannot be released meanwhile); retries while a
+    /// concurrent split moves the hash to another bucket.
+    fn read_bucket_of<T>(
+        &self,
+        hash: u64,
+        f: impl Fn(&[u8], usize) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
         for _ in 0..MAX_RETRIES {
             let bucket = self.bucket_for(hash)?;
             let b = self.cache.get(bucket)?;
-            let found = b.read(|bytes| -> Result<_, DbError> {
+            let found = b.read(|bytes| -> Result<Option<T>, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(None);
                 }
-                for i in 0..bucket_count(bytes).min(BUCKET_CAP) {
-                    let e = Entry::read(bytes, i);
-                    if e.hash == hash {
-                        if let Some(value) = self.read_record(&e, key, want_value)? {
-                            return Ok(Some(Some(value)));
-                        }
-                    }
-                }
-                Ok(Some(None))
+                f(bytes, bucket_count(bytes).min(BUCKET_CAP)).map(Some)
             })?;
             if let Some(found) = found {
                 return Ok(found);
@@ -1140,24 +1153,9 @@ impl Engine {
 
     /// The index entry of `key`, if any.
     fn entry_of(&self, hash: u64, key: &[u8]) -> Result<Option<Entry>, DbError> {
-        for _ in 0..MAX_RETRIES {
-            let bucket = self.bucket_for(hash)?;
-            let b = self.cache.get(bucket)?;
-            let found = b.read(|bytes| -> Result<_, DbError> {
-                if !bucket_covers(bytes, hash) {
-                    return Ok(None);
-                }
-                let count = bucket_count(bytes).min(BUCKET_CAP);
-                Ok(Some(
-                    self.find_entry(bytes, count, hash, key)?.map(|(_, e)| e),
-                ))
-            })?;
-            if let Some(found) = found {
-                return Ok(found);
-            }
-            thread::yield_now();
-        }
-        Err(corrupt(0, "the directory never led to the key's bucket"))
+        self.read_bucket_of(hash, |bytes, count| {
+            Ok(self.find_entry(bytes, count, hash, key)?.map(|(_, e)| e))
+        })
     }
 
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
