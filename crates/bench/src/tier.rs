@@ -264,6 +264,12 @@ pub struct Measurement {
     /// Open loop: arrivals offered, refused (NACK).
     pub offered: u64,
     pub dropped: u64,
+    /// Open loop: the latest the load generator submitted a measured arrival after its
+    /// scheduled time, in µs (its own CPU was taken: host steal, softirqs). Latencies count
+    /// from the schedule, so such a delay shows up as every job's queueing.
+    pub feeder_max_late_us: f64,
+    /// Open loop: the share of measured arrivals submitted more than 100 µs late.
+    pub feeder_late_fraction: f64,
     /// Major page faults of the process in the measured window (os-paging's device reads).
     pub major_faults: u64,
     /// Emulated device: CPU seconds the cores spent completing requests in the window (the
@@ -537,6 +543,8 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         dma_engine_copies: 0,
         dma_core_copies: 0,
         pages_compacted: 0,
+        feeder_max_late_us: 0.0,
+        feeder_late_fraction: 0.0,
     }
 }
 
@@ -674,6 +682,7 @@ fn open_loop(
     let end_ns = window_start + plan.load_point.as_nanos() as u64;
     let mut next = start_ns;
     let (mut offered, mut dropped) = (0u64, 0u64);
+    let (mut max_late_ns, mut late) = (0u64, 0u64);
     let mut before = None;
     loop {
         next += arrivals.next_gap_ns(&mut rng);
@@ -685,6 +694,11 @@ fn open_loop(
             feeder_idle(&dma, 1);
         }
         let measured = next >= window_start;
+        if measured {
+            let late_ns = now_ns().saturating_sub(next);
+            max_late_ns = max_late_ns.max(late_ns);
+            late += u64::from(late_ns > 100_000);
+        }
         if measured && before.is_none() {
             before = Some(snapshot(db.cache_stats()));
         }
@@ -704,6 +718,8 @@ fn open_loop(
     let mut m = finish(&meter, before, after, secs);
     m.offered = offered;
     m.dropped = dropped;
+    m.feeder_max_late_us = max_late_ns as f64 / 1_000.0;
+    m.feeder_late_fraction = late as f64 / offered.max(1) as f64;
     Ok(m)
 }
 
@@ -1248,7 +1264,7 @@ fn run_device(
                 let rate = (fraction * dram).max(1.0);
                 let m = open_loop(&db, plan, curve_workload, &ctx, rate, seed)?;
                 println!(
-                    "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  achieved {:>9.0}/s  dropped {:>5.1} %",
+                    "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  achieved {:>9.0}/s  dropped {:>5.1} %  feeder late ≤ {:.0} µs ({:.2} % > 100 µs)",
                     target.name(),
                     config.name(),
                     fraction * 100.0,
@@ -1256,7 +1272,9 @@ fn run_device(
                     m.p50_us,
                     m.p99_us,
                     m.ops_per_s(),
-                    m.drop_fraction() * 100.0
+                    m.drop_fraction() * 100.0,
+                    m.feeder_max_late_us,
+                    m.feeder_late_fraction * 100.0
                 );
                 run.load.push(LoadPoint {
                     target,
@@ -1386,13 +1404,14 @@ fn run_device(
                     let seed = seed ^ 0x5ca1e ^ (round as u64) << 20;
                     let m = open_loop(db, plan, Workload::YcsbC, ctx, rate, seed)?;
                     println!(
-                        "  {:<5} {:<10} open loop at half of flash-sync's throughput ({:>7.0}/s), round {round}: p50 {:>9.1} µs  p99 {:>9.1} µs  dropped {:.1} %",
+                        "  {:<5} {:<10} open loop at half of flash-sync's throughput ({:>7.0}/s), round {round}: p50 {:>9.1} µs  p99 {:>9.1} µs  dropped {:.1} %  feeder late ≤ {:.0} µs",
                         target.name(),
                         config.name(),
                         rate,
                         m.p50_us,
                         m.p99_us,
-                        m.drop_fraction() * 100.0
+                        m.drop_fraction() * 100.0,
+                        m.feeder_max_late_us
                     );
                     run.load.push(LoadPoint {
                         target,
@@ -1698,6 +1717,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "offered": m.offered,
             "dropped": m.dropped,
             "drop_fraction": m.drop_fraction(),
+            "feeder_max_late_us": m.feeder_max_late_us,
+            "feeder_late_fraction": m.feeder_late_fraction,
         }));
     }
     plots(options, &points, &load, &mut result);
