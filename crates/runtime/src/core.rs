@@ -83,8 +83,8 @@ pub struct CoreStats {
     /// Idle waits for the device (nothing runnable): blocking waits, and polls of the spin
     /// before one.
     pub device_waits: u64,
-    /// OS sleeps of the core while its only work was threads sleeping on timers further away
-    /// than `idle_spin_ns` (nothing in flight, nothing watched).
+    /// OS sleeps of the core while its only work was threads sleeping on timers (nothing in
+    /// flight, nothing watched, no job start or completion for `idle_spin_ns`).
     pub timer_sleeps: u64,
     pub max_pending_seen: usize,
     /// From a job's arrival in a queue to its end, in nanoseconds.
@@ -616,8 +616,7 @@ impl Core {
     }
 
     /// Blocks (or spins, in poll mode) until a completion or `timeout_ns` passes.
-    /// Waits (bounded by `timeout_ns`) for completions and dispatches them; returns how many.
-    pub(crate) fn wait_device(&self, timeout_ns: u64) -> usize {
+    pub(crate) fn wait_device(&self, timeout_ns: u64) {
         self.stats.borrow_mut().device_waits += 1;
         let mut completions = self.completions.borrow_mut();
         completions.clear();
@@ -635,12 +634,10 @@ impl Core {
         if let Err(err) = result {
             tracing::warn!(core = self.id, "device wait failed: {err}");
         }
-        let count = completions.len();
-        if count > 0 {
+        if !completions.is_empty() {
             // The wait may have been long: completions are stamped with the present.
             self.read_clock();
             self.dispatch(&mut completions);
         }
-        count
     }
 }

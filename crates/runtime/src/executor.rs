@@ -287,12 +287,7 @@ impl Executor {
             self.check_watches();
             let ran = self.run_batch();
             self.publish();
-            if ran > 0 {
-                idle_since_ns = None;
-                device_wait_since_ns = None;
-                continue;
-            }
-            if self.core.reap() > 0 {
+            if ran > 0 || self.core.reap() > 0 {
                 idle_since_ns = None;
                 device_wait_since_ns = None;
                 continue;
