@@ -1,0 +1,296 @@
+//! One device's run, phase by phase: the device and the second store of the interleaved
+//! windows; then, for each in-process configuration in [`Config::ALL`] order, open the store
+//! (and load it, for `dram`), its closed-loop points, its open-loop curve, `dram`'s repeat and
+//! interleaved windows, close; then os-paging (disk), the equal-load rounds, the teardown.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tamer_cache::PAGE_SIZE;
+use tamer_device::{DeviceFile, EmulatorModel};
+use tamer_store::Db;
+
+use super::context::DeviceCtx;
+use super::driver::{closed_loop, load, open_loop};
+use super::equal_load::equal_load;
+use super::interleave::{interleave, prepare_second};
+use super::jobs::Meter;
+use super::measurement::{fio_queue_depth, LoadPoint, Measurement, Point};
+use super::os_paging::disk_points;
+use super::plan::{workload_seed, Config, Plan, Target, Workload};
+use super::report::print_point;
+use crate::device::{measure_fio, BENCH_CPU};
+use crate::output::BenchResult;
+use crate::work::Work;
+use crate::BenchOptions;
+
+/// Figure 10's workload: the open-loop curve and the equal-load rounds run YCSB-C.
+const CURVE_WORKLOAD: Workload = Workload::YcsbC;
+
+/// What one device's run measured.
+#[derive(Default)]
+pub(super) struct DeviceRun {
+    pub(super) points: Vec<Point>,
+    pub(super) load: Vec<LoadPoint>,
+    /// `tamer` ÷ `dram` throughput per interleaved round, per workload (emulated device).
+    pub(super) interleaved: Vec<(Workload, Vec<f64>)>,
+}
+
+/// `dram`'s throughput, the reference of the other configurations on the same device.
+#[derive(Default)]
+struct DramReference {
+    /// Closed loop, per workload (the table's `norm`); the faster of its two measurements once
+    /// it has been repeated.
+    ops: Vec<(Workload, f64)>,
+    /// The open-loop curve's rates are fractions of this: `dram`'s first closed-loop YCSB-C
+    /// measurement, so that both curves run at the same absolute rates (the repeat may raise
+    /// the reference for the ratios afterwards).
+    curve: Option<f64>,
+}
+
+/// Runs every configuration on `target`.
+pub(super) fn run_device(
+    target: Target,
+    plan: &Plan,
+    options: &BenchOptions,
+    work: Work,
+    fio: Option<&Path>,
+    result: &mut BenchResult,
+) -> Result<DeviceRun, String> {
+    let dev = DeviceCtx::new(target, plan, options, work, fio)?;
+    // The interleaved windows' second store, loaded before `dram` (see `load_second`).
+    let second = prepare_second(&dev)?;
+    if target == Target::Disk {
+        std::fs::create_dir_all(&options.data_dir)
+            .map_err(|e| format!("creating {}: {e}", options.data_dir.display()))?;
+        let _ = std::fs::remove_file(&dev.path);
+    }
+    let mut run = DeviceRun::default();
+    let mut dram = DramReference::default();
+    for config in Config::ALL {
+        run_config(&dev, config, second.as_ref(), &mut run, &mut dram, result)?;
+    }
+    if target == Target::Disk {
+        run.points
+            .extend(disk_points(options, plan, &dram.ops, result));
+    }
+    // p99 at equal load: tamer and flash-sync at half of flash-sync's closed-loop throughput.
+    let equal = equal_load(&dev, &run.points)?;
+    run.load.extend(equal);
+    if target == Target::Disk {
+        let _ = std::fs::remove_file(&dev.path);
+    }
+    Ok(run)
+}
+
+/// One configuration: open, closed-loop points, open-loop curve, `dram`'s repeat and
+/// interleaved windows, close.
+fn run_config(
+    dev: &DeviceCtx,
+    config: Config,
+    second: Option<&Arc<EmulatorModel>>,
+    run: &mut DeviceRun,
+    dram: &mut DramReference,
+    result: &mut BenchResult,
+) -> Result<(), String> {
+    let db = open_config(dev, config)?;
+    let meter = Meter::new(dev.plan.cores);
+    for &workload in &dev.plan.workloads {
+        let point = closed_point(dev, config, &db, &meter, workload, result)?;
+        print_point(&point, dev.plan, &dram.ops);
+        if config == Config::Dram {
+            dram.ops.push((workload, point.m.ops_per_s()));
+        }
+        run.points.push(point);
+    }
+    // Figure 10 on YCSB-C: p99 vs offered load for dram and tamer, at the same absolute
+    // rates (fractions of dram's closed-loop throughput).
+    if dev.plan.workloads.contains(&CURVE_WORKLOAD) {
+        if config == Config::Dram {
+            dram.curve = dram
+                .ops
+                .iter()
+                .find(|(w, _)| *w == CURVE_WORKLOAD)
+                .map(|&(_, ops)| ops);
+        }
+        let curve = open_curve(dev, config, &db, &meter, dram.curve)?;
+        run.load.extend(curve);
+    }
+    if config == Config::Dram {
+        repeat_dram(dev, &db, &meter, run, dram)?;
+        if let Some(second) = second {
+            run.interleaved = interleave(dev, &db, second)?;
+        }
+    }
+    db.close()
+        .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
+}
+
+/// Opens the store with `config`'s options; `dram` (the first) loads it.
+fn open_config(dev: &DeviceCtx, config: Config) -> Result<Db, String> {
+    let opened = Instant::now();
+    let db = Db::open(&dev.path, dev.db_options(config)).map_err(|e| {
+        format!(
+            "{} {}: opening the store: {e}",
+            dev.target.name(),
+            config.name()
+        )
+    })?;
+    if config == Config::Dram {
+        let plan = dev.plan;
+        load(&db, plan, &dev.payloads.value, &dev.payloads.row)?;
+        eprintln!(
+            "{}: loaded {} records + {} TATP subscribers in {:.1} s ({} keys, {} MiB file)",
+            dev.target.name(),
+            plan.records(),
+            plan.tatp_subscribers,
+            opened.elapsed().as_secs_f64(),
+            db.len(),
+            (db.handle().space_stats().0 * PAGE_SIZE as u64) >> 20
+        );
+    }
+    Ok(db)
+}
+
+/// `workload`'s closed-loop point of `config` (failed operations are a note), with fio's
+/// IOPS at its queue depth on the disk.
+fn closed_point(
+    dev: &DeviceCtx,
+    config: Config,
+    db: &Db,
+    meter: &Arc<Meter>,
+    workload: Workload,
+    result: &mut BenchResult,
+) -> Result<Point, String> {
+    let ctx = dev.job_context(db, meter.clone(), dev.payloads.of(workload));
+    let seed = workload_seed(dev.options.seed, workload);
+    let m = closed_loop(db, dev.plan, workload, &ctx, seed)?;
+    if m.errors > 0 {
+        result.note(format!(
+            "{} {} {}: {} operations failed",
+            dev.target.name(),
+            config.name(),
+            workload.name(),
+            m.errors
+        ));
+    }
+    let (fio_qd, fio_iops) = fio_at_depth(dev, config, &m, result)?;
+    Ok(Point {
+        target: dev.target,
+        config,
+        workload,
+        m,
+        fio_qd,
+        fio_iops,
+    })
+}
+
+/// Disk, tiered configurations with misses, fio installed: fio's IOPS on the store's file at
+/// the point's sampled queue depth, as (depth, IOPS); a failed fio run is a note.
+fn fio_at_depth(
+    dev: &DeviceCtx,
+    config: Config,
+    m: &Measurement,
+    result: &mut BenchResult,
+) -> Result<(Option<usize>, Option<f64>), String> {
+    let fio = match dev.fio {
+        Some(fio) if dev.target == Target::Disk && config != Config::Dram && m.misses > 0 => fio,
+        _ => return Ok((None, None)),
+    };
+    let qd = fio_queue_depth(m.sampled_in_flight);
+    let file = DeviceFile::open_existing(&dev.path, 0).map_err(|e| e.to_string())?;
+    match measure_fio(fio, &file, qd, dev.plan.fio_duration, Some(BENCH_CPU)) {
+        Ok(f) => Ok((Some(qd), Some(f.iops))),
+        Err(err) => {
+            result.note(format!("fio at QD {qd}: {err}"));
+            Ok((None, None))
+        }
+    }
+}
+
+/// The open-loop curve of `dram` and `tamer` (none for the others): Poisson arrivals at each
+/// of the plan's fractions of `reference` (`dram`'s closed-loop YCSB-C throughput).
+fn open_curve(
+    dev: &DeviceCtx,
+    config: Config,
+    db: &Db,
+    meter: &Arc<Meter>,
+    reference: Option<f64>,
+) -> Result<Vec<LoadPoint>, String> {
+    let ctx = dev.job_context(db, meter.clone(), dev.payloads.value.clone());
+    let seed = workload_seed(dev.options.seed, CURVE_WORKLOAD) ^ 0x10ad;
+    let fractions: &[f64] = match config {
+        Config::Dram | Config::Tamer => &dev.plan.load_fractions,
+        _ => &[],
+    };
+    let mut load = Vec::with_capacity(fractions.len());
+    for &fraction in fractions {
+        let Some(dram) = reference else { break };
+        let rate = (fraction * dram).max(1.0);
+        let m = open_loop(db, dev.plan, CURVE_WORKLOAD, &ctx, rate, seed)?;
+        println!(
+            "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  achieved {:>9.0}/s  dropped {:>5.1} %  feeder late ≤ {:.0} µs ({:.2} % > 100 µs)",
+            dev.target.name(),
+            config.name(),
+            fraction * 100.0,
+            rate,
+            m.p50_us,
+            m.p99_us,
+            m.ops_per_s(),
+            m.drop_fraction() * 100.0,
+            m.feeder_max_late_us,
+            m.feeder_late_fraction * 100.0
+        );
+        load.push(LoadPoint {
+            target: dev.target,
+            config,
+            workload: CURVE_WORKLOAD,
+            fraction,
+            rate,
+            m,
+        });
+    }
+    Ok(load)
+}
+
+/// `dram`'s closed-loop points a second time, after its open-loop curve: right after the
+/// load its freshly written cache ran up to 25 % slower on this VM for a while (one full run
+/// measured 143k ops/s closed loop, then served 157k/s open loop without queueing). The faster
+/// of the two is the reference: a slow spell of the baseline must not flatter the ratios.
+fn repeat_dram(
+    dev: &DeviceCtx,
+    db: &Db,
+    meter: &Arc<Meter>,
+    run: &mut DeviceRun,
+    dram: &mut DramReference,
+) -> Result<(), String> {
+    let config = Config::Dram;
+    for &workload in &dev.plan.workloads {
+        let ctx = dev.job_context(db, meter.clone(), dev.payloads.of(workload));
+        let seed = workload_seed(dev.options.seed, workload) ^ 0x2e9ea7;
+        let again = closed_loop(db, dev.plan, workload, &ctx, seed)?;
+        let Some(point) = run
+            .points
+            .iter_mut()
+            .find(|p| p.target == dev.target && p.config == config && p.workload == workload)
+        else {
+            continue;
+        };
+        println!(
+            "  {:<5} {:<10} {:<6} repeated: {:>9.0} ops/s (first {:>9.0}); the reference is the faster",
+            dev.target.name(),
+            config.name(),
+            workload.name(),
+            again.ops_per_s(),
+            point.m.ops_per_s()
+        );
+        if again.ops_per_s() > point.m.ops_per_s() {
+            point.m = again;
+            if let Some(entry) = dram.ops.iter_mut().find(|(w, _)| *w == workload) {
+                entry.1 = point.m.ops_per_s();
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! One job of the load generator: the operations it draws for a workload ([`Generator`],
+//! seeded), the bytes its writes store ([`Payloads`]), what it shares with the feeder
+//! ([`JobContext`], the [`Meter`] its latency goes to) and the runtime [`Job`] that runs it.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use tamer_device::now_ns;
+use tamer_runtime::Job;
+use tamer_store::{Db, DbError, DbHandle};
+
+use super::plan::{seeded_bytes, Plan, Workload};
+use crate::work::Work;
+use crate::workload::{Op, Tatp, Ycsb};
+
+/// Shared by the feeder and the jobs of one point.
+pub(super) struct Meter {
+    histograms: Vec<Mutex<Histogram<u64>>>,
+    pub(super) recording: AtomicBool,
+    pub(super) outstanding: AtomicUsize,
+    pub(super) errors: AtomicU64,
+}
+
+/// A latency histogram: 1 ns to 100 s, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds")
+}
+
+impl Meter {
+    pub(super) fn new(cores: usize) -> Arc<Self> {
+        Arc::new(Self {
+            histograms: (0..cores.max(1)).map(|_| Mutex::new(histogram())).collect(),
+            recording: AtomicBool::new(false),
+            outstanding: AtomicUsize::new(0),
+            errors: AtomicU64::new(0),
+        })
+    }
+    pub(super) fn record(&self, latency_ns: u64) {
+        let core = tamer_runtime::thread::core_id().unwrap_or(0) % self.histograms.len();
+        let mut h = self.histograms[core]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        h.saturating_record(latency_ns.max(1));
+    }
+    pub(super) fn reset(&self) {
+        for h in &self.histograms {
+            h.lock().unwrap_or_else(|p| p.into_inner()).reset();
+        }
+    }
+    pub(super) fn merged(&self) -> Histogram<u64> {
+        let mut total = histogram();
+        for h in &self.histograms {
+            let _ = total.add(&*h.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        total
+    }
+}
+
+/// Up to two key operations of one job (a YCSB op or a TATP transaction).
+#[derive(Clone, Copy)]
+pub(super) struct Ops {
+    ops: [Op; 2],
+    len: usize,
+}
+
+/// Draws jobs of one workload.
+pub(super) struct Generator {
+    ycsb: Option<Ycsb>,
+    tatp: Tatp,
+    scratch: Vec<Op>,
+}
+
+impl Generator {
+    pub(super) fn new(workload: Workload, plan: &Plan) -> Self {
+        let ycsb = match workload {
+            Workload::YcsbB => Some(Ycsb::b(plan.records())),
+            Workload::YcsbC => Some(Ycsb::c(plan.records())),
+            Workload::Tatp => None,
+        };
+        Self {
+            ycsb,
+            tatp: Tatp::new(plan.tatp_subscribers.max(1)),
+            scratch: Vec::with_capacity(4),
+        }
+    }
+    pub(super) fn next(&mut self, rng: &mut SmallRng) -> Ops {
+        match &self.ycsb {
+            Some(ycsb) => Ops {
+                ops: [ycsb.next(rng), Op::Read(0)],
+                len: 1,
+            },
+            None => {
+                self.tatp.next(rng, &mut self.scratch);
+                let mut ops = [Op::Read(0); 2];
+                let len = self.scratch.len().min(2);
+                ops[..len].copy_from_slice(&self.scratch[..len]);
+                Ops { ops, len }
+            }
+        }
+    }
+}
+
+/// Runs `ops` on the store; `value`: what writes store.
+fn execute(h: &DbHandle, ops: &Ops, value: &[u8]) -> Result<(), DbError> {
+    for op in &ops.ops[..ops.len] {
+        match *op {
+            Op::Read(k) => {
+                black_box(h.get(&k.to_be_bytes())?);
+            }
+            Op::Update(k) | Op::Insert(k) => h.put(&k.to_be_bytes(), value)?,
+            Op::Delete(k) => {
+                h.delete(&k.to_be_bytes())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a job needs besides its operations.
+#[derive(Clone)]
+pub(super) struct JobContext {
+    handle: DbHandle,
+    pub(super) meter: Arc<Meter>,
+    value: Arc<Vec<u8>>,
+    work: Work,
+    iterations: u64,
+}
+
+impl JobContext {
+    pub(super) fn new(
+        db: &Db,
+        meter: Arc<Meter>,
+        value: Arc<Vec<u8>>,
+        work: Work,
+        iterations: u64,
+    ) -> Self {
+        Self {
+            handle: db.handle(),
+            meter,
+            value,
+            work,
+            iterations,
+        }
+    }
+}
+
+/// The bytes jobs write: YCSB values and TATP rows, seeded.
+pub(super) struct Payloads {
+    pub(super) value: Arc<Vec<u8>>,
+    pub(super) row: Arc<Vec<u8>>,
+}
+
+impl Payloads {
+    pub(super) fn new(plan: &Plan, seed: u64) -> Self {
+        Self {
+            value: seeded_bytes(plan.value_bytes, seed),
+            row: seeded_bytes(plan.tatp_row_bytes, seed ^ 1),
+        }
+    }
+
+    /// What `workload`'s writes store.
+    pub(super) fn of(&self, workload: Workload) -> Arc<Vec<u8>> {
+        if workload == Workload::Tatp {
+            self.row.clone()
+        } else {
+            self.value.clone()
+        }
+    }
+}
+
+/// The runtime job of `ops`: `ctx.iterations` of work, the operations, then (when `measured`
+/// and the meter records) its latency since `started_ns`; it counts failures and leaves the
+/// outstanding count.
+pub(super) fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job {
+    let ctx = ctx.clone();
+    Job::new(move || {
+        black_box(ctx.work.run(ctx.iterations, started_ns));
+        if execute(&ctx.handle, &ops, &ctx.value).is_err() {
+            ctx.meter.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if measured && ctx.meter.recording.load(Ordering::Acquire) {
+            ctx.meter.record(now_ns().saturating_sub(started_ns));
+        }
+        ctx.meter.outstanding.fetch_sub(1, Ordering::AcqRel);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn generator_is_seeded() {
+        let plan = Plan::new(true, 0);
+        let draw = |w| {
+            let mut g = Generator::new(w, &plan);
+            let mut rng = SmallRng::seed_from_u64(7);
+            (0..50)
+                .map(|_| {
+                    let o = g.next(&mut rng);
+                    format!("{:?}", &o.ops[..o.len])
+                })
+                .collect::<Vec<_>>()
+        };
+        for w in Workload::ALL {
+            assert_eq!(draw(w), draw(w));
+        }
+    }
+}

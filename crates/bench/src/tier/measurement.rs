@@ -1,0 +1,144 @@
+//! What a measured point produced: a window's [`Measurement`] and the quantities derived from
+//! it, the labelled closed-loop [`Point`] and open-loop [`LoadPoint`] a device's run collects,
+//! and the ratios the figures are made of.
+
+use super::plan::{Config, Target, Workload};
+
+/// What one measured point produced.
+#[derive(Clone, Debug, Default)]
+pub struct Measurement {
+    pub ops: u64,
+    pub secs: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub hits: u64,
+    pub misses: u64,
+    pub write_backs: u64,
+    /// Of the write-backs, those a miss made before its read (the rest: the cleaner, flush).
+    pub victim_write_backs: u64,
+    /// Misses that waited for another thread's read of the same page (parked on its frame).
+    pub merged_misses: u64,
+    pub mean_miss_latency_us: f64,
+    pub errors: u64,
+    /// Open loop: arrivals offered, refused (NACK).
+    pub offered: u64,
+    pub dropped: u64,
+    /// Open loop: the latest the load generator submitted a measured arrival after its
+    /// scheduled time, in µs (its own CPU was taken: host steal, softirqs). Latencies count
+    /// from the schedule, so such a delay shows up as every job's queueing.
+    pub feeder_max_late_us: f64,
+    /// Open loop: the share of measured arrivals submitted more than 100 µs late.
+    pub feeder_late_fraction: f64,
+    /// Major page faults of the process in the measured window (os-paging's device reads).
+    pub major_faults: u64,
+    /// Emulated device: CPU seconds the cores spent completing requests in the window (the
+    /// emulator's data copies, which stand in for DMA).
+    pub emulator_cpu_secs: f64,
+    /// Device accesses in flight, averaged over samples of every core's published count
+    /// (every 20 µs of the closed loop's measured window).
+    pub sampled_in_flight: f64,
+    /// Emulated device with DMA offload: copies its engine made in the window, and copies the
+    /// polling core made because the engine had not reached them by their deadline.
+    pub dma_engine_copies: u64,
+    pub dma_core_copies: u64,
+    /// Sparse data pages the store compacted during the measured window (space pressure).
+    pub pages_compacted: u64,
+}
+
+impl Measurement {
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+    /// Device accesses (reads of misses + write-backs) per second.
+    pub fn device_iops(&self) -> f64 {
+        (self.misses + self.write_backs) as f64 / self.secs.max(1e-9)
+    }
+    /// Average device accesses in flight (Little's law: IOPS × mean miss latency).
+    pub fn avg_in_flight(&self) -> f64 {
+        self.device_iops() * self.mean_miss_latency_us / 1e6
+    }
+    /// µs of one core's time between two misses.
+    pub fn miss_interval_us(&self, cores: usize) -> Option<f64> {
+        (self.misses > 0).then(|| self.secs * cores as f64 * 1e6 / self.misses as f64)
+    }
+    pub fn hit_ratio(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+    pub fn drop_fraction(&self) -> f64 {
+        self.dropped as f64 / self.offered.max(1) as f64
+    }
+}
+
+/// The queue depth fio is run at for a measured average in-flight count: rounded, 1..=128.
+pub fn fio_queue_depth(avg_in_flight: f64) -> usize {
+    (avg_in_flight.round() as usize).clamp(1, 128)
+}
+
+/// `num / den` when both are measured and `den` is positive.
+pub fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
+    match (num, den) {
+        (Some(n), Some(d)) if d > 0.0 && n.is_finite() => Some(n / d),
+        _ => None,
+    }
+}
+
+/// One measured closed-loop point.
+#[derive(Clone, Debug)]
+pub struct Point {
+    pub target: Target,
+    pub config: Config,
+    pub workload: Workload,
+    pub m: Measurement,
+    pub fio_qd: Option<usize>,
+    pub fio_iops: Option<f64>,
+}
+
+/// One open-loop point.
+#[derive(Clone, Debug)]
+pub struct LoadPoint {
+    pub target: Target,
+    pub config: Config,
+    pub workload: Workload,
+    pub fraction: f64,
+    pub rate: f64,
+    pub m: Measurement,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measurement_accounting() {
+        let m = Measurement {
+            ops: 1_000,
+            secs: 0.5,
+            misses: 400,
+            write_backs: 100,
+            hits: 1_600,
+            mean_miss_latency_us: 50.0,
+            offered: 200,
+            dropped: 50,
+            ..Measurement::default()
+        };
+        assert_eq!(m.ops_per_s(), 2_000.0);
+        assert_eq!(m.device_iops(), 1_000.0);
+        // Little: 1000 /s × 50 µs = 0.05 in flight.
+        assert!((m.avg_in_flight() - 0.05).abs() < 1e-12);
+        // 0.5 s on 2 cores = 1 s of core time over 400 misses: 2500 µs.
+        assert_eq!(m.miss_interval_us(2), Some(2_500.0));
+        assert_eq!(Measurement::default().miss_interval_us(1), None);
+        assert_eq!(m.hit_ratio(), 0.8);
+        assert_eq!(m.drop_fraction(), 0.25);
+    }
+
+    #[test]
+    fn fio_depth_and_ratios() {
+        assert_eq!(fio_queue_depth(0.2), 1);
+        assert_eq!(fio_queue_depth(7.6), 8);
+        assert_eq!(fio_queue_depth(900.0), 128);
+        assert_eq!(ratio(Some(1.0), Some(2.0)), Some(0.5));
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(2.0)), None);
+    }
+}

@@ -1,0 +1,288 @@
+//! What a run measures and how large it is: the workloads, the configurations, the devices,
+//! the [`Plan`] (sizes, durations, rounds), the store's sizing and the options each
+//! configuration opens it with, and the seeds every run derives from `--seed`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_cache::{MAX_FRAMES, PAGE_SIZE};
+use tamer_runtime::io::WaitMode;
+use tamer_runtime::{IdleMode, Policy};
+use tamer_store::{DbOptions, DeviceKind};
+
+/// The workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    YcsbB,
+    YcsbC,
+    Tatp,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 3] = [Workload::YcsbB, Workload::YcsbC, Workload::Tatp];
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::YcsbB => "ycsb_b",
+            Workload::YcsbC => "ycsb_c",
+            Workload::Tatp => "tatp",
+        }
+    }
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "ycsb_b" | "b" => Ok(Workload::YcsbB),
+            "ycsb_c" | "c" => Ok(Workload::YcsbC),
+            "tatp" => Ok(Workload::Tatp),
+            other => Err(format!("unknown workload {other:?}: ycsb-b, ycsb-c, tatp")),
+        }
+    }
+}
+
+/// The configurations (same engine, options differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Config {
+    Dram,
+    Tamer,
+    TamerFifo,
+    FlashSync,
+    /// Runs in a child process under a cgroup memory limit (see
+    /// [`run_os_paging_worker`](super::run_os_paging_worker)); not in [`Config::ALL`], which
+    /// lists the in-process configurations.
+    OsPaging,
+}
+
+impl Config {
+    pub const ALL: [Config; 4] = [
+        Config::Dram,
+        Config::Tamer,
+        Config::TamerFifo,
+        Config::FlashSync,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::Dram => "dram",
+            Config::Tamer => "tamer",
+            Config::TamerFifo => "tamer-fifo",
+            Config::FlashSync => "flash-sync",
+            Config::OsPaging => "os-paging",
+        }
+    }
+}
+
+/// Which device a store lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Emulated,
+    Disk,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Emulated => "emu",
+            Target::Disk => "disk",
+        }
+    }
+}
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Bytes of YCSB values (records = data_bytes / value_bytes).
+    pub data_bytes: u64,
+    /// Cache of the tiered configurations.
+    pub cache_bytes: u64,
+    pub value_bytes: usize,
+    pub tatp_subscribers: u64,
+    pub tatp_row_bytes: usize,
+    pub work_ns: u64,
+    pub emulated_latency_ns: u64,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub cores: usize,
+    pub threads_per_core: usize,
+    pub workloads: Vec<Workload>,
+    pub emulated: bool,
+    pub disk: bool,
+    /// Offered loads of the open-loop curve, as fractions of `dram`'s closed-loop throughput.
+    pub load_fractions: Vec<f64>,
+    pub load_point: Duration,
+    /// fio's run per measured queue depth.
+    pub fio_duration: Duration,
+    /// The store's background cleaner (`DbOptions::cleaner`).
+    pub cleaner: bool,
+    /// Alternating `dram` / `tamer` rounds per workload on the emulated device (0: none).
+    pub interleave_rounds: usize,
+    /// Alternating `tamer` / `flash-sync` open-loop windows at equal load, per device.
+    pub equal_load_rounds: usize,
+    /// The emulated device's DMA engine runs on the load generator's CPU
+    /// ([`EmulatorConfig::dma_offload`](tamer_device::EmulatorConfig::dma_offload),
+    /// [`EmulatorModel::run_dma`](tamer_device::EmulatorModel::run_dma)) instead of its copies
+    /// running on the polling core.
+    pub dma_offload: bool,
+}
+
+impl Plan {
+    pub fn new(quick: bool, work_ns: u64) -> Self {
+        let base = Self {
+            data_bytes: 2 << 30,
+            cache_bytes: 64 << 20,
+            value_bytes: 1024,
+            tatp_subscribers: 200_000,
+            tatp_row_bytes: 160,
+            work_ns,
+            emulated_latency_ns: 50_000,
+            warmup: Duration::from_millis(1_000),
+            measure: Duration::from_millis(3_000),
+            cores: 1,
+            threads_per_core: 64,
+            workloads: Workload::ALL.to_vec(),
+            emulated: true,
+            disk: true,
+            load_fractions: vec![0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3],
+            load_point: Duration::from_millis(1_500),
+            fio_duration: Duration::from_millis(1_000),
+            cleaner: true,
+            dma_offload: true,
+            interleave_rounds: 5,
+            equal_load_rounds: 5,
+        };
+        if quick {
+            Self {
+                data_bytes: 1 << 30,
+                cache_bytes: 32 << 20,
+                tatp_subscribers: 50_000,
+                warmup: Duration::from_millis(250),
+                measure: Duration::from_millis(500),
+                load_fractions: vec![0.2, 0.5, 0.8, 0.95, 1.1, 1.3],
+                load_point: Duration::from_millis(400),
+                fio_duration: Duration::from_millis(400),
+                interleave_rounds: 3,
+                equal_load_rounds: 3,
+                ..base
+            }
+        } else {
+            base
+        }
+    }
+
+    pub fn records(&self) -> u64 {
+        self.data_bytes / self.value_bytes as u64
+    }
+
+    /// Closed-loop population: twice the user-level threads.
+    pub fn population(&self) -> usize {
+        2 * self.threads_per_core * self.cores
+    }
+
+    /// Pages the loaded store occupies, estimated from the on-device layout (data pages of
+    /// 4072 payload bytes holding records of 16 + key + value bytes; buckets ~70 % full).
+    pub fn estimated_pages(&self) -> u64 {
+        estimated_pages(
+            self.records(),
+            self.value_bytes,
+            self.tatp_subscribers * 15 / 2,
+            self.tatp_row_bytes,
+        )
+    }
+}
+
+/// Pages of a store with `records` of `value` bytes and `rows` of `row` bytes, 8-byte keys.
+pub fn estimated_pages(records: u64, value: usize, rows: u64, row: usize) -> u64 {
+    let per_page = |v: usize| (4072 / (16 + 8 + v)).max(1) as u64;
+    let data = records.div_ceil(per_page(value)) + rows.div_ceil(per_page(row));
+    let buckets = (records + rows).div_ceil(tamer_store::BUCKET_CAP as u64 * 7 / 10);
+    data + buckets + 256
+}
+
+/// The `dram` cache: twice the store's pages, whole 32 KiB sets, within the arena's limit.
+pub fn dram_cache_bytes(pages: u64) -> u64 {
+    let set = 32 * 1024;
+    let limit = (MAX_FRAMES - 1024) * PAGE_SIZE as u64;
+    ((2 * pages * PAGE_SIZE as u64).div_ceil(set) * set).min(limit / set * set)
+}
+
+/// How long the stores' idle cores spin before parking (the runtime's default is 200 µs): as
+/// a µs-scale service's dedicated cores, they stay awake between open-loop arrivals at low
+/// load. Parked, a core's wake-up on this VM took up to milliseconds, which set every
+/// configuration's p99 at low load (and, as some park more often than others, their ratio).
+/// An idle store gives its CPU back after 10 ms, inside the next window's warm-up.
+pub(super) const IDLE_SPIN: Duration = Duration::from_millis(10);
+
+/// `config`'s store options on `device`: the `dram` cache or the plan's, the plan's cores and
+/// threads, the cleaner (never for `dram`), [`IDLE_SPIN`], and each configuration's policy or
+/// miss wait; `poll`: `--poll`; `pages`: the file's initial size.
+pub(super) fn options_for(
+    config: Config,
+    plan: &Plan,
+    device: DeviceKind,
+    poll: bool,
+    pages: u64,
+) -> DbOptions {
+    let cache = match config {
+        Config::Dram => dram_cache_bytes(pages),
+        _ => plan.cache_bytes,
+    };
+    let mut options = DbOptions::new(cache)
+        .device(device)
+        .cores(plan.cores)
+        .threads_per_core(plan.threads_per_core)
+        .pin(true)
+        .max_value_bytes(64 << 10)
+        .initial_file_bytes(pages * PAGE_SIZE as u64)
+        // `dram` evicts nothing, so a cleaner has nothing to prepare; on would only write the
+        // load's dirty pages back during its measured window (a transient, not its steady
+        // state).
+        .cleaner(plan.cleaner && config != Config::Dram)
+        .idle_spin(IDLE_SPIN)
+        .idle(if poll {
+            IdleMode::Poll
+        } else {
+            IdleMode::Block
+        });
+    match config {
+        Config::TamerFifo => options = options.policy(Policy::Fifo),
+        Config::FlashSync => options = options.miss_wait(WaitMode::Spin),
+        _ => {}
+    }
+    options
+}
+
+/// `len` bytes drawn from `seed` (the payloads jobs write).
+pub(super) fn seeded_bytes(len: usize, seed: u64) -> Arc<Vec<u8>> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    Arc::new((0..len).map(|_| rng.gen()).collect())
+}
+
+/// `workload`'s seed derived from the run's `--seed`; each phase xors in its own constant.
+pub(super) fn workload_seed(seed: u64, workload: Workload) -> u64 {
+    seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(workload as u64 + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizing() {
+        // 1 GiB of 1 KiB values: 3 records per page, plus buckets.
+        let pages = estimated_pages(1 << 20, 1024, 0, 160);
+        assert!(
+            pages > (1 << 20) / 3 && pages < (1 << 20) / 3 + 20_000,
+            "{pages}"
+        );
+        let cache = dram_cache_bytes(pages);
+        assert_eq!(cache % (32 * 1024), 0);
+        assert!(cache >= 2 * pages * 4096);
+        assert!(dram_cache_bytes(u64::MAX / 16_384) <= MAX_FRAMES * 4096);
+        let quick = Plan::new(true, 2_000);
+        assert!(quick.data_bytes >= 30 * quick.cache_bytes);
+        let full = Plan::new(false, 2_000);
+        assert!(full.data_bytes >= 30 * full.cache_bytes);
+    }
+}

@@ -1,0 +1,384 @@
+//! What the bench reports from its measured points: the printed header and closed-loop lines,
+//! the named figures (see docs/benchmarks.md), the JSON rows and the SVG plots.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::device_run::DeviceRun;
+use super::measurement::{ratio, LoadPoint, Point};
+use super::plan::{Config, Plan, Target, Workload};
+use crate::output::BenchResult;
+use crate::plot::{write_svg, Chart, Series};
+use crate::BenchOptions;
+
+/// The run's sizes, printed before the first point.
+pub(super) fn print_header(plan: &Plan) {
+    println!(
+        "tier: {} MiB of values ({} records of {} B) + {} TATP subscribers (rows of {} B), cache {} MiB, {} core(s) × {} threads, {} jobs outstanding (closed loop), work {} ns/job, emulated latency {} µs",
+        plan.data_bytes >> 20,
+        plan.records(),
+        plan.value_bytes,
+        plan.tatp_subscribers,
+        plan.tatp_row_bytes,
+        plan.cache_bytes >> 20,
+        plan.cores,
+        plan.threads_per_core,
+        plan.population(),
+        plan.work_ns,
+        plan.emulated_latency_ns / 1_000
+    );
+}
+
+/// One closed-loop point's line of the table, normalized to `dram`'s throughput of the same
+/// workload (1 when `dram` has none yet).
+pub(super) fn print_point(point: &Point, plan: &Plan, dram: &[(Workload, f64)]) {
+    let m = &point.m;
+    let norm = dram
+        .iter()
+        .find(|(w, _)| *w == point.workload)
+        .map(|&(_, d)| m.ops_per_s() / d)
+        .unwrap_or(1.0);
+    let fio = match (point.fio_qd, point.fio_iops) {
+        (Some(qd), Some(iops)) => {
+            format!("fio@QD{qd} {iops:>7.0} util {:.2}", m.device_iops() / iops)
+        }
+        _ if m.dma_engine_copies + m.dma_core_copies > 0 => format!(
+            "copies by DMA engine {} / by the core {}",
+            m.dma_engine_copies, m.dma_core_copies
+        ),
+        _ => String::new(),
+    };
+    let fio = if m.pages_compacted > 0 {
+        format!("{fio}  compacted {} pages", m.pages_compacted)
+    } else {
+        fio
+    };
+    println!(
+        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  write-backs {:>6} (by misses {:>6})  {fio}",
+        point.target.name(),
+        point.config.name(),
+        point.workload.name(),
+        m.ops_per_s(),
+        norm,
+        m.p50_us,
+        m.p99_us,
+        m.hit_ratio(),
+        m.miss_interval_us(plan.cores)
+            .map_or("-".into(), |v| format!("{v:.1}")),
+        m.device_iops(),
+        m.sampled_in_flight,
+        m.write_backs,
+        m.victim_write_backs,
+    );
+}
+
+/// Everything after the last point: the figures, the JSON rows (interleaved, closed, open, in
+/// that order) and the plots of every device's `run`.
+pub(super) fn report(
+    options: &BenchOptions,
+    plan: &Plan,
+    run: &DeviceRun,
+    result: &mut BenchResult,
+) {
+    figures(&run.points, &run.load, plan.cores, result);
+    interleaved_figures(&run.interleaved, result);
+    closed_rows(&run.points, plan.cores, result);
+    open_rows(&run.load, result);
+    plots(options, &run.points, &run.load, result);
+}
+
+/// The named figures from the measured points (see docs/benchmarks.md).
+pub fn figures(points: &[Point], load: &[LoadPoint], cores: usize, result: &mut BenchResult) {
+    for t in [Target::Emulated, Target::Disk] {
+        for w in Workload::ALL {
+            closed_loop_figures(points, t, w, cores, result);
+        }
+        equal_load_figure(load, t, result);
+    }
+    headline_figures(result);
+}
+
+/// The ratios of `w`'s closed-loop points on `t` (`<figure>_<workload>_<device>`).
+fn closed_loop_figures(
+    points: &[Point],
+    t: Target,
+    w: Workload,
+    cores: usize,
+    result: &mut BenchResult,
+) {
+    let find = |c: Config| {
+        points
+            .iter()
+            .find(|p| p.target == t && p.config == c && p.workload == w)
+    };
+    let ops = |c| find(c).map(|p| p.m.ops_per_s());
+    let p99 = |c| find(c).map(|p| p.m.p99_us);
+    let sfx = format!("{}_{}", w.name(), t.name());
+    let dram = ops(Config::Dram);
+    let tamer = ops(Config::Tamer);
+    let mut figure =
+        |name: &str, value: Option<f64>| result.figure(&format!("{name}_{sfx}"), value);
+    figure("tiered_vs_dram", ratio(tamer, dram));
+    figure("flash_sync_vs_dram", ratio(ops(Config::FlashSync), dram));
+    figure("fifo_vs_dram", ratio(ops(Config::TamerFifo), dram));
+    figure(
+        "fifo_p99_vs_tamer_p99",
+        ratio(p99(Config::TamerFifo), p99(Config::Tamer)),
+    );
+    figure("tamer_vs_flash_sync", ratio(tamer, ops(Config::FlashSync)));
+    figure("os_paging_vs_dram", ratio(ops(Config::OsPaging), dram));
+    figure("tamer_vs_os_paging", ratio(tamer, ops(Config::OsPaging)));
+    if t == Target::Emulated {
+        // The share of `tamer`'s core time spent in the emulator's completion copies
+        // (DMA's stand-in: a real device moves the data without the CPU).
+        figure(
+            "emulator_copy_core_share",
+            find(Config::Tamer)
+                .map(|p| p.m.emulator_cpu_secs / (p.m.secs * cores as f64).max(1e-9)),
+        );
+        figure(
+            "miss_interval_us",
+            find(Config::Tamer).and_then(|p| p.m.miss_interval_us(1)),
+        );
+    }
+    if t == Target::Disk {
+        let util = find(Config::Tamer).and_then(|p| p.fio_iops.map(|f| p.m.device_iops() / f));
+        figure("device_iops_utilization", util);
+    }
+}
+
+/// `p99_vs_flash_sync_<device>`: the equal-load rounds alternate tamer, flash-sync: pair them
+/// in order, median of the ratios.
+fn equal_load_figure(load: &[LoadPoint], t: Target, result: &mut BenchResult) {
+    let at_equal_load = |c: Config| -> Vec<f64> {
+        load.iter()
+            .filter(|p| p.target == t && p.config == c && p.fraction < 0.0)
+            .map(|p| p.m.p99_us)
+            .collect()
+    };
+    let mut ratios: Vec<f64> = at_equal_load(Config::Tamer)
+        .into_iter()
+        .zip(at_equal_load(Config::FlashSync))
+        .filter_map(|(tamer, sync)| ratio(Some(tamer), Some(sync)))
+        .collect();
+    ratios.sort_by(|a, b| a.total_cmp(b));
+    result.figure(
+        &format!("p99_vs_flash_sync_{}", t.name()),
+        ratios.get(ratios.len() / 2).copied(),
+    );
+}
+
+/// The headline figures: copies of their YCSB-C figure on the emulated device or the disk.
+fn headline_figures(result: &mut BenchResult) {
+    let get = |name: &str, result: &BenchResult| result.figures.get(name).copied().flatten();
+    let headline = [
+        ("tiered_vs_dram", "tiered_vs_dram_ycsb_c_emu"),
+        ("fifo_p99_vs_tamer_p99", "fifo_p99_vs_tamer_p99_ycsb_c_emu"),
+        ("flash_sync_vs_dram", "flash_sync_vs_dram_ycsb_c_emu"),
+        ("p99_vs_flash_sync", "p99_vs_flash_sync_emu"),
+        (
+            "device_iops_utilization",
+            "device_iops_utilization_ycsb_c_disk",
+        ),
+        ("tamer_vs_flash_sync", "tamer_vs_flash_sync_ycsb_c_emu"),
+        ("os_paging_vs_dram", "os_paging_vs_dram_ycsb_c_disk"),
+        ("tamer_vs_os_paging", "tamer_vs_os_paging_ycsb_c_disk"),
+        (
+            "emulator_copy_core_share",
+            "emulator_copy_core_share_ycsb_c_emu",
+        ),
+    ];
+    for (name, from) in headline {
+        let v = get(from, result);
+        result.figure(name, v);
+    }
+}
+
+/// The same quantity as `tiered_vs_dram_<workload>_emu`, measured in alternating windows
+/// against a `dram` that stays open (median of the rounds, min and max beside it, and a row
+/// per workload); `tiered_vs_dram_interleaved` is the lowest of the workloads' medians.
+fn interleaved_figures(interleaved: &[(Workload, Vec<f64>)], result: &mut BenchResult) {
+    let mut worst: Option<f64> = None;
+    for (workload, ratios) in interleaved {
+        let mut sorted = ratios.clone();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let Some(&median) = sorted.get(sorted.len() / 2) else {
+            continue;
+        };
+        let sfx = format!("{}_emu", workload.name());
+        result.figure(&format!("tiered_vs_dram_interleaved_{sfx}"), Some(median));
+        result.figure(
+            &format!("tiered_vs_dram_interleaved_min_{sfx}"),
+            sorted.first().copied(),
+        );
+        result.figure(
+            &format!("tiered_vs_dram_interleaved_max_{sfx}"),
+            sorted.last().copied(),
+        );
+        result.rows.push(json!({"kind": "interleaved", "device": "emu", "workload": workload.name(), "tamer_vs_dram": ratios}));
+        worst = Some(worst.map_or(median, |w: f64| w.min(median)));
+    }
+    if worst.is_some() {
+        result.figure("tiered_vs_dram_interleaved", worst);
+    }
+}
+
+/// A JSON row (`kind` "closed") per closed-loop point, normalized to `dram` on its device.
+fn closed_rows(points: &[Point], cores: usize, result: &mut BenchResult) {
+    let dram_ops = |p: &Point| {
+        points
+            .iter()
+            .find(|d| d.target == p.target && d.workload == p.workload && d.config == Config::Dram)
+            .map(|d| d.m.ops_per_s())
+    };
+    for p in points {
+        let m = &p.m;
+        result.rows.push(json!({
+            "kind": "closed",
+            "device": p.target.name(),
+            "config": p.config.name(),
+            "workload": p.workload.name(),
+            "ops_per_s": m.ops_per_s(),
+            "normalized_to_dram": ratio(Some(m.ops_per_s()), dram_ops(p)),
+            "p50_us": m.p50_us,
+            "p99_us": m.p99_us,
+            "ops": m.ops,
+            "secs": m.secs,
+            "hit_ratio": m.hit_ratio(),
+            "misses": m.misses,
+            "major_faults": m.major_faults,
+            "emulator_cpu_secs": m.emulator_cpu_secs,
+            "dma_engine_copies": m.dma_engine_copies,
+            "dma_core_copies": m.dma_core_copies,
+            "pages_compacted": m.pages_compacted,
+            "write_backs": m.write_backs,
+            "victim_write_backs": m.victim_write_backs,
+            "merged_misses": m.merged_misses,
+            "miss_interval_us_per_core": m.miss_interval_us(cores),
+            "device_iops": m.device_iops(),
+            "mean_miss_latency_us": m.mean_miss_latency_us,
+            "avg_in_flight": m.avg_in_flight(),
+            "sampled_in_flight": m.sampled_in_flight,
+            "fio_qd": p.fio_qd,
+            "fio_iops": p.fio_iops,
+            "errors": m.errors,
+        }));
+    }
+}
+
+/// A JSON row per open-loop point: `kind` "open" on the curve, "open_equal_load" for the
+/// equal-load rounds (negative `fraction`, `fraction_of_dram` null).
+fn open_rows(load: &[LoadPoint], result: &mut BenchResult) {
+    for p in load {
+        let m = &p.m;
+        result.rows.push(json!({
+            "kind": if p.fraction < 0.0 { "open_equal_load" } else { "open" },
+            "device": p.target.name(),
+            "config": p.config.name(),
+            "workload": p.workload.name(),
+            "fraction_of_dram": (p.fraction >= 0.0).then_some(p.fraction),
+            "offered_per_s": p.rate,
+            "achieved_per_s": m.ops_per_s(),
+            "p50_us": m.p50_us,
+            "p99_us": m.p99_us,
+            "merged_misses": m.merged_misses,
+            "offered": m.offered,
+            "dropped": m.dropped,
+            "drop_fraction": m.drop_fraction(),
+            "feeder_max_late_us": m.feeder_max_late_us,
+            "feeder_late_fraction": m.feeder_late_fraction,
+        }));
+    }
+}
+
+/// `tier_throughput.svg` and `tier_p99_vs_load.svg` in the SVG directory.
+fn plots(options: &BenchOptions, points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
+    let dir = options.svg_dir();
+    let series = throughput_series(points);
+    write_chart(
+        &dir.join("tier_throughput.svg"),
+        &Chart {
+            title: "tier: throughput normalized to dram",
+            x_label: "configuration: 1 dram, 2 tamer, 3 tamer-fifo, 4 flash-sync",
+            y_label: "throughput / dram",
+            series: &series,
+            log_x: false,
+        },
+        result,
+    );
+    let series = p99_series(load);
+    write_chart(
+        &dir.join("tier_p99_vs_load.svg"),
+        &Chart {
+            title: "tier: YCSB-C p99 (arrival to completion) vs offered load",
+            x_label: "offered load / dram closed-loop throughput (same device)",
+            y_label: "log10 p99 latency (µs)",
+            series: &series,
+            log_x: false,
+        },
+        result,
+    );
+}
+
+/// Writes `chart` to `path`: a plot of `result`, or a note when it cannot be written.
+fn write_chart(path: &Path, chart: &Chart, result: &mut BenchResult) {
+    match write_svg(path, chart) {
+        Ok(()) => result.plots.push(path.display().to_string()),
+        Err(err) => result.note(err),
+    }
+}
+
+/// Throughput normalized to `dram`, x = 1..4 in [`Config::ALL`] order, one series per workload
+/// and device that has a `dram` point.
+fn throughput_series(points: &[Point]) -> Vec<Series> {
+    let mut series = Vec::new();
+    for t in [Target::Emulated, Target::Disk] {
+        for w in Workload::ALL {
+            let dram = points
+                .iter()
+                .find(|p| p.target == t && p.workload == w && p.config == Config::Dram)
+                .map(|p| p.m.ops_per_s());
+            let Some(dram) = dram.filter(|&d| d > 0.0) else {
+                continue;
+            };
+            let pts: Vec<(f64, f64)> = Config::ALL
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &c)| {
+                    points
+                        .iter()
+                        .find(|p| p.target == t && p.workload == w && p.config == c)
+                        .map(|p| ((i + 1) as f64, p.m.ops_per_s() / dram))
+                })
+                .collect();
+            series.push(Series {
+                label: format!("{} {}", w.name(), t.name()),
+                points: pts,
+            });
+        }
+    }
+    series
+}
+
+/// log10 p99 vs offered load ÷ `dram`'s throughput: the open-loop curves of `dram` and
+/// `tamer` per device.
+fn p99_series(load: &[LoadPoint]) -> Vec<Series> {
+    let mut series = Vec::new();
+    for t in [Target::Emulated, Target::Disk] {
+        for c in [Config::Dram, Config::Tamer] {
+            let pts: Vec<(f64, f64)> = load
+                .iter()
+                .filter(|p| p.target == t && p.config == c && p.fraction >= 0.0)
+                .map(|p| (p.fraction, p.m.p99_us.max(1.0).log10()))
+                .collect();
+            if !pts.is_empty() {
+                series.push(Series {
+                    label: format!("{} {}", c.name(), t.name()),
+                    points: pts,
+                });
+            }
+        }
+    }
+    series
+}
