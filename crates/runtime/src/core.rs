@@ -7,14 +7,14 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 use tamer_device::{now_ns, Arena, Completion, Device, DeviceError, IoRequest};
 
 use crate::config::MAX_OUTSTANDING_PER_THREAD;
-use crate::sched::{PendingHead, View};
+use crate::sched::{PendingHead, ServiceTime, View};
 use crate::{Job, RuntimeConfig};
 
 /// Index of a user-level thread on its core.
@@ -33,13 +33,36 @@ pub(crate) enum Status {
     Watching,
 }
 
+/// A word a thread waits on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WatchWord {
+    U64(*const AtomicU64),
+    U32(*const AtomicU32),
+}
+
+impl WatchWord {
+    /// The word's value now.
+    ///
+    /// # Safety
+    /// The word must be alive (the waiting thread keeps it alive until it resumes).
+    pub(crate) unsafe fn load(self) -> u64 {
+        // SAFETY: per the caller's contract.
+        unsafe {
+            match self {
+                WatchWord::U64(word) => (*word).load(Ordering::Acquire),
+                WatchWord::U32(word) => u64::from((*word).load(Ordering::Acquire)),
+            }
+        }
+    }
+}
+
 /// A thread waiting for a word to change: checked by the executor, not by the thread.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Watch {
     pub worker: WorkerId,
     /// Points into memory the waiting thread keeps alive while it waits (see
     /// `thread::wait_while_eq`).
-    pub word: *const AtomicU64,
+    pub word: WatchWord,
     pub expected: u64,
     pub deadline_ns: u64,
 }
@@ -87,8 +110,34 @@ pub struct CoreStats {
     /// flight, nothing watched, no job start or completion for `idle_spin_ns`).
     pub timer_sleeps: u64,
     pub max_pending_seen: usize,
+    /// At the snapshot: aging's threshold (the device's service time) and the average device
+    /// latency (doorbell to reap), in ns.
+    pub aging_threshold_ns: u64,
+    pub avg_device_latency_ns: u64,
+    /// CPU time of the executor's OS thread (user + kernel) at the snapshot, in ns: what the
+    /// core cost, device syscalls and interrupts taken on it included.
+    pub cpu_ns: u64,
+    /// Of that, the kernel's share as the thread's resource usage reports it (`getrusage`,
+    /// tick-sampled on most kernels: a share, not an exact time), in ns.
+    pub system_cpu_ns: u64,
+    /// Scheduling decisions by kind: start a new job, resume the pending head (forced or
+    /// not), resume a ready job, resume a runnable job, wait for the device, idle.
+    pub decisions: [u64; 6],
+    /// Decisions to wait for the device taken while new jobs were queued on the core: every
+    /// user-level thread was busy (parked, ready-but-unaged jobs do not count: those run), so
+    /// the thread pool, not the core, held the new work back.
+    pub waits_with_jobs_queued: u64,
+    /// Time the core had work (threads busy or jobs queued) but nothing runnable: it waited for
+    /// the device, a timer or a watched word (spinning or blocked), in nanoseconds.
+    pub waiting_ns: u64,
     /// From a job's arrival in a queue to its end, in nanoseconds.
     pub job_latency_ns: Histogram<u64>,
+    /// From the reap that found a parked thread's last access complete (it became ready) to
+    /// its resume: how long a job whose data is back waits for the core, in nanoseconds.
+    pub ready_wait_ns: Histogram<u64>,
+    /// From the moment a yielded, timer-woken or watch-woken thread became runnable to its
+    /// resume, in nanoseconds.
+    pub runnable_wait_ns: Histogram<u64>,
 }
 
 impl Default for CoreStats {
@@ -106,10 +155,23 @@ impl Default for CoreStats {
             device_waits: 0,
             timer_sleeps: 0,
             max_pending_seen: 0,
-            job_latency_ns: Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("static bounds"),
+            aging_threshold_ns: 0,
+            avg_device_latency_ns: 0,
+            cpu_ns: 0,
+            system_cpu_ns: 0,
+            decisions: [0; 6],
+            waits_with_jobs_queued: 0,
+            waiting_ns: 0,
+            job_latency_ns: wait_histogram(),
+            ready_wait_ns: wait_histogram(),
+            runnable_wait_ns: wait_histogram(),
         }
     }
+}
+
+/// A histogram of nanoseconds from 1 ns to 100 s, 3 significant digits.
+fn wait_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds")
 }
 
 impl CoreStats {
@@ -126,7 +188,50 @@ impl CoreStats {
         self.device_waits += other.device_waits;
         self.timer_sleeps += other.timer_sleeps;
         self.max_pending_seen = self.max_pending_seen.max(other.max_pending_seen);
+        self.aging_threshold_ns = self.aging_threshold_ns.max(other.aging_threshold_ns);
+        self.avg_device_latency_ns = self.avg_device_latency_ns.max(other.avg_device_latency_ns);
+        self.cpu_ns += other.cpu_ns;
+        self.system_cpu_ns += other.system_cpu_ns;
+        self.waiting_ns += other.waiting_ns;
+        for (mine, theirs) in self.decisions.iter_mut().zip(other.decisions) {
+            *mine += theirs;
+        }
+        self.waits_with_jobs_queued += other.waits_with_jobs_queued;
         let _ = self.job_latency_ns.add(&other.job_latency_ns);
+        let _ = self.ready_wait_ns.add(&other.ready_wait_ns);
+        let _ = self.runnable_wait_ns.add(&other.runnable_wait_ns);
+    }
+
+    /// What happened between `earlier` and `self` (two snapshots of one core, or two merged
+    /// snapshots of the same cores): counters subtracted, histograms subtracted. The maximum
+    /// of the pending set is `self`'s (a maximum cannot be subtracted).
+    pub fn since(&self, earlier: &CoreStats) -> CoreStats {
+        let mut delta = self.clone();
+        delta.jobs_started -= earlier.jobs_started.min(delta.jobs_started);
+        delta.jobs_completed -= earlier.jobs_completed.min(delta.jobs_completed);
+        delta.jobs_panicked -= earlier.jobs_panicked.min(delta.jobs_panicked);
+        delta.switches -= earlier.switches.min(delta.switches);
+        delta.parks -= earlier.parks.min(delta.parks);
+        delta.yields -= earlier.yields.min(delta.yields);
+        delta.forced_progress -= earlier.forced_progress.min(delta.forced_progress);
+        delta.in_flight_stalls -= earlier.in_flight_stalls.min(delta.in_flight_stalls);
+        delta.spin_polls -= earlier.spin_polls.min(delta.spin_polls);
+        delta.device_waits -= earlier.device_waits.min(delta.device_waits);
+        delta.timer_sleeps -= earlier.timer_sleeps.min(delta.timer_sleeps);
+        delta.waiting_ns -= earlier.waiting_ns.min(delta.waiting_ns);
+        delta.cpu_ns -= earlier.cpu_ns.min(delta.cpu_ns);
+        delta.system_cpu_ns -= earlier.system_cpu_ns.min(delta.system_cpu_ns);
+        for (mine, theirs) in delta.decisions.iter_mut().zip(earlier.decisions) {
+            *mine -= theirs.min(*mine);
+        }
+        delta.waits_with_jobs_queued -= earlier
+            .waits_with_jobs_queued
+            .min(delta.waits_with_jobs_queued);
+        // A histogram that is not a superset (another core's, a reset) is left whole.
+        let _ = delta.job_latency_ns.subtract(&earlier.job_latency_ns);
+        let _ = delta.ready_wait_ns.subtract(&earlier.ready_wait_ns);
+        let _ = delta.runnable_wait_ns.subtract(&earlier.runnable_wait_ns);
+        delta
     }
 }
 
@@ -305,7 +410,21 @@ impl Sched {
         }
     }
 
-    pub fn view(&mut self, now_ns: u64, avg_latency_ns: u64, max_pending: usize) -> View {
+    /// (parked with accesses in flight, ready, runnable, idle, queued new jobs): counts for
+    /// observers. O(1): the ready count is the live entries of `ready` bounded by the parked
+    /// count, estimated from the queue lengths (stale entries included) and clamped.
+    pub fn state_counts(&self) -> [usize; 5] {
+        let ready = self.ready.len().min(self.pending_live);
+        [
+            self.pending_live - ready,
+            ready,
+            self.runnable.len(),
+            self.idle.len(),
+            self.local.len(),
+        ]
+    }
+
+    pub fn view(&mut self, now_ns: u64, aging_ns: u64, max_pending: usize) -> View {
         self.clean_fronts();
         let head = self
             .pending
@@ -316,7 +435,7 @@ impl Sched {
             });
         View {
             now_ns,
-            avg_device_latency_ns: avg_latency_ns,
+            aging_ns,
             pending: self.pending_live,
             max_pending,
             head,
@@ -346,6 +465,10 @@ pub struct Core {
     pub(crate) sched: RefCell<Sched>,
     pub(crate) current: Cell<Option<WorkerId>>,
     avg_latency_ns: Cell<u64>,
+    /// The device's service time, aging's threshold (see [`ServiceTime`]).
+    service: Cell<ServiceTime>,
+    /// The scheduling policy in force (the config's, or the runtime's latest `set_policy`).
+    pub(crate) policy: Cell<crate::Policy>,
     /// The clock as last read by this core (see [`Core::clock`]).
     clock_ns: Cell<u64>,
     completions: RefCell<Vec<Completion>>,
@@ -375,6 +498,8 @@ impl Core {
         Self {
             id,
             avg_latency_ns: Cell::new(config.initial_latency_ns),
+            service: Cell::new(ServiceTime::new(config.initial_latency_ns)),
+            policy: Cell::new(config.policy),
             clock_ns: Cell::new(now_ns()),
             sched: RefCell::new(Sched::new(threads, config.local_queue)),
             config,
@@ -411,6 +536,11 @@ impl Core {
 
     pub(crate) fn avg_latency_ns(&self) -> u64 {
         self.avg_latency_ns.get()
+    }
+
+    /// Aging's threshold: the device's service time.
+    pub(crate) fn aging_ns(&self) -> u64 {
+        self.service.get().estimate_ns()
     }
 
     /// Pushes one access for the running worker. Stalls the core (spins reaping completions)
@@ -576,6 +706,7 @@ impl Core {
         let mut tickets = self.tickets.borrow_mut();
         let mut sched = self.sched.borrow_mut();
         let mut avg = self.avg_latency_ns.get();
+        let mut service = self.service.get();
         for completion in completions.drain(..) {
             let ticket = Ticket::from_tag(completion.tag);
             let slot = &mut tickets[ticket.index as usize];
@@ -590,11 +721,13 @@ impl Core {
             slot.state = TicketState::Done(completion.result);
             // Exponentially weighted moving average, weight 1/8.
             avg = avg - avg / 8 + completion.latency_ns / 8;
+            service.record(completion.latency_ns);
             if std::mem::take(&mut slot.awaited) {
                 sched.access_completed(slot.owner, now);
             }
         }
         self.avg_latency_ns.set(avg.max(1));
+        self.service.set(service);
     }
 
     /// The core waits for the running thread's own access: ring the doorbell and reap once.

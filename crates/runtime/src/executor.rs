@@ -180,8 +180,20 @@ impl Executor {
 
     fn publish(&self) {
         if let Some(gauge) = &self.gauge {
+            let policy = crate::Policy::from_code(gauge.policy.load(Ordering::Relaxed));
+            self.core.policy.set(policy);
             let in_flight = self.core.device.borrow().in_flight();
             gauge.device_in_flight.store(in_flight, Ordering::Relaxed);
+            let states = self.core.sched.borrow().state_counts();
+            for (slot, value) in gauge.threads.iter().zip(states) {
+                slot.store(value, Ordering::Relaxed);
+            }
+            if gauge.stats_wanted.load(Ordering::Relaxed)
+                && gauge.stats_wanted.swap(false, Ordering::AcqRel)
+            {
+                let snapshot = self.stats();
+                *gauge.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot);
+            }
         }
     }
 
@@ -216,6 +228,10 @@ impl Executor {
     pub fn stats(&self) -> CoreStats {
         let mut stats = self.core.stats.borrow().clone();
         stats.max_pending_seen = self.core.sched.borrow().max_pending_seen;
+        stats.aging_threshold_ns = self.core.aging_ns();
+        stats.avg_device_latency_ns = self.core.avg_latency_ns();
+        stats.cpu_ns = thread_cpu_ns();
+        stats.system_cpu_ns = thread_system_cpu_ns();
         stats
     }
 
@@ -229,9 +245,15 @@ impl Executor {
         self.core.device.borrow().name()
     }
 
-    /// The running average device latency that aging compares against.
+    /// The running average device latency (doorbell to reap, weight 1/8).
     pub fn avg_device_latency_ns(&self) -> u64 {
         self.core.avg_latency_ns()
+    }
+
+    /// The threshold aging compares against: the device's service time
+    /// ([`crate::sched::ServiceTime`]).
+    pub fn aging_threshold_ns(&self) -> u64 {
+        self.core.aging_ns()
     }
 
     fn refill(&self) {
@@ -280,6 +302,9 @@ impl Executor {
         // to do) does in between does not count.
         let mut last_activity_ns = self.core.read_clock();
         let mut activity_seen = self.activity_count();
+        // When the core began waiting with work outstanding and nothing runnable (for
+        // `CoreStats::waiting_ns`).
+        let mut waiting_since_ns: Option<u64> = None;
         loop {
             self.core.read_clock();
             self.refill();
@@ -290,11 +315,13 @@ impl Executor {
             if ran > 0 || self.core.reap() > 0 {
                 idle_since_ns = None;
                 device_wait_since_ns = None;
+                self.end_waiting(&mut waiting_since_ns);
                 continue;
             }
             self.runs_since_doorbell = 0;
             if self.has_work() {
                 idle_since_ns = None;
+                waiting_since_ns.get_or_insert(self.core.clock());
                 let activity = self.activity_count();
                 if activity != activity_seen {
                     activity_seen = activity;
@@ -341,6 +368,7 @@ impl Executor {
                 self.publish();
                 continue;
             }
+            self.end_waiting(&mut waiting_since_ns);
             self.core.ring_doorbell();
             if !self.shared_queues_empty() {
                 continue;
@@ -369,6 +397,14 @@ impl Executor {
                     std::thread::park_timeout(std::time::Duration::from_millis(10));
                 }
             }
+        }
+    }
+
+    /// Closes a waiting interval opened when the core found work but nothing runnable.
+    fn end_waiting(&self, since_ns: &mut Option<u64>) {
+        if let Some(since) = since_ns.take() {
+            let waited = self.core.read_clock().saturating_sub(since);
+            self.core.stats.borrow_mut().waiting_ns += waited;
         }
     }
 
@@ -410,7 +446,7 @@ impl Executor {
             let watch = sched.watches[i];
             // SAFETY: the watching thread keeps the word alive until it resumes (the contract
             // of `thread::wait_while_eq`), and it resumes only after this entry is removed.
-            let current = unsafe { &*watch.word }.load(Ordering::Acquire);
+            let current = unsafe { watch.word.load() };
             if current == watch.expected && now < watch.deadline_ns {
                 i += 1;
                 continue;
@@ -457,12 +493,12 @@ impl Executor {
                 // The present as of the last reap (after every run) or the pass's start: the
                 // reap read the clock to find due completions, and aging uses that reading.
                 let now = self.core.clock();
-                let view = sched.view(
-                    now,
-                    self.core.avg_latency_ns(),
-                    self.core.config.max_pending,
-                );
-                decide(self.core.config.policy, &view)
+                let view = sched.view(now, self.core.aging_ns(), self.core.config.max_pending);
+                let decision = decide(self.core.policy.get(), &view);
+                let jobs_queued = !sched.local.is_empty();
+                drop(sched);
+                self.count_decision(decision, jobs_queued);
+                decision
             };
             match decision {
                 Decision::StartNew => self.start_new(),
@@ -485,6 +521,22 @@ impl Executor {
             self.core.reap();
         }
         ran
+    }
+
+    fn count_decision(&self, decision: Decision, jobs_queued: bool) {
+        let kind = match decision {
+            Decision::StartNew => 0,
+            Decision::ResumeHead { .. } => 1,
+            Decision::ResumeReady => 2,
+            Decision::ResumeRunnable => 3,
+            Decision::WaitDevice => 4,
+            Decision::Idle => 5,
+        };
+        let mut stats = self.core.stats.borrow_mut();
+        stats.decisions[kind] += 1;
+        if decision == Decision::WaitDevice && jobs_queued {
+            stats.waits_with_jobs_queued += 1;
+        }
     }
 
     fn start_new(&mut self) {
@@ -519,30 +571,43 @@ impl Executor {
     }
 
     fn resume_ready(&mut self) {
-        let worker = {
+        let (worker, ready_at_ns) = {
             let mut sched = self.core.sched.borrow_mut();
-            let (worker, _, _) = sched
+            let (worker, _, ready_at_ns) = sched
                 .ready
                 .pop_front()
                 .expect("ResumeReady with no ready job");
             sched.unpark(worker);
-            worker
+            (worker, ready_at_ns)
         };
+        // A fresh reading: the cached one is not refreshed while nothing is in flight.
+        let waited_ns = self.core.read_clock().saturating_sub(ready_at_ns);
+        self.core
+            .stats
+            .borrow_mut()
+            .ready_wait_ns
+            .saturating_record(waited_ns.max(1));
         self.switch_to(worker, None);
     }
 
     fn resume_runnable(&mut self) {
-        let worker = {
+        let (worker, runnable_at_ns) = {
             let mut sched = self.core.sched.borrow_mut();
-            let (worker, _) = sched
+            let (worker, runnable_at_ns) = sched
                 .runnable
                 .pop_front()
                 .expect("ResumeRunnable with none");
             let state = &mut sched.workers[worker as usize];
             debug_assert_eq!(state.status, Status::Runnable);
             state.status = Status::Running;
-            worker
+            (worker, runnable_at_ns)
         };
+        let waited_ns = self.core.read_clock().saturating_sub(runnable_at_ns);
+        self.core
+            .stats
+            .borrow_mut()
+            .runnable_wait_ns
+            .saturating_record(waited_ns.max(1));
         self.switch_to(worker, None);
     }
 
@@ -578,6 +643,32 @@ impl Executor {
             CoroutineResult::Return(()) => unreachable!("user-level threads never return"),
         }
     }
+}
+
+/// CPU time of the calling OS thread (user + system), in ns; 0 if the clock is unavailable.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Kernel CPU time of the calling OS thread (`getrusage(RUSAGE_THREAD)`), in ns; 0 if
+/// unavailable.
+fn thread_system_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_THREAD is valid on Linux.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_stime.tv_sec as u64 * 1_000_000_000 + usage.ru_stime.tv_usec as u64 * 1_000
 }
 
 /// The body of every user-level thread: run a job, report `Done`, wait for the next one.

@@ -30,5 +30,5 @@ pub use crate::config::{
 pub use crate::core::{CoreStats, Ticket, WorkerId};
 pub use crate::executor::Executor;
 pub use crate::job::Job;
-pub use crate::runtime::{online_cpus, pin_to_cpu, CoreReport, Runtime, SpawnError};
+pub use crate::runtime::{online_cpus, pin_to_cpu, CoreReport, Runtime, SpawnError, ThreadStates};
 pub use crate::sched::Policy;

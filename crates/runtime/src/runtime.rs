@@ -1,14 +1,14 @@
 //! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
 //! balancing, seed 004) and small per-core inboxes.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_queue::ArrayQueue;
 use tamer_device::{open_device, Arena, DeviceSpec, DeviceStats};
 
-use crate::{CoreStats, Executor, Job, RuntimeConfig};
+use crate::{CoreStats, Executor, Job, Policy, RuntimeConfig};
 
 /// Why a job was not accepted.
 #[derive(Debug)]
@@ -39,12 +39,37 @@ pub struct CoreReport {
     pub device_name: &'static str,
 }
 
+/// User-level threads by state and new jobs queued, over every core ([`Runtime::thread_states`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStates {
+    /// Parked on device accesses still in flight.
+    pub parked: usize,
+    /// Parked, every access done: waiting for the core.
+    pub ready: usize,
+    /// Yielded, or woken by a timer or a watched word: waiting for the core.
+    pub runnable: usize,
+    /// Without a job.
+    pub idle: usize,
+    /// New jobs in the cores' local queues (not counting the shared queue).
+    pub queued: usize,
+}
+
 /// What a core publishes for observers on other threads (one cache line per core).
 #[repr(align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct CoreGauge {
     /// Device accesses in flight on the core's handle, as of its last loop pass.
     pub(crate) device_in_flight: AtomicUsize,
+    /// The core's user-level threads by state, as of its last loop pass: parked on the
+    /// device (accesses in flight), ready (accesses done, waiting for the core), runnable
+    /// (yielded, timer- or watch-woken), idle (no job); and new jobs in its local queue.
+    pub(crate) threads: [AtomicUsize; 5],
+    /// An observer asks for a snapshot of the core's counters: the core copies them into
+    /// `stats` at its next loop pass and clears the flag (one relaxed load per pass otherwise).
+    pub(crate) stats_wanted: AtomicBool,
+    pub(crate) stats: Mutex<Option<CoreStats>>,
+    /// The scheduling policy the core applies from its next pass on ([`Policy::code`]).
+    pub(crate) policy: AtomicU8,
 }
 
 struct Shared {
@@ -95,7 +120,11 @@ impl Runtime {
                 .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
                 .collect(),
             gauges: (0..config.cores)
-                .map(|_| Arc::new(CoreGauge::default()))
+                .map(|_| {
+                    let gauge = CoreGauge::default();
+                    gauge.policy.store(config.policy.code(), Ordering::Relaxed);
+                    Arc::new(gauge)
+                })
                 .collect(),
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -175,6 +204,67 @@ impl Runtime {
             .iter()
             .map(|g| g.device_in_flight.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// A snapshot of every core's counters (index = core), taken by each core at its next
+    /// scheduling pass. A core that does not answer within `timeout` (it is stuck in a long
+    /// job) fails the call with a message naming it.
+    pub fn core_stats(&self, timeout: std::time::Duration) -> Result<Vec<CoreStats>, String> {
+        for gauge in &self.shared.gauges {
+            *gauge.stats.lock().expect("not poisoned") = None;
+            gauge.stats_wanted.store(true, Ordering::Release);
+        }
+        self.wake();
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = Vec::with_capacity(self.shared.gauges.len());
+        for (core, gauge) in self.shared.gauges.iter().enumerate() {
+            loop {
+                if let Some(stats) = gauge.stats.lock().expect("not poisoned").take() {
+                    out.push(stats);
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(format!(
+                        "core {core} did not publish its counters in {timeout:?}"
+                    ));
+                }
+                // A busy core answers within one scheduling pass (µs): spin rather than sleep.
+                std::thread::yield_now();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Switches every core to `policy` from its next scheduling pass on (a few µs), without
+    /// stopping anything: threads parked or queued keep their places and are served by the new
+    /// order. For side-by-side comparisons of policies on one warm store.
+    pub fn set_policy(&self, policy: Policy) {
+        for gauge in &self.shared.gauges {
+            gauge.policy.store(policy.code(), Ordering::Release);
+        }
+    }
+
+    /// The policy the cores were last set to.
+    pub fn policy(&self) -> Policy {
+        Policy::from_code(self.shared.gauges[0].policy.load(Ordering::Acquire))
+    }
+
+    /// Every core's threads by state, summed, as each core last published it (once per
+    /// scheduling pass): for sampling what the scheduler holds.
+    pub fn thread_states(&self) -> ThreadStates {
+        let mut sum = [0usize; 5];
+        for gauge in &self.shared.gauges {
+            for (total, value) in sum.iter_mut().zip(&gauge.threads) {
+                *total += value.load(Ordering::Relaxed);
+            }
+        }
+        ThreadStates {
+            parked: sum[0],
+            ready: sum[1],
+            runnable: sum[2],
+            idle: sum[3],
+            queued: sum[4],
+        }
     }
 
     /// Queues `f` on the shared queue; any core may run it.

@@ -23,6 +23,23 @@ pub enum Policy {
     Fifo,
 }
 
+impl Policy {
+    /// A byte naming the policy (for an atomic).
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Policy::PriorityAging => 0,
+            Policy::Fifo => 1,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Self {
+        match code {
+            1 => Policy::Fifo,
+            _ => Policy::PriorityAging,
+        }
+    }
+}
+
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -31,6 +48,57 @@ impl std::str::FromStr for Policy {
             "fifo" => Ok(Policy::Fifo),
             other => Err(format!("unknown policy {other:?}: use priority or fifo")),
         }
+    }
+}
+
+/// Completions per window of [`ServiceTime`]: its estimate moves once per window.
+pub const SERVICE_WINDOW: u32 = 64;
+
+/// The device's service time as aging uses it: the shortest latency of each window of
+/// [`SERVICE_WINDOW`] completions, smoothed over windows (weight 1/4 per window).
+///
+/// Why not the average latency (seed 002's "average flash response time"): on a device whose
+/// latency grows with its queue (a real SSD or virtio disk: ≈ 0.1 ms alone, ≈ 1 ms at 64 in
+/// flight), the average includes the queueing that new-job priority itself creates. New jobs
+/// first → more accesses in flight → a longer average → ready jobs wait longer before they
+/// age → more new jobs first: the threshold feeds on itself, every thread ends up parked on the
+/// device, and the core idles whenever completions bunch up, while the extra depth buys no
+/// throughput once the core is the bottleneck. The window's minimum is the latency of an
+/// access that did not queue (or queued least): about the device's own service time, which
+/// the policy's own choices do not inflate. On a device with a fixed latency (the emulator)
+/// the two are equal and nothing changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceTime {
+    estimate_ns: u64,
+    window_min_ns: u64,
+    window_count: u32,
+}
+
+impl ServiceTime {
+    /// Starts at `initial_ns` (until the first window completes).
+    pub fn new(initial_ns: u64) -> Self {
+        Self {
+            estimate_ns: initial_ns.max(1),
+            window_min_ns: u64::MAX,
+            window_count: 0,
+        }
+    }
+
+    /// One completion's latency (doorbell to reap).
+    pub fn record(&mut self, latency_ns: u64) {
+        self.window_min_ns = self.window_min_ns.min(latency_ns.max(1));
+        self.window_count += 1;
+        if self.window_count == SERVICE_WINDOW {
+            let min = self.window_min_ns;
+            self.estimate_ns = (self.estimate_ns - self.estimate_ns / 4 + min / 4).max(1);
+            self.window_min_ns = u64::MAX;
+            self.window_count = 0;
+        }
+    }
+
+    /// The current estimate, in ns.
+    pub fn estimate_ns(&self) -> u64 {
+        self.estimate_ns
     }
 }
 
@@ -46,8 +114,10 @@ pub struct PendingHead {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     pub now_ns: u64,
-    /// Running average of device latency (doorbell to completion).
-    pub avg_device_latency_ns: u64,
+    /// How long a ready or runnable job may be passed over by new jobs: the device's service
+    /// time ([`ServiceTime`]), so that a job whose data is back runs once it has waited about
+    /// one unqueued device access.
+    pub aging_ns: u64,
     /// Jobs parked on device accesses (ready or not).
     pub pending: usize,
     pub max_pending: usize,
@@ -111,8 +181,7 @@ pub fn decide(policy: Policy, view: &View) -> Decision {
             // or timer-woken job once it has been runnable that long (a background task that
             // yields or sleeps would otherwise never run under a steady stream of new work).
             // When both have aged, the one that became runnable first goes.
-            let aged =
-                |since_ns: u64| view.now_ns.saturating_sub(since_ns) >= view.avg_device_latency_ns;
+            let aged = |since_ns: u64| view.now_ns.saturating_sub(since_ns) >= view.aging_ns;
             let ready_aged = view
                 .first_ready_parked_at_ns
                 .filter(|&parked_at_ns| aged(parked_at_ns))
@@ -164,7 +233,7 @@ mod tests {
     fn empty() -> View {
         View {
             now_ns: 1_000_000,
-            avg_device_latency_ns: 50_000,
+            aging_ns: 50_000,
             pending: 0,
             max_pending: 8,
             head: None,
@@ -363,6 +432,40 @@ mod tests {
             decide(Policy::PriorityAging, &ready_first),
             Decision::ResumeReady
         );
+    }
+
+    /// Mutation caught: aging by the average (queueing included): a deep queue would raise
+    /// the threshold with every window.
+    #[test]
+    fn the_service_time_follows_the_shortest_latency_not_the_queueing() {
+        let mut service = ServiceTime::new(50_000);
+        // A loaded device: 63 accesses of each window queued (1 ms), one alone (80 µs).
+        for _ in 0..40 {
+            for i in 0..SERVICE_WINDOW {
+                service.record(if i == 7 { 80_000 } else { 1_000_000 });
+            }
+        }
+        let estimate = service.estimate_ns();
+        assert!((79_000..=81_000).contains(&estimate), "{estimate}");
+    }
+
+    /// Mutations caught: an estimate that moves before a window is complete, or jumps to a
+    /// window's minimum at once (one lucky access would reset the threshold).
+    #[test]
+    fn the_service_time_moves_once_per_window_by_a_quarter() {
+        let mut service = ServiceTime::new(100_000);
+        for _ in 0..SERVICE_WINDOW - 1 {
+            service.record(20_000);
+        }
+        assert_eq!(service.estimate_ns(), 100_000, "mid-window");
+        service.record(20_000);
+        assert_eq!(service.estimate_ns(), 100_000 - 25_000 + 5_000);
+        // A device that got slower raises it window by window, to its new service time.
+        for _ in 0..50 * SERVICE_WINDOW {
+            service.record(300_000);
+        }
+        let estimate = service.estimate_ns();
+        assert!((299_000..=300_000).contains(&estimate), "{estimate}");
     }
 
     #[test]

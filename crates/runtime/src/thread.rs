@@ -1,12 +1,12 @@
 //! What a user-level thread can do with its core: yield, sleep, wait for a word to change, ask
 //! where it runs.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tamer_device::now_ns;
 
-use crate::core::{Status, Watch};
+use crate::core::{Status, Watch, WatchWord};
 use crate::executor::{suspend, with_core, Suspend};
 
 const OUTSIDE: &str = "called outside a tamer user-level thread";
@@ -63,8 +63,24 @@ pub fn wait_while_eq(word: &AtomicU64, expected: u64, deadline_ns: u64) -> bool 
     if word.load(Ordering::Acquire) != expected {
         return true;
     }
+    watch(WatchWord::U64(word), expected, deadline_ns);
+    word.load(Ordering::Acquire) != expected
+}
+
+/// As [`wait_while_eq`], for a 32-bit word.
+pub fn wait_while_eq_u32(word: &AtomicU32, expected: u32, deadline_ns: u64) -> bool {
+    if word.load(Ordering::Acquire) != expected {
+        return true;
+    }
+    watch(WatchWord::U32(word), u64::from(expected), deadline_ns);
+    word.load(Ordering::Acquire) != expected
+}
+
+/// Parks the calling thread on `word` until it differs from `expected` or `deadline_ns`
+/// passes (the caller has checked both once).
+fn watch(word: WatchWord, expected: u64, deadline_ns: u64) {
     if deadline_ns <= now_ns() {
-        return false;
+        return;
     }
     with_core(|core| {
         let worker = core.current.get().expect(OUTSIDE);
@@ -73,14 +89,13 @@ pub fn wait_while_eq(word: &AtomicU64, expected: u64, deadline_ns: u64) -> bool 
         debug_assert!(sched.watches.len() < sched.workers.len());
         sched.watches.push(Watch {
             worker,
-            word: word as *const AtomicU64,
+            word,
             expected,
             deadline_ns,
         });
     })
     .expect(OUTSIDE);
     suspend(Suspend::Watch);
-    word.load(Ordering::Acquire) != expected
 }
 
 /// Parks the calling thread for at least `duration`.
