@@ -6,7 +6,8 @@
 //!
 //! 1. [`Device::push`] writes a request descriptor into the submission queue (no syscall);
 //! 2. [`Device::submit`] rings the doorbell for everything pushed so far (at most one syscall);
-//! 3. [`Device::poll`] reaps completions from the completion queue (no syscall);
+//! 3. [`Device::poll`] reaps completions from the completion queue (no syscall; io_uring makes
+//!    one only when its ring flags completions queued for this thread, see [`UringDevice`]);
 //! 4. [`Device::wait`] blocks an idle core in the kernel until a completion or a timeout.
 //!
 //! Data moves between the device and an [`Arena`]: one preallocated, 4 KiB-aligned region of
@@ -54,7 +55,7 @@ pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
 pub use open::{open_device, uring_available, DeviceSpec};
 pub use stats::DeviceStats;
 pub use sync::SyncDevice;
-pub use uring::{UringConfig, UringDevice};
+pub use uring::{UringConfig, UringDevice, UringSetup};
 
 use std::time::Duration;
 
@@ -158,7 +159,9 @@ pub trait Device: Send {
     }
 
     /// Append every completion that is ready to `out` without blocking (and, for io_uring,
-    /// without a syscall). Returns how many were appended.
+    /// without a syscall unless the ring says completions are waiting to be flushed: with
+    /// cooperative task-run the kernel posts them at the thread's next kernel entry instead of
+    /// interrupting the core, and `poll` is that entry). Returns how many were appended.
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize;
 
     /// As [`Device::poll`], with the caller's reading of [`now_ns`] taken just before (see

@@ -13,6 +13,12 @@ pub struct DeviceStats {
     pub errors: u64,
     /// Doorbells that cost a syscall (io_uring_enter); for the emulator, doorbells rung.
     pub doorbells: u64,
+    /// io_uring only: every `io_uring_enter` (doorbells, waits, and the completion flushes
+    /// below); 0 for the other devices.
+    pub enters: u64,
+    /// io_uring only: the `io_uring_enter` calls `poll` made because the ring flagged
+    /// completions queued as task work (`IORING_SQ_TASKRUN`); a subset of `enters`.
+    pub task_work_flushes: u64,
     /// Doorbell-to-reap latency of every completion, in nanoseconds (1 ns .. 10 s, 3 digits).
     pub latency_ns: Histogram<u64>,
 }
@@ -25,6 +31,8 @@ impl Default for DeviceStats {
             completed: 0,
             errors: 0,
             doorbells: 0,
+            enters: 0,
+            task_work_flushes: 0,
             latency_ns: Histogram::new_with_bounds(1, 10_000_000_000, 3)
                 .expect("static histogram bounds are valid"),
         }
@@ -53,6 +61,8 @@ impl DeviceStats {
         self.completed += other.completed;
         self.errors += other.errors;
         self.doorbells += other.doorbells;
+        self.enters += other.enters;
+        self.task_work_flushes += other.task_work_flushes;
         // Both histograms have the same bounds, so adding cannot fail.
         let _ = self.latency_ns.add(&other.latency_ns);
     }

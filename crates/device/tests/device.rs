@@ -1541,3 +1541,196 @@ fn uring_reads_fill_with_data() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 10. uring syscalls: cooperative task-run, poll without syscalls, one enter per wait
+// ---------------------------------------------------------------------------------------------
+
+/// A uring device with the default setup over a filled file of `blocks` blocks (reads of
+/// written blocks reach the disk, so they complete from an interrupt, as task work).
+fn filled_uring(
+    test: &str,
+    frames: u32,
+    blocks: u64,
+) -> Option<(UringDevice, Arc<Arena>, TestDir)> {
+    if !uring_ok(test) {
+        return None;
+    }
+    let dir = TestDir::new(test);
+    let file = dir.device_file("data", blocks);
+    fill_with_data(&file, 0x5eed).unwrap();
+    let arena = Arc::new(Arena::new(frames).unwrap());
+    let device = UringDevice::open(file, arena.clone(), UringConfig { entries: 16 }).unwrap();
+    Some((device, arena, dir))
+}
+
+/// True when the running kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// A ring set up with `IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG` (the default)
+/// gets no IPI for a completion: a core that only polls must enter the kernel when the ring
+/// flags queued completions. Polling alone (never `wait`) reaps every read, with the right
+/// data, on every CPU the test may run on (the disk's interrupts land on some CPU: completions
+/// are local there and remote elsewhere), and a poll that entered the kernel always came back
+/// with completions. (That a remote completion is flushed at once is the unit test
+/// `poll_flushes_completions_flagged_from_another_cpu`.)
+/// Catches: `poll` that enters without the flag (polls that entered and reaped nothing), a
+/// setup that silently drops the flags on a kernel that has them, and a flush that loses
+/// completions or mixes up slots (wrong data or a missing read).
+#[test]
+fn uring_coop_ring_reaps_every_completion_by_polling_alone() {
+    const TEST: &str = "uring_coop_poll";
+    let blocks = 256;
+    let Some((mut device, arena, _dir)) = filled_uring(TEST, 8, blocks) else {
+        return;
+    };
+    if kernel_at_least(5, 19) {
+        assert!(device.coop_taskrun(), "kernel ≥ 5.19 refused the flags?");
+    } else {
+        eprintln!("{TEST}: kernel before 5.19, no cooperative task-run");
+    }
+    let seed = 0xc00b;
+    let _guard = SeedGuard::new(TEST, seed);
+    let mut rng = SplitMix::new(seed);
+    let mut entered_empty = 0;
+    let cpus = allowed_cpus();
+    for round in 0..16 {
+        set_affinity(&[cpus[round % cpus.len()]]);
+        let picks: Vec<u64> = (0..8).map(|_| rng.below(blocks)).collect();
+        for (frame, &block) in picks.iter().enumerate() {
+            device
+                .push(IoRequest::read(
+                    block * BLOCK,
+                    frame as u32,
+                    1,
+                    frame as u64,
+                ))
+                .unwrap();
+        }
+        device.submit().unwrap();
+        let mut done = Vec::new();
+        let start = Instant::now();
+        while done.len() < picks.len() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "round {round}: polling reaped only {} of {}",
+                done.len(),
+                picks.len()
+            );
+            let enters = device.stats().enters;
+            let reaped = device.poll(&mut done);
+            if device.stats().enters > enters && reaped == 0 {
+                entered_empty += 1;
+            }
+        }
+        for completion in &done {
+            assert_eq!(completion.result, Ok(()));
+            let frame = completion.tag as u32;
+            let data = frame_contents(&arena, frame);
+            let index = u64::from_le_bytes(data[..8].try_into().unwrap());
+            assert_eq!(index, picks[frame as usize], "round {round}, frame {frame}");
+        }
+    }
+    set_affinity(&cpus);
+    assert_eq!(
+        entered_empty, 0,
+        "poll entered the kernel with nothing flagged"
+    );
+}
+
+fn set_affinity(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the calls only read and write it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: as in `set_affinity`; the kernel fills the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect()
+    }
+}
+
+/// `poll` makes no syscall when the ring flags nothing: with nothing in flight, and with a
+/// request pushed but not submitted (`poll` never rings the doorbell either).
+/// Catches: a `poll` that enters the kernel on every call, and one that submits.
+#[test]
+fn uring_poll_makes_no_syscall_unless_completions_are_flagged() {
+    const TEST: &str = "uring_poll_no_syscall";
+    let Some((mut device, _arena, _dir)) = filled_uring(TEST, 2, 16) else {
+        return;
+    };
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        assert_eq!(device.poll(&mut out), 0);
+    }
+    assert_eq!(
+        device.stats().enters,
+        0,
+        "poll entered the kernel while idle"
+    );
+    device.push(IoRequest::read(3 * BLOCK, 0, 1, 1)).unwrap();
+    for _ in 0..10_000 {
+        assert_eq!(device.poll(&mut out), 0);
+    }
+    assert_eq!(
+        device.stats().enters,
+        0,
+        "poll entered the kernel with nothing submitted"
+    );
+    assert_eq!(device.stats().submitted, 0, "poll rang the doorbell");
+    let done = reap_ok(&mut device, &[1]);
+    assert_eq!(done.len(), 1);
+}
+
+/// A wait with requests pushed and not submitted rings the doorbell and waits in one
+/// `io_uring_enter`; after an explicit doorbell, the wait is the second and last enter.
+/// Catches: a wait that submits with a separate syscall before waiting.
+#[test]
+fn uring_wait_rings_and_waits_in_one_enter() {
+    const TEST: &str = "uring_wait_one_enter";
+    let Some((mut device, _arena, _dir)) = filled_uring(TEST, 2, 64) else {
+        return;
+    };
+    let mut out = Vec::new();
+    device.push(IoRequest::read(5 * BLOCK, 0, 1, 1)).unwrap();
+    while out.is_empty() {
+        device.wait(Duration::from_secs(5), &mut out).unwrap();
+    }
+    let stats = device.stats();
+    // A signal could interrupt a wait (one more enter); none is expected in a test.
+    assert_eq!(
+        (stats.enters, stats.doorbells, stats.submitted),
+        (1, 1, 1),
+        "push + wait"
+    );
+    out.clear();
+    device.push(IoRequest::read(9 * BLOCK, 1, 1, 2)).unwrap();
+    device.submit().unwrap();
+    while out.is_empty() {
+        device.wait(Duration::from_secs(5), &mut out).unwrap();
+    }
+    let stats = device.stats();
+    assert_eq!(
+        (stats.enters, stats.doorbells),
+        (3, 2),
+        "push + submit + wait"
+    );
+}
