@@ -8,6 +8,7 @@ use tamer_device::{now_ns, Arena, DeviceError, IoRequest, BLOCK_SIZE};
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{io, thread, Ticket};
 
+use crate::evict::{self, Kind};
 use crate::frame::{control, state_of, Frame, EMPTY, LOADING, NO_PAGE, READY, WRITEBACK};
 use crate::stats::{CacheStats, Counters, Histograms};
 use crate::{CacheConfig, CacheError};
@@ -16,6 +17,10 @@ use crate::{CacheConfig, CacheError};
 /// user-level thread 16 ([`tamer_runtime::MAX_OUTSTANDING_PER_THREAD`]); 8 leaves room for the
 /// caller's own unwaited [`Prefetch`]es.
 pub const BATCH: usize = 8;
+
+/// Clean unreferenced frames per set the background cleaner keeps ready for misses
+/// ([`PageCache::clean_some`]).
+pub const CLEAN_VICTIMS_WANTED: usize = 2;
 
 /// Largest page number: its byte offset must fit in a `u64`.
 const MAX_PAGE: u64 = u64::MAX / BLOCK_SIZE as u64 - 1;
@@ -92,6 +97,33 @@ fn mix(page: u64) -> u64 {
     x ^ (x >> 29)
 }
 
+/// How a page is placed in the cache and kept there.
+///
+/// A page must be used with one class from the moment it is (re)initialized with
+/// `get_for_overwrite_as` until it is freed: the class decides which set holds it, and a page
+/// looked up with another class than it was installed with is not found there (a second copy
+/// would be read). Overwriting a page as an index page drops any copy cached as data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PageClass {
+    /// An ordinary page: its set is a hash of its page number; evicted by CLOCK.
+    Data,
+    /// An index page (a hash bucket): its set is `set_key % sets`, so a caller that numbers
+    /// its index pages densely (a bucket's hash pattern) spreads them evenly over the sets;
+    /// and a set evicts its index frames only when it holds more than
+    /// [`CacheConfig::index_ways_max`] of them or has no data frame to give up
+    /// (`crate::evict`). Every lookup of the page must pass the same `set_key`.
+    Index { set_key: u64 },
+}
+
+impl PageClass {
+    fn kind(self) -> Kind {
+        match self {
+            PageClass::Data => Kind::Data,
+            PageClass::Index { .. } => Kind::Index,
+        }
+    }
+}
+
 /// How a lookup ended.
 enum Start<'a> {
     /// Installed and pinned.
@@ -103,6 +135,18 @@ enum Start<'a> {
     /// A non-blocking start found no free miss-status entry or no victim: nothing is held,
     /// retry with a blocking start.
     Deferred,
+}
+
+/// How [`PageCache::start`] looks a page up.
+#[derive(Clone, Copy, Debug)]
+struct Begin {
+    /// Count a hit or a merged miss (false on the retries of one lookup).
+    count_hit: bool,
+    /// Wait (bounded) for a free miss-status entry or victim; otherwise return
+    /// [`Start::Deferred`] holding nothing.
+    blocking: bool,
+    /// On a miss, install the frame zeroed without reading the device (an overwrite).
+    zeroed: bool,
 }
 
 /// A miss owned by the calling thread.
@@ -137,6 +181,8 @@ pub struct PageCache {
     data_frames: u32,
     pinned_frames: u32,
     max_misses: usize,
+    /// Index frames a set keeps ahead of its data frames ([`crate::evict`]).
+    index_ways_max: u32,
     misses_in_flight: AtomicUsize,
     pinned: PinnedDir,
     counters: Counters,
@@ -174,6 +220,7 @@ impl PageCache {
             data_frames,
             pinned_frames,
             max_misses,
+            index_ways_max: config.effective_index_ways_max() as u32,
             misses_in_flight: AtomicUsize::new(0),
             pinned: PinnedDir::new(pinned_frames),
             counters: Counters::default(),
@@ -229,6 +276,9 @@ impl PageCache {
         CacheStats {
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
+            index_hits: c.index_hits.load(Ordering::Relaxed),
+            index_misses: c.index_misses.load(Ordering::Relaxed),
+            discarded: c.discarded.load(Ordering::Relaxed),
             merged_misses: c.merged_misses.load(Ordering::Relaxed),
             evictions: c.evictions.load(Ordering::Relaxed),
             write_backs: c.write_backs.load(Ordering::Relaxed),
@@ -244,8 +294,27 @@ impl PageCache {
     /// thread submits the read and parks (other threads run); concurrent misses on the page,
     /// from any core, share that one read.
     pub fn get(&self, page: u64) -> Result<PageRef<'_>, CacheError> {
+        self.get_as(page, PageClass::Data)
+    }
+
+    /// As [`PageCache::get`], for a page of `class` (see [`PageClass`]).
+    pub fn get_as(&self, page: u64, class: PageClass) -> Result<PageRef<'_>, CacheError> {
         self.check(page)?;
-        self.get_until(page, self.deadline())
+        self.get_until(page, class, self.deadline())
+    }
+
+    /// Index frames resident now (installed pages of [`PageClass::Index`]); counts every
+    /// frame, so it costs O(frames): for reports, not for a hot path.
+    pub fn resident_index_frames(&self) -> u32 {
+        self.frames[..self.data_frames as usize]
+            .iter()
+            .filter(|f| f.index.load(Ordering::Relaxed) && f.state() == READY)
+            .count() as u32
+    }
+
+    /// The most index frames one set keeps ahead of its data frames.
+    pub fn index_ways_max(&self) -> u32 {
+        self.index_ways_max
     }
 
     /// Starts fetching `page` without waiting: call [`Prefetch::wait`] later, so that one job
@@ -253,12 +322,22 @@ impl PageCache {
     /// bound), so keep at most [`BATCH`] prefetches unwaited; and do not `get` a page this
     /// thread holds an unwaited prefetch of (it would wait for itself until the timeout).
     pub fn prefetch(&self, page: u64) -> Result<Prefetch<'_>, CacheError> {
+        self.prefetch_as(page, PageClass::Data)
+    }
+
+    /// As [`PageCache::prefetch`], for a page of `class`.
+    pub fn prefetch_as(&self, page: u64, class: PageClass) -> Result<Prefetch<'_>, CacheError> {
         self.check(page)?;
         let deadline = self.deadline();
         // Non-blocking on shared resources: a thread holding unwaited reads (miss-status
         // entries) must not wait for entries or frames held by others, or two such threads
         // could wait for each other.
-        let state = match self.start(page, deadline, true, false, false)? {
+        let start = Begin {
+            count_hit: true,
+            blocking: false,
+            zeroed: false,
+        };
+        let state = match self.start(page, class, deadline, start)? {
             Start::Ready(page_ref) => PrefetchState::Ready(page_ref),
             Start::Merged { .. } | Start::Deferred => PrefetchState::Merged,
             Start::Loading(load) => PrefetchState::Loading(load),
@@ -266,6 +345,7 @@ impl PageCache {
         Ok(Prefetch {
             cache: self,
             page,
+            class,
             deadline,
             state,
             _not_send: PhantomData,
@@ -340,7 +420,7 @@ impl PageCache {
         }
         loop {
             if self.pinned.lookup(page).is_some() {
-                return self.get_until(page, deadline);
+                return self.get_until(page, PageClass::Data, deadline);
             }
             if !self.reserve_miss() {
                 self.wait_step(deadline, || self.table_full())?;
@@ -361,7 +441,7 @@ impl PageCache {
             }
             let pinned_frame = self.data_frames + *next;
             let target = &self.frames[pinned_frame as usize];
-            let (set, base) = self.set_of(page);
+            let (set, base) = self.data_set_of(page);
             let set_guard = lock(&self.sets[set]);
             let mut busy = false;
             let mut moved = false;
@@ -388,6 +468,7 @@ impl PageCache {
                     target.control.store(control(READY, 0), Ordering::Release);
                     frame.tag.store(NO_PAGE, Ordering::Release);
                     frame.referenced.store(false, Ordering::Relaxed);
+                    frame.index.store(false, Ordering::Relaxed);
                     frame.control.store(control(EMPTY, 0), Ordering::Release);
                     moved = true;
                 } else {
@@ -416,9 +497,9 @@ impl PageCache {
             drop(next);
             if moved {
                 self.release_miss();
-                return self.get_until(page, deadline);
+                return self.get_until(page, PageClass::Data, deadline);
             }
-            let load = self.submit_load(pinned_frame, page)?;
+            let load = self.submit_load(pinned_frame, page, Kind::Data)?;
             return self.finish_load(load);
         }
     }
@@ -541,6 +622,10 @@ impl PageCache {
     /// clean; an error leaves its page dirty (a later pass or `flush` retries).
     ///
     /// Misses then find clean victims, so they do not wait for a victim's write-back first.
+    /// A set that already holds [`CLEAN_VICTIMS_WANTED`] clean unreferenced frames is left
+    /// alone, and no set is brought beyond that: writing back earlier than a miss needs it
+    /// only costs device writes of pages that are dirtied again (a cleaner that ran as often
+    /// as the core let it wrote back 2.5× as many pages per TATP transaction).
     pub fn clean_some(
         &self,
         cursor: &mut usize,
@@ -563,9 +648,13 @@ impl PageCache {
             let set = *cursor % sets;
             *cursor = (set + stride) % sets;
             let base = set as u32 * self.ways;
+            let mut wanted = CLEAN_VICTIMS_WANTED.saturating_sub(self.clean_victims(base));
             for index in base..base + self.ways {
                 if claimed.len() == max_frames {
                     break 'sets;
+                }
+                if wanted == 0 {
+                    break;
                 }
                 let frame = &self.frames[index as usize];
                 if !frame.dirty.load(Ordering::Acquire)
@@ -585,7 +674,10 @@ impl PageCache {
                     self.seal(index, page);
                 }
                 match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
-                    Ok(ticket) => claimed.push((index, page, ticket)),
+                    Ok(ticket) => {
+                        claimed.push((index, page, ticket));
+                        wanted -= 1;
+                    }
                     Err(err) => {
                         frame.control.store(control(READY, 0), Ordering::Release);
                         first_error = Some(self.device_error(err, page));
@@ -615,6 +707,19 @@ impl PageCache {
             Some(err) => Err(err),
             None => Ok(written),
         }
+    }
+
+    /// Frames of the set at `base` a miss could take at once: unpinned, clean, unreferenced
+    /// (a racy count: a hint for the cleaner).
+    fn clean_victims(&self, base: u32) -> usize {
+        (base..base + self.ways)
+            .filter(|&index| {
+                let frame = &self.frames[index as usize];
+                frame.control.load(Ordering::Relaxed) == control(READY, 0)
+                    && !frame.dirty.load(Ordering::Relaxed)
+                    && !frame.referenced.load(Ordering::Relaxed)
+            })
+            .count()
     }
 
     /// Waits while an evictor holds `frame` for its write-back (`WRITEBACK`, or `LOADING` with
@@ -734,25 +839,45 @@ impl PageCache {
         }
     }
 
+    /// The set of a data page: a hash of its number. Returns (set, its first frame).
     #[inline]
-    fn set_of(&self, page: u64) -> (usize, u32) {
+    fn data_set_of(&self, page: u64) -> (usize, u32) {
         let set = (mix(page) % u64::from(self.set_count)) as u32;
         (set as usize, set * self.ways)
     }
 
+    /// The set `page` of `class` lives in: (set, its first frame).
+    #[inline]
+    fn place(&self, page: u64, class: PageClass) -> (usize, u32) {
+        match class {
+            PageClass::Data => self.data_set_of(page),
+            PageClass::Index { set_key } => {
+                let set = (set_key % u64::from(self.set_count)) as u32;
+                (set as usize, set * self.ways)
+            }
+        }
+    }
+
     /// Pins the page if it is installed (pinned partition first, then its set); no lock.
     #[inline]
-    fn lookup_pin(&self, page: u64) -> Option<u32> {
+    fn lookup_pin(&self, page: u64, class: PageClass) -> Option<u32> {
         if let Some(frame) = self.pinned.lookup(page) {
             return self.frames[frame as usize]
                 .try_pin(page, true)
                 .then_some(frame);
         }
-        let (_, base) = self.set_of(page);
-        (base..base + self.ways).find(|&index| {
+        let (_, base) = self.place(page, class);
+        let found = (base..base + self.ways).find(|&index| {
             let frame = &self.frames[index as usize];
             frame.tag.load(Ordering::Acquire) == page && frame.try_pin(page, true)
-        })
+        })?;
+        let frame = &self.frames[found as usize];
+        if class.kind() == Kind::Index && !frame.index.load(Ordering::Relaxed) {
+            // Installed as data in the set its index placement also maps to: from now on it
+            // is kept as an index page (a hint for the eviction policy only).
+            frame.index.store(true, Ordering::Relaxed);
+        }
+        Some(found)
     }
 
     /// Takes a miss-status entry if one is free.
@@ -787,33 +912,106 @@ impl PageCache {
         assert!(before > 0, "miss-status entry released twice");
     }
 
-    fn get_until(&self, page: u64, deadline: u64) -> Result<PageRef<'_>, CacheError> {
-        self.get_until_with(page, deadline, false)
+    fn get_until(
+        &self,
+        page: u64,
+        class: PageClass,
+        deadline: u64,
+    ) -> Result<PageRef<'_>, CacheError> {
+        self.get_until_with(page, class, deadline, false)
     }
 
     /// The page for a caller that will overwrite all of it: on a miss the frame is installed
     /// zeroed, without reading the device (a page that is cached, or being read by another
     /// thread, is returned as it is). For freshly allocated pages.
     pub fn get_for_overwrite(&self, page: u64) -> Result<PageRef<'_>, CacheError> {
+        self.get_for_overwrite_as(page, PageClass::Data)
+    }
+
+    /// As [`PageCache::get_for_overwrite`], for a page of `class`. An index page drops any
+    /// copy of the page cached as data first, unwritten: a freed data page reused as an index
+    /// page must not be written back over it later.
+    pub fn get_for_overwrite_as(
+        &self,
+        page: u64,
+        class: PageClass,
+    ) -> Result<PageRef<'_>, CacheError> {
         self.check(page)?;
-        self.get_until_with(page, self.deadline(), true)
+        let deadline = self.deadline();
+        if class.kind() == Kind::Index && self.place(page, class) != self.data_set_of(page) {
+            self.discard_data_copy(page, deadline)?;
+        }
+        self.get_until_with(page, class, deadline, true)
+    }
+
+    /// Drops the copy of `page` cached as a data page, if any, without writing it back (the
+    /// caller overwrites the page). Waits (bounded) while it is pinned, loading or written.
+    fn discard_data_copy(&self, page: u64, deadline: u64) -> Result<(), CacheError> {
+        loop {
+            let (set, base) = self.data_set_of(page);
+            let guard = lock(&self.sets[set]);
+            let found = (base..base + self.ways)
+                .find(|&index| self.frames[index as usize].tag.load(Ordering::Acquire) == page);
+            let Some(index) = found else {
+                return Ok(());
+            };
+            let frame = &self.frames[index as usize];
+            if frame.try_claim(LOADING, 1) {
+                // Claimed unpinned under the set lock: nobody holds or can take its bytes.
+                frame.tag.store(NO_PAGE, Ordering::Release);
+                frame.dirty.store(false, Ordering::Release);
+                frame.referenced.store(false, Ordering::Relaxed);
+                frame.index.store(false, Ordering::Relaxed);
+                frame.control.store(control(EMPTY, 0), Ordering::Release);
+                Counters::bump(&self.counters.discarded);
+                return Ok(());
+            }
+            drop(guard);
+            self.wait_frame(index, page, deadline)?;
+        }
+    }
+
+    /// Waits (bounded by `deadline`) until frame `index`'s control word changes: its
+    /// write-back ends, a pin is dropped, its state moves on. A user-level thread parks on
+    /// the word (a write-back takes a device write: polling it by yields would spin);
+    /// elsewhere it yields once.
+    fn wait_frame(&self, index: u32, page: u64, deadline: u64) -> Result<(), CacheError> {
+        let word = self.frames[index as usize].control.load(Ordering::Acquire);
+        if now_ns() > deadline {
+            return Err(CacheError::MissTimeout {
+                page,
+                waited_ms: self.waited_ms(),
+            });
+        }
+        if thread::in_user_thread() {
+            thread::wait_while_eq(&self.frames[index as usize].control, word, deadline);
+        } else {
+            std::thread::yield_now();
+        }
+        Ok(())
     }
 
     fn get_until_with(
         &self,
         page: u64,
+        class: PageClass,
         deadline: u64,
         zeroed: bool,
     ) -> Result<PageRef<'_>, CacheError> {
-        let mut first = true;
+        let mut count_hit = true;
         loop {
-            match self.start(page, deadline, first, true, zeroed)? {
+            let begin = Begin {
+                count_hit,
+                blocking: true,
+                zeroed,
+            };
+            match self.start(page, class, deadline, begin)? {
                 Start::Ready(page_ref) => return Ok(page_ref),
                 Start::Loading(load) => return self.finish_load(load),
                 Start::Merged { frame } => self.wait_merged(frame, page, deadline)?,
                 Start::Deferred => unreachable!("a blocking start does not defer"),
             }
-            first = false;
+            count_hit = false;
         }
     }
 
@@ -842,114 +1040,78 @@ impl PageCache {
     }
 
     /// The hit path, then the miss path: merge with a read in flight, or take a miss-status
-    /// entry and a victim and submit the read.
-    /// `blocking`: wait (bounded) for a free miss-status entry or victim; otherwise return
-    /// [`Start::Deferred`] holding nothing.
+    /// entry and a victim and submit the read (see [`Begin`] for the options).
     fn start(
         &self,
         page: u64,
+        class: PageClass,
         deadline: u64,
-        count_hit: bool,
-        blocking: bool,
-        zeroed: bool,
+        begin: Begin,
     ) -> Result<Start<'_>, CacheError> {
-        let merged_counted = !count_hit;
+        let kind = class.kind();
         loop {
-            if let Some(frame) = self.lookup_pin(page) {
-                if !merged_counted {
+            if let Some(frame) = self.lookup_pin(page, class) {
+                if begin.count_hit {
                     Counters::bump(&self.counters.hits);
+                    if kind == Kind::Index {
+                        Counters::bump(&self.counters.index_hits);
+                    }
                 }
                 return Ok(Start::Ready(PageRef::new(self, frame, page)));
             }
             // A pinned-partition page whose load is in flight or failed.
             if let Some(index) = self.pinned.lookup(page) {
-                let frame = &self.frames[index as usize];
-                match frame.state() {
-                    LOADING => {
-                        if !merged_counted {
-                            Counters::bump(&self.counters.merged_misses);
-                        }
-                        return Ok(Start::Merged { frame: index });
-                    }
-                    EMPTY => {
-                        if !self.reserve_miss() {
-                            if !blocking {
-                                return Ok(Start::Deferred);
-                            }
-                            self.wait_step(deadline, || self.table_full())?;
-                            continue;
-                        }
-                        if !frame.try_claim_empty() {
-                            self.release_miss();
-                            continue;
-                        }
-                        return self.submit_load(index, page).map(Start::Loading);
-                    }
-                    _ => continue,
+                match self.start_pinned(page, index, deadline, begin)? {
+                    Some(start) => return Ok(start),
+                    None => continue,
                 }
             }
-            let (set, base) = self.set_of(page);
+            let (set, base) = self.place(page, class);
             let mut guard = lock(&self.sets[set]);
             if self.pinned.lookup(page).is_some() {
                 continue; // moved to the pinned partition meanwhile
             }
-            let mut found = None;
-            for index in base..base + self.ways {
+            let found = (base..base + self.ways).find_map(|index| {
                 let frame = &self.frames[index as usize];
-                if frame.tag.load(Ordering::Acquire) == page {
-                    found = Some((index, frame.state()));
-                    break;
-                }
-            }
+                (frame.tag.load(Ordering::Acquire) == page).then(|| (index, frame.state()))
+            });
             match found {
                 Some((_, READY)) => continue, // installed meanwhile: pin it
                 Some((index, LOADING)) => {
                     drop(guard);
-                    if !merged_counted {
+                    if begin.count_hit {
                         Counters::bump(&self.counters.merged_misses);
                     }
                     return Ok(Start::Merged { frame: index });
                 }
-                Some((_, _)) => {
+                Some((index, _)) => {
                     // Being written back (or moved): the device copy is not current yet.
                     drop(guard);
-                    self.wait_step(deadline, || CacheError::MissTimeout {
-                        page,
-                        waited_ms: self.waited_ms(),
-                    })?;
+                    self.wait_frame(index, page, deadline)?;
                     continue;
                 }
                 None => {}
             }
             if !self.reserve_miss() {
                 drop(guard);
-                if !blocking {
+                if !begin.blocking {
                     return Ok(Start::Deferred);
                 }
                 self.wait_step(deadline, || self.table_full())?;
                 continue;
             }
-            match self.choose_victim(&mut guard, base) {
+            match self.choose_victim(&mut guard, base, kind) {
                 Victim::Clean(index, evicted) => {
                     let frame = &self.frames[index as usize];
                     frame.tag.store(page, Ordering::Release);
                     frame.dirty.store(false, Ordering::Release);
                     frame.referenced.store(true, Ordering::Relaxed);
+                    frame.index.store(kind == Kind::Index, Ordering::Relaxed);
                     drop(guard);
                     if evicted {
                         Counters::bump(&self.counters.evictions);
                     }
-                    if zeroed {
-                        // SAFETY: the frame is claimed LOADING|1 by this thread, in no I/O.
-                        unsafe {
-                            std::ptr::write_bytes(self.arena.frame_ptr(index), 0, BLOCK_SIZE);
-                        }
-                        let before = frame.set_state(READY);
-                        debug_assert_eq!(state_of(before), LOADING);
-                        self.release_miss();
-                        return Ok(Start::Ready(PageRef::new(self, index, page)));
-                    }
-                    return self.submit_load(index, page).map(Start::Loading);
+                    return self.install(index, page, kind, begin);
                 }
                 Victim::Dirty(index) => {
                     drop(guard);
@@ -961,7 +1123,7 @@ impl PageCache {
                 Victim::None => {
                     drop(guard);
                     self.release_miss();
-                    if !blocking {
+                    if !begin.blocking {
                         return Ok(Start::Deferred);
                     }
                     self.wait_step(deadline, || CacheError::SetPinned {
@@ -974,17 +1136,98 @@ impl PageCache {
         }
     }
 
-    /// CLOCK over the set, preferring a clean victim: an empty way first; then up to two
-    /// sweeps of the hand, clearing reference bits, taking the first unreferenced clean frame;
-    /// failing that, the first unreferenced dirty one seen. Pinned and busy frames are skipped.
-    fn choose_victim(&self, set: &mut MutexGuard<'_, SetState>, base: u32) -> Victim {
+    /// The miss path of a pinned-partition page found in the pinned directory but not
+    /// installed: merge with its load, or load it again after a failed read. `None`: retry
+    /// the lookup.
+    fn start_pinned(
+        &self,
+        page: u64,
+        index: u32,
+        deadline: u64,
+        begin: Begin,
+    ) -> Result<Option<Start<'_>>, CacheError> {
+        let frame = &self.frames[index as usize];
+        match frame.state() {
+            LOADING => {
+                if begin.count_hit {
+                    Counters::bump(&self.counters.merged_misses);
+                }
+                Ok(Some(Start::Merged { frame: index }))
+            }
+            EMPTY => {
+                if !self.reserve_miss() {
+                    if !begin.blocking {
+                        return Ok(Some(Start::Deferred));
+                    }
+                    self.wait_step(deadline, || self.table_full())?;
+                    return Ok(None);
+                }
+                if !frame.try_claim_empty() {
+                    self.release_miss();
+                    return Ok(None);
+                }
+                self.submit_load(index, page, Kind::Data)
+                    .map(|load| Some(Start::Loading(load)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A claimed `LOADING|1` frame (miss-status entry taken) for `page`: zeroed and installed
+    /// at once for an overwrite, or its read submitted.
+    fn install(
+        &self,
+        index: u32,
+        page: u64,
+        kind: Kind,
+        begin: Begin,
+    ) -> Result<Start<'_>, CacheError> {
+        if begin.zeroed {
+            // SAFETY: the frame is claimed LOADING|1 by this thread, in no I/O.
+            unsafe {
+                std::ptr::write_bytes(self.arena.frame_ptr(index), 0, BLOCK_SIZE);
+            }
+            let before = self.frames[index as usize].set_state(READY);
+            debug_assert_eq!(state_of(before), LOADING);
+            self.release_miss();
+            return Ok(Start::Ready(PageRef::new(self, index, page)));
+        }
+        self.submit_load(index, page, kind).map(Start::Loading)
+    }
+
+    /// A victim in a full set: an empty way first; otherwise the class [`evict::evict_from`]
+    /// picks for `incoming` (by the set's index frames), falling back to the other class when
+    /// that one has no evictable frame.
+    fn choose_victim(
+        &self,
+        set: &mut MutexGuard<'_, SetState>,
+        base: u32,
+        incoming: Kind,
+    ) -> Victim {
+        let mut index_frames = 0;
         for index in base..base + self.ways {
             let frame = &self.frames[index as usize];
             if frame.try_claim_empty() {
                 debug_assert_eq!(frame.tag.load(Ordering::Relaxed), NO_PAGE);
                 return Victim::Clean(index, false);
             }
+            index_frames += u32::from(frame.index.load(Ordering::Relaxed));
         }
+        debug_assert!(index_frames <= self.ways);
+        let first = evict::evict_from(incoming, index_frames, self.index_ways_max);
+        for kind in [first, evict::other(first)] {
+            match self.clock_sweep(set, base, kind) {
+                Victim::None => continue,
+                victim => return victim,
+            }
+        }
+        Victim::None
+    }
+
+    /// CLOCK over the set's frames of `kind`, preferring a clean victim: up to two sweeps of
+    /// the hand, clearing reference bits, taking the first unreferenced clean frame; failing
+    /// that, the first unreferenced dirty one seen. Pinned and busy frames are skipped.
+    fn clock_sweep(&self, set: &mut MutexGuard<'_, SetState>, base: u32, kind: Kind) -> Victim {
         let mut dirty = None;
         for _ in 0..2 * self.ways {
             let index = base + set.hand;
@@ -992,6 +1235,14 @@ impl PageCache {
             let frame = &self.frames[index as usize];
             let word = frame.control.load(Ordering::Acquire);
             if word != control(READY, 0) {
+                continue;
+            }
+            let frame_kind = if frame.index.load(Ordering::Relaxed) {
+                Kind::Index
+            } else {
+                Kind::Data
+            };
+            if frame_kind != kind {
                 continue;
             }
             if frame.referenced.swap(false, Ordering::Relaxed) {
@@ -1043,8 +1294,11 @@ impl PageCache {
     }
 
     /// Submits the read of a frame claimed as `LOADING|1` (with a miss-status entry taken).
-    fn submit_load(&self, frame: u32, page: u64) -> Result<Load, CacheError> {
+    fn submit_load(&self, frame: u32, page: u64, kind: Kind) -> Result<Load, CacheError> {
         Counters::bump(&self.counters.misses);
+        if kind == Kind::Index {
+            Counters::bump(&self.counters.index_misses);
+        }
         let started_ns = now_ns();
         match io::submit(IoRequest::read(page * BLOCK_SIZE as u64, frame, 1, 0)) {
             Ok(ticket) => Ok(Load {
@@ -1098,10 +1352,12 @@ impl PageCache {
     fn fail_load(&self, index: u32) {
         let frame = &self.frames[index as usize];
         if index < self.data_frames {
-            let (set, _) = self.set_of(frame.tag.load(Ordering::Relaxed));
+            // A data frame's set is its index divided by the ways, whatever its class.
+            let set = (index / self.ways) as usize;
             let _guard = lock(&self.sets[set]);
             frame.tag.store(NO_PAGE, Ordering::Release);
             frame.dirty.store(false, Ordering::Release);
+            frame.index.store(false, Ordering::Relaxed);
             frame.control.store(control(EMPTY, 0), Ordering::Release);
         } else {
             frame.control.store(control(EMPTY, 0), Ordering::Release);
@@ -1122,7 +1378,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// wait this long is a deadlock (a bug): it panics with the page rather than hang silently.
 const LATCH_WAIT_LIMIT_NS: u64 = 30_000_000_000;
 
-/// A bounded latch wait: yields between attempts, checks the clock every 1024 attempts.
+/// Attempts a latch wait yields before it parks: most latches are held for a copy of at
+/// most a page, and a yield comes back sooner than a park (whose word is checked once per
+/// scheduling pass); a holder that is itself waiting for the device (a bucket's readers hold
+/// it across their record's miss) is waited for parked, not by spinning through yields.
+const LATCH_YIELDS: u64 = 4;
+
+/// A bounded latch wait: yields for the first few attempts, then parks the user-level thread
+/// on the latch word until it changes (an OS thread keeps yielding); checks the clock every
+/// 1024 attempts.
 struct LatchWait {
     page: u64,
     attempts: u64,
@@ -1139,21 +1403,44 @@ impl LatchWait {
         }
     }
 
-    fn step(&mut self) {
+    /// Counts an attempt; panics past the deadlock limit. Returns the limit.
+    fn check(&mut self) -> u64 {
         self.attempts += 1;
-        if self.attempts % 1024 == 1 {
-            let now = now_ns();
-            let deadline = *self
-                .deadline_ns
-                .get_or_insert(now.saturating_add(LATCH_WAIT_LIMIT_NS));
-            assert!(
-                now < deadline,
-                "waited {} s for the latch of page {}: a latch deadlock",
-                LATCH_WAIT_LIMIT_NS / 1_000_000_000,
-                self.page
-            );
+        match self.deadline_ns {
+            Some(deadline) if self.attempts % 1024 != 1 => deadline,
+            known => {
+                let now = now_ns();
+                let deadline = known.unwrap_or(now.saturating_add(LATCH_WAIT_LIMIT_NS));
+                self.deadline_ns = Some(deadline);
+                assert!(
+                    now < deadline,
+                    "waited {} s for the latch of page {}: a latch deadlock",
+                    LATCH_WAIT_LIMIT_NS / 1_000_000_000,
+                    self.page
+                );
+                deadline
+            }
         }
-        backoff();
+    }
+
+    /// One step of waiting for `word` to leave `seen` (a writer's odd version).
+    fn step_on(&mut self, word: &AtomicU64, seen: u64) {
+        let deadline = self.check();
+        if self.attempts <= LATCH_YIELDS || !thread::in_user_thread() {
+            backoff();
+        } else {
+            thread::wait_while_eq(word, seen, deadline);
+        }
+    }
+
+    /// One step of waiting for `word` to leave `seen` (a reader count).
+    fn step_on_u32(&mut self, word: &AtomicU32, seen: u32) {
+        let deadline = self.check();
+        if self.attempts <= LATCH_YIELDS || !thread::in_user_thread() {
+            backoff();
+        } else {
+            thread::wait_while_eq_u32(word, seen, deadline);
+        }
     }
 }
 
@@ -1212,7 +1499,10 @@ impl<'a> PageRef<'a> {
         let meta = self.meta();
         let mut wait = LatchWait::new(self.page);
         while !meta.try_lock_shared() {
-            wait.step();
+            let version = meta.version.load(Ordering::Acquire);
+            if version & 1 == 1 {
+                wait.step_on(&meta.version, version);
+            }
         }
         let _unlock = UnlockShared(meta);
         // SAFETY: pinned (the frame is READY, no read I/O into it) and the shared latch
@@ -1231,11 +1521,19 @@ impl<'a> PageRef<'a> {
             if let Some(held) = meta.try_lock_exclusive() {
                 break held;
             }
-            wait.step();
+            let version = meta.version.load(Ordering::Acquire);
+            if version & 1 == 1 {
+                wait.step_on(&meta.version, version);
+            }
         };
         let unlock = UnlockExclusive(meta, held);
-        while !meta.readers_drained() {
-            wait.step();
+        let mut wait = LatchWait::new(self.page);
+        loop {
+            let readers = meta.readers.load(Ordering::SeqCst);
+            if readers == 0 {
+                break;
+            }
+            wait.step_on_u32(&meta.readers, readers);
         }
         debug_assert!(
             !self.cache.arena.is_in_io(self.frame),
@@ -1372,6 +1670,7 @@ enum PrefetchState<'a> {
 pub struct Prefetch<'a> {
     cache: &'a PageCache,
     page: u64,
+    class: PageClass,
     deadline: u64,
     state: PrefetchState<'a>,
     _not_send: PhantomData<*const ()>,
@@ -1394,7 +1693,7 @@ impl<'a> Prefetch<'a> {
         match std::mem::replace(&mut self.state, PrefetchState::Taken) {
             PrefetchState::Ready(page_ref) => Ok(page_ref),
             PrefetchState::Loading(load) => self.cache.finish_load(load),
-            PrefetchState::Merged => self.cache.get_until(self.page, self.deadline),
+            PrefetchState::Merged => self.cache.get_until(self.page, self.class, self.deadline),
             PrefetchState::Taken => unreachable!("wait consumes the prefetch"),
         }
     }
@@ -1428,10 +1727,10 @@ mod tests {
     #[should_panic(expected = "a latch deadlock")]
     fn a_latch_wait_past_its_limit_panics_naming_the_page() {
         let mut wait = LatchWait::new(7);
-        wait.step(); // the first check sets the deadline; no panic
+        wait.check(); // the first check sets the deadline; no panic
         wait.deadline_ns = Some(0);
         for _ in 0..1024 {
-            wait.step(); // the next check is at attempt 1025
+            wait.check(); // the next clock check is at attempt 1025
         }
     }
 
@@ -1453,7 +1752,7 @@ mod tests {
         let cache = PageCache::new(CacheConfig::new(64 * 4096)).unwrap();
         let mut counts = vec![0u32; cache.sets() as usize];
         for page in (0..8000u64).map(|p| p * 8) {
-            counts[cache.set_of(page).0] += 1;
+            counts[cache.data_set_of(page).0] += 1;
         }
         let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
         assert!(*min > 800 && *max < 1200, "{counts:?}");

@@ -48,6 +48,10 @@ pub struct CacheConfig {
     /// (the core waits: a miss blocks the core, the `flash-sync` baseline of seed 002).
     /// Waits for *other* threads' reads (merged misses, a full table) always yield.
     pub miss_wait: WaitMode,
+    /// Most index frames ([`crate::PageClass::Index`]) a set keeps ahead of its data frames
+    /// (see the crate's `evict` module); `None` (default): `ways - 1`, so at least one way
+    /// of every set stays available to data pages. At most `ways`.
+    pub index_ways_max: Option<usize>,
 }
 
 impl CacheConfig {
@@ -64,7 +68,21 @@ impl CacheConfig {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             checksum: false,
             miss_wait: WaitMode::Park,
+            index_ways_max: None,
         }
+    }
+
+    /// Sets `index_ways_max`.
+    pub fn index_ways_max(mut self, max: usize) -> Self {
+        self.index_ways_max = Some(max);
+        self
+    }
+
+    /// `index_ways_max`, or its default `ways - 1`.
+    pub fn effective_index_ways_max(&self) -> usize {
+        self.index_ways_max
+            .unwrap_or(self.ways.saturating_sub(1))
+            .min(self.ways)
     }
 
     /// Sets `miss_wait`.
@@ -162,6 +180,12 @@ impl CacheConfig {
                     "device_capacity_bytes = {bytes}: must be at least one 4096-byte page"
                 ));
             }
+        }
+        if self.index_ways_max.is_some_and(|max| max > self.ways) {
+            return fail(format!(
+                "index_ways_max = {:?}: at most ways = {}",
+                self.index_ways_max, self.ways
+            ));
         }
         if self.wait_timeout.is_zero() {
             return fail("wait_timeout = 0: must be positive".into());

@@ -56,6 +56,11 @@ pub(crate) struct Frame {
     pub referenced: AtomicBool,
     /// Written since it was last read from or written to the device.
     pub dirty: AtomicBool,
+    /// Holds an index page ([`crate::PageClass::Index`]): kept ahead of data pages by the
+    /// eviction policy ([`crate::evict`]). Written under the set lock when the frame is
+    /// claimed for a page (and, as a hint, when an index lookup hits a frame installed as
+    /// data).
+    pub index: AtomicBool,
 }
 
 impl Frame {
@@ -67,6 +72,7 @@ impl Frame {
             readers: AtomicU32::new(0),
             referenced: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
+            index: AtomicBool::new(false),
         }
     }
 

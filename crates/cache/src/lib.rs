@@ -83,10 +83,11 @@ mod cache;
 pub mod checksum;
 mod config;
 mod error;
+mod evict;
 mod frame;
 mod stats;
 
-pub use cache::{PageCache, PageRef, Prefetch, BATCH};
+pub use cache::{PageCache, PageClass, PageRef, Prefetch, BATCH, CLEAN_VICTIMS_WANTED};
 pub use checksum::{crc32c, PAGE_PAYLOAD};
 pub use config::{
     CacheConfig, DEFAULT_MISSES_PER_CORE, DEFAULT_WAIT_TIMEOUT, DEFAULT_WAYS, MAX_FRAMES, MAX_WAYS,

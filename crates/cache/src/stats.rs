@@ -12,6 +12,13 @@ pub struct CacheStats {
     pub hits: u64,
     /// Misses that issued a device read (one per miss-status entry).
     pub misses: u64,
+    /// Of `hits`, those of index pages ([`crate::PageClass::Index`]).
+    pub index_hits: u64,
+    /// Of `misses`, those of index pages.
+    pub index_misses: u64,
+    /// Cached copies dropped unwritten because their page was overwritten as an index page
+    /// (a freed data page reused for the index).
+    pub discarded: u64,
     /// Misses that found a read of the same page in flight and waited for it instead.
     pub merged_misses: u64,
     /// Installed pages dropped to make room for another.
@@ -41,6 +48,9 @@ pub(crate) const HISTOGRAM_SHARDS: usize = 16;
 pub(crate) struct Counters {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    pub index_hits: AtomicU64,
+    pub index_misses: AtomicU64,
+    pub discarded: AtomicU64,
     pub merged_misses: AtomicU64,
     pub evictions: AtomicU64,
     pub write_backs: AtomicU64,
