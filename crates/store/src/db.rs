@@ -47,7 +47,10 @@ pub enum DeviceKind {
 /// How to open a [`Db`].
 #[derive(Clone, Debug)]
 pub struct DbOptions {
-    /// Bytes of evictable cache frames (a multiple of 32 KiB: whole 8-way sets).
+    /// The store's whole DRAM budget for pages, in bytes (a multiple of 4096): the pinned
+    /// superblock and directory first, the rest in evictable frames (whole 8-way sets of 32
+    /// KiB) that the store shares between index pages (hash buckets, kept ahead of data
+    /// pages while they fit) and data pages. See [`Db::index_stats`] for the split.
     pub cache_bytes: u64,
     pub device: DeviceKind,
     /// Executors (OS threads).
@@ -83,6 +86,51 @@ pub struct DbOptions {
     /// Open an existing store without writing anything to it (no open mark, no flush at close,
     /// no cleaner); `put` and `delete` fail with [`DbError::ReadOnly`]. Default off.
     pub read_only: bool,
+    /// Read every bucket page into the cache at open when the index fits its share
+    /// ([`IndexStats::fits`]), so that the first lookups already cost one device read each
+    /// (default on). Off, buckets come in on their first use.
+    pub warm_index: bool,
+}
+
+/// The index (hash buckets) and how the DRAM budget is split, from [`Db::index_stats`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IndexStats {
+    /// Keys stored.
+    pub keys: u64,
+    /// Bucket pages.
+    pub buckets: u64,
+    /// The pinned partition: superblock and directory (never evicted), bytes.
+    pub pinned_bytes: u64,
+    /// Bucket pages + directory, bytes: what a DRAM-resident index costs.
+    pub index_bytes: u64,
+    /// Evictable frames (index + data), bytes: `cache_bytes - pinned_bytes`, whole sets.
+    pub frames_bytes: u64,
+    /// Most bucket pages the cache keeps ahead of data pages (`index_ways_max` per set).
+    pub index_capacity_pages: u64,
+    /// Bucket pages resident now.
+    pub resident_index_pages: u64,
+}
+
+impl IndexStats {
+    /// Index bytes per key stored (bucket pages and directory; 0 for an empty store).
+    pub fn bytes_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.index_bytes as f64 / self.keys as f64
+        }
+    }
+
+    /// True when every bucket page can stay resident ahead of data pages.
+    pub fn fits(&self) -> bool {
+        self.buckets <= self.index_capacity_pages
+    }
+
+    /// Bytes of resident data pages' frames: the evictable frames not holding index pages.
+    pub fn data_frames_bytes(&self) -> u64 {
+        self.frames_bytes
+            .saturating_sub(self.resident_index_pages * PAGE_SIZE as u64)
+    }
 }
 
 impl DbOptions {
@@ -104,6 +152,7 @@ impl DbOptions {
             idle_spin: Duration::from_nanos(RuntimeConfig::default().idle_spin_ns),
             cleaner: true,
             read_only: false,
+            warm_index: true,
         }
     }
 
@@ -161,6 +210,10 @@ impl DbOptions {
     }
     pub fn read_only(mut self, on: bool) -> Self {
         self.read_only = on;
+        self
+    }
+    pub fn warm_index(mut self, on: bool) -> Self {
+        self.warm_index = on;
         self
     }
 }
@@ -358,9 +411,21 @@ impl Db {
             .as_ref()
             .map_or(options.max_directory_depth, |sb| sb.max_depth);
         let pinned_pages = DIR_START + dir_pages(max_depth);
+        let pinned_bytes = pinned_pages * PAGE_SIZE as u64;
+        let frames_bytes = options
+            .cache_bytes
+            .checked_sub(pinned_bytes)
+            .filter(|&rest| rest >= 8 * PAGE_SIZE as u64)
+            .ok_or_else(|| {
+                DbError::Config(format!(
+                    "cache_bytes = {}: must hold the pinned superblock and directory ({pinned_bytes} \
+                     bytes at max_directory_depth {max_depth}) and one 8-way set (32 KiB)",
+                    options.cache_bytes
+                ))
+            })?;
         let cache = PageCache::new(
-            CacheConfig::new(options.cache_bytes)
-                .pinned_bytes(pinned_pages * PAGE_SIZE as u64)
+            CacheConfig::new(frames_bytes)
+                .pinned_bytes(pinned_bytes)
                 .cores(options.cores)
                 .checksum(true)
                 .miss_wait(options.miss_wait),
@@ -434,10 +499,58 @@ impl Db {
             path,
         };
         db.run(|h| h.engine.load())??;
+        if options.warm_index {
+            db.warm_index(options.threads_per_core * options.cores)?;
+        }
         if options.cleaner && !options.read_only {
             db.cleaners = Some(Cleaners::start(db.runtime(), &db.engine, options.cores)?);
         }
         Ok(db)
+    }
+
+    /// Reads every bucket page into the cache when the index fits its share, with up to
+    /// `threads / 2` jobs (at most 32) of [`BATCH`] overlapped reads each. Returns the pages
+    /// read (0 when the index does not fit: it is then paged in on use).
+    fn warm_index(&self, threads: usize) -> Result<u64, DbError> {
+        if !self.index_stats()?.fits() {
+            return Ok(0);
+        }
+        let buckets = Arc::new(self.run(|h| h.engine.buckets())??);
+        let jobs = (threads / 2).clamp(1, 32);
+        let (tx, rx) = std::sync::mpsc::channel();
+        for job in 0..jobs {
+            let (buckets, tx, handle) = (buckets.clone(), tx.clone(), self.handle());
+            let mut work = Job::new(move || {
+                let stripe: Vec<(u64, u64)> =
+                    buckets.iter().skip(job).step_by(jobs).copied().collect();
+                let _ = tx.send(handle.engine.warm_buckets(&stripe));
+            });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                match self.runtime().spawn_job(work) {
+                    Ok(()) => break,
+                    Err(SpawnError::Full(back)) if Instant::now() < deadline => {
+                        work = back;
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    Err(err) => return Err(DbError::Runtime(err.to_string())),
+                }
+            }
+        }
+        drop(tx);
+        let mut read = 0;
+        for _ in 0..jobs {
+            read += rx
+                .recv()
+                .map_err(|_| DbError::Runtime("an index warm-up job panicked".into()))??;
+        }
+        Ok(read)
+    }
+
+    /// The index's size and how the DRAM budget is split between the pinned directory, index
+    /// pages and data pages.
+    pub fn index_stats(&self) -> Result<IndexStats, DbError> {
+        self.run(|h| h.index_stats())?
     }
 
     /// A handle for code on tamer user-level threads (jobs spawned on [`Db::runtime`]).
@@ -634,6 +747,22 @@ impl DbHandle {
     /// The page cache.
     pub fn cache(&self) -> &Arc<PageCache> {
         &self.engine.cache
+    }
+    /// See [`Db::index_stats`].
+    pub fn index_stats(&self) -> Result<IndexStats, DbError> {
+        let cache = &self.engine.cache;
+        let buckets = self.engine.bucket_count()?;
+        let pinned_bytes = u64::from(cache.pinned_frames()) * PAGE_SIZE as u64;
+        let directory_bytes = pinned_bytes.saturating_sub(PAGE_SIZE as u64);
+        Ok(IndexStats {
+            keys: self.engine.len(),
+            buckets,
+            pinned_bytes,
+            index_bytes: buckets * PAGE_SIZE as u64 + directory_bytes,
+            frames_bytes: u64::from(cache.data_frames()) * PAGE_SIZE as u64,
+            index_capacity_pages: u64::from(cache.sets()) * u64::from(cache.index_ways_max()),
+            resident_index_pages: u64::from(cache.resident_index_frames()),
+        })
     }
     /// Compacts up to `max_pages` queued sparse pages (see [`Db::compact`]); returns the pages
     /// taken from the queue.

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tamer_cache::{crc32c, PageCache, BATCH, PAGE_SIZE};
+use tamer_cache::{crc32c, PageCache, PageClass, PageRef, BATCH, PAGE_SIZE};
 use tamer_device::DeviceFile;
 use tamer_runtime::thread;
 
@@ -119,11 +119,11 @@ enum Linked {
     Unchanged,
 }
 
-/// A conditional link's expectation: the key's entry points at this record, whose bytes (the
-/// whole record, header included) are these.
+/// A conditional link's expectation: the key's entry points at this record in a data page,
+/// whose bytes (the whole record, header included) are these.
 struct Expect<'a> {
     page: u64,
-    offset: u32,
+    offset: usize,
     record: &'a [u8],
 }
 
@@ -234,10 +234,12 @@ impl Engine {
                 let bucket = self.first_free_page();
                 self.ensure_capacity(bucket + 1, 1)?;
                 self.lock_alloc().next_page = bucket + 1;
-                let b = self.cache.get_for_overwrite(bucket)?;
+                let b = self
+                    .cache
+                    .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
                 b.write(|bytes| init_bucket(bytes, 0, 0));
                 drop(b);
-                self.dir_set(0, bucket)?;
+                self.dir_set(0, bucket, 0)?;
             }
             Some(sb) => {
                 if sb.max_depth != self.max_depth {
@@ -483,6 +485,15 @@ impl Engine {
 
     /// Makes pages `..end` addressable, growing the file if needed.
     fn ensure_capacity(&self, end: u64, asked: u64) -> Result<(), DbError> {
+        if end > MAX_PAGES {
+            return Err(DbError::NoSpace {
+                pages: asked,
+                detail: format!(
+                    "a store file holds at most {MAX_PAGES} pages (16 TiB): index entries name \
+                     pages in 32 bits"
+                ),
+            });
+        }
         let bytes = end * PAGE_SIZE as u64;
         match &self.space {
             Space::Fixed { capacity_bytes } => {
@@ -578,27 +589,41 @@ impl Engine {
         self.lock_alloc().free.give(start, n);
     }
 
-    // --- the directory (pinned pages) ---
+    // --- the directory (pinned pages) and buckets (index pages) ---
 
-    fn dir_get(&self, index: u64) -> Result<u64, DbError> {
+    /// Directory slot `index`: (bucket page, the bucket's local depth).
+    fn dir_get(&self, index: u64) -> Result<(u64, u32), DbError> {
         let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
         let at = (index % DIR_PER_PAGE) as usize * 8;
-        Ok(page
+        let slot = page
             .load_u64_optimistic(at)
-            .unwrap_or_else(|| page.read(|b| get_u64(b, at))))
+            .unwrap_or_else(|| page.read(|b| get_u64(b, at)));
+        Ok(dir_slot_parts(slot))
     }
 
-    fn dir_set(&self, index: u64, bucket: u64) -> Result<(), DbError> {
+    fn dir_set(&self, index: u64, bucket: u64, depth: u32) -> Result<(), DbError> {
         let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
         let at = (index % DIR_PER_PAGE) as usize * 8;
         // One atomic store: `dir_get` reads the slot optimistically with one atomic load.
-        page.store_u64(at, bucket);
+        page.store_u64(at, dir_slot(bucket, depth));
         Ok(())
     }
 
-    fn bucket_for(&self, hash: u64) -> Result<u64, DbError> {
-        let depth = self.global_depth.load(Ordering::Acquire);
-        self.dir_get(hash & mask(depth))
+    /// The bucket the directory names for `hash`: (page, its hash pattern).
+    fn bucket_for(&self, hash: u64) -> Result<(u64, u64), DbError> {
+        let global = self.global_depth.load(Ordering::Acquire);
+        let (page, depth) = self.dir_get(hash & mask(global))?;
+        // A slot written before a split may name a smaller depth: the pattern at that depth is
+        // still the bucket's own (a split keeps the old bucket's pattern).
+        Ok((page, hash & mask(depth.min(global))))
+    }
+
+    /// A bucket page, as an index page placed by its pattern: buckets spread evenly over the
+    /// cache's sets and stay resident ahead of data pages (`tamer_cache::PageClass::Index`).
+    fn bucket(&self, page: u64, pattern: u64) -> Result<PageRef<'_>, DbError> {
+        Ok(self
+            .cache
+            .get_as(page, PageClass::Index { set_key: pattern })?)
     }
 
     /// Doubles the directory from depth `depth` (the caller holds the split lock): the upper
@@ -606,7 +631,7 @@ impl Engine {
     fn double_directory(&self, depth: u32) -> Result<(), DbError> {
         let half = 1u64 << depth;
         let lower: Vec<u64> = (0..half)
-            .map(|i| self.dir_get(i))
+            .map(|i| self.dir_get(i).map(|(page, d)| dir_slot(page, d)))
             .collect::<Result<_, _>>()?;
         let mut i = 0u64;
         while i < half {
@@ -625,6 +650,50 @@ impl Engine {
         Ok(())
     }
 
+    /// Bucket pages: the directory's slots counted at each bucket's lowest slot.
+    pub fn bucket_count(&self) -> Result<u64, DbError> {
+        let global = self.global_depth.load(Ordering::Acquire);
+        let mut count = 0;
+        for index in 0..1u64 << global {
+            let (_, depth) = self.dir_get(index)?;
+            count += u64::from(index < 1u64 << depth.min(global));
+        }
+        Ok(count)
+    }
+
+    /// Reads `buckets` ((page, pattern) pairs) into the cache as index pages, [`BATCH`] reads
+    /// overlapped at a time. Returns how many it read.
+    pub fn warm_buckets(&self, buckets: &[(u64, u64)]) -> Result<u64, DbError> {
+        let _op = self.check_open()?;
+        for chunk in buckets.chunks(BATCH) {
+            let fetches = chunk
+                .iter()
+                .map(|&(page, pattern)| {
+                    self.cache
+                        .prefetch_as(page, PageClass::Index { set_key: pattern })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for fetch in fetches {
+                fetch.wait()?;
+            }
+        }
+        Ok(buckets.len() as u64)
+    }
+
+    /// Every bucket once: (page, pattern), from the directory (in DRAM, pinned).
+    pub fn buckets(&self) -> Result<Vec<(u64, u64)>, DbError> {
+        let global = self.global_depth.load(Ordering::Acquire);
+        let mut out = Vec::new();
+        for index in 0..1u64 << global {
+            let (page, depth) = self.dir_get(index)?;
+            // A bucket's lowest slot is its pattern.
+            if index < 1u64 << depth.min(global) {
+                out.push((page, index));
+            }
+        }
+        Ok(out)
+    }
+
     // --- records ---
 
     /// Reads a record: `None` when its key is not `key`; `Some(None)` when it is and
@@ -636,25 +705,19 @@ impl Engine {
         want_value: bool,
     ) -> Result<Option<Option<Vec<u8>>>, DbError> {
         let want = if want_value {
-            e.len as usize
+            usize::MAX
         } else {
-            (RECORD_HEADER + key.len()).min(e.len as usize)
+            RECORD_HEADER + key.len()
         };
-        let bytes = self.record_bytes(e, want)?;
+        let (bytes, len) = self.record_bytes(e, want)?;
         let klen = get_u32(&bytes, 0) as usize;
-        let vlen = get_u32(&bytes, 4) as usize;
-        if RECORD_HEADER + klen + vlen != e.len as usize {
-            return Err(corrupt(
-                e.page,
-                "record length disagrees with its index entry",
-            ));
-        }
-        if klen != key.len() || bytes[RECORD_HEADER..RECORD_HEADER + klen] != *key {
+        if klen != key.len() || bytes.get(RECORD_HEADER..RECORD_HEADER + klen) != Some(key) {
             return Ok(None);
         }
         if !want_value {
             return Ok(Some(None));
         }
+        debug_assert_eq!(bytes.len(), len);
         if crc32c(&bytes[RECORD_HEADER..]) != get_u32(&bytes, 8) {
             return Err(corrupt(e.page, "record checksum mismatch"));
         }
@@ -663,24 +726,34 @@ impl Engine {
 
     /// The key of a record.
     fn record_key(&self, e: &Entry) -> Result<Vec<u8>, DbError> {
-        let head = self.record_bytes(e, RECORD_HEADER.min(e.len as usize))?;
+        let (head, _) = self.record_bytes(e, RECORD_HEADER)?;
         let klen = get_u32(&head, 0) as usize;
-        if RECORD_HEADER + klen > e.len as usize {
-            return Err(corrupt(e.page, "record key length out of range"));
-        }
-        let bytes = self.record_bytes(e, RECORD_HEADER + klen)?;
+        let (bytes, _) = self.record_bytes(e, RECORD_HEADER + klen)?;
         Ok(bytes[RECORD_HEADER..].to_vec())
     }
 
-    /// The first `want` bytes of a record (at least its header).
-    fn record_bytes(&self, e: &Entry, want: usize) -> Result<Vec<u8>, DbError> {
-        if (e.len as usize) < RECORD_HEADER {
-            return Err(corrupt(e.page, "record shorter than its header"));
+    /// A record's length from its header (`b` from `at`), checked against what fits `room`
+    /// bytes and the store's limits.
+    fn record_len(&self, e: &Entry, b: &[u8], at: usize, room: usize) -> Result<usize, DbError> {
+        let klen = get_u32(b, at) as usize;
+        let vlen = get_u32(b, at + 4) as usize;
+        if klen == 0 || klen > MAX_KEY_BYTES || vlen > self.max_value {
+            return Err(corrupt(e.page, "record header out of range"));
         }
-        let want = want.max(RECORD_HEADER).min(e.len as usize);
+        let len = RECORD_HEADER + klen + vlen;
+        if len > room {
+            return Err(corrupt(e.page, "record runs past its page"));
+        }
+        Ok(len)
+    }
+
+    /// The first `want` bytes of a record (at least its header, at most all of it) and its
+    /// whole length. A record in a data page costs one page access; an extent its first page
+    /// (which holds the header), then as many more as `want` reaches, [`BATCH`] at a time.
+    fn record_bytes(&self, e: &Entry, want: usize) -> Result<(Vec<u8>, usize), DbError> {
         if !e.is_extent() {
-            let off = e.offset as usize;
-            if off < DATA_HEADER || off + e.len as usize > PAYLOAD {
+            let off = e.offset();
+            if off < DATA_HEADER || off + RECORD_HEADER > PAYLOAD {
                 return Err(corrupt(e.page, "record offset out of range"));
             }
             let page = self.cache.get(e.page)?;
@@ -688,32 +761,38 @@ impl Engine {
                 if get_u32(b, 0) != KIND_DATA {
                     return Err(corrupt(e.page, "index points to a page that is not data"));
                 }
-                Ok(b[off..off + want].to_vec())
+                let len = self.record_len(e, b, off, PAYLOAD - off)?;
+                let take = want.max(RECORD_HEADER).min(len);
+                Ok((b[off..off + take].to_vec(), len))
             });
         }
-        // An extent: stream bytes EXTENT_HEADER.. of consecutive pages' payloads.
-        let end = EXTENT_HEADER + want;
-        let pages: Vec<u64> = (0..end.div_ceil(PAYLOAD) as u64)
+        let first = self.cache.get(e.page)?;
+        let (mut out, len) = first.read(|b| -> Result<(Vec<u8>, usize), DbError> {
+            if get_u32(b, 0) != KIND_EXTENT {
+                return Err(corrupt(e.page, "index points to a page that is no extent"));
+            }
+            let len = self.record_len(e, b, EXTENT_HEADER, usize::MAX)?;
+            let take = want.max(RECORD_HEADER).min(len);
+            let here = take.min(PAYLOAD - EXTENT_HEADER);
+            let mut out = Vec::with_capacity(take);
+            out.extend_from_slice(&b[EXTENT_HEADER..EXTENT_HEADER + here]);
+            Ok((out, len))
+        })?;
+        drop(first);
+        let take = want.max(RECORD_HEADER).min(len);
+        // The stream of the extent's payloads: bytes EXTENT_HEADER.. are the record.
+        let end = EXTENT_HEADER + take;
+        let pages: Vec<u64> = (1..end.div_ceil(PAYLOAD) as u64)
             .map(|i| e.page + i)
             .collect();
-        let mut out = Vec::with_capacity(want);
         for chunk in pages.chunks(BATCH) {
-            let refs = self.cache.get_many(chunk)?;
-            for r in refs {
-                let index = (r.page() - e.page) as usize;
-                let from = index * PAYLOAD;
-                r.read(|b| {
-                    if index == 0 && get_u32(b, 0) != KIND_EXTENT {
-                        return Err(corrupt(e.page, "index points to a page that is no extent"));
-                    }
-                    let lo = EXTENT_HEADER.max(from) - from;
-                    let hi = (end - from).min(PAYLOAD);
-                    out.extend_from_slice(&b[lo..hi]);
-                    Ok(())
-                })?;
+            for r in self.cache.get_many(chunk)? {
+                let from = (r.page() - e.page) as usize * PAYLOAD;
+                r.read(|b| out.extend_from_slice(&b[..(end - from).min(PAYLOAD)]));
             }
         }
-        Ok(out)
+        debug_assert_eq!(out.len(), take);
+        Ok((out, len))
     }
 
     /// Writes a record out of place and returns its entry (hash 0).
@@ -729,6 +808,7 @@ impl Engine {
         );
         if len <= MAX_SMALL_RECORD {
             let (page, offset) = self.reserve_small(len)?;
+            let span = record_span(offset, len) as u32;
             let r = self.cache.get(page)?;
             r.write(|b| {
                 let mut at = offset;
@@ -736,15 +816,10 @@ impl Engine {
                     b[at..at + part.len()].copy_from_slice(part);
                     at += part.len();
                 }
-                put_u32(b, 4, get_u32(b, 4) + len as u32);
-                put_u32(b, 8, get_u32(b, 8) + len as u32);
+                put_u32(b, 4, get_u32(b, 4) + span);
+                put_u32(b, 8, get_u32(b, 8) + span);
             });
-            return Ok(Entry {
-                hash: 0,
-                page,
-                offset: offset as u32,
-                len: len as u32,
-            });
+            return Ok(Entry::new(0, page, offset));
         }
         let n = extent_pages(len);
         let first = self.alloc_pages(n)?;
@@ -763,22 +838,18 @@ impl Engine {
                 return Err(err.into());
             }
         }
-        Ok(Entry {
-            hash: 0,
-            page: first,
-            offset: EXTENT_HEADER as u32,
-            len: len as u32,
-        })
+        Ok(Entry::new(0, first, 0))
     }
 
-    /// Space for a small record: in the open data page, or in a new one.
+    /// Space for a small record of `len` bytes: in the open data page, or in a new one.
+    /// Returns (page, offset); the offset is a multiple of [`RECORD_ALIGN`].
     fn reserve_small(&self, len: usize) -> Result<(u64, usize), DbError> {
         {
             let mut alloc = self.lock_alloc();
             if let Some(open) = alloc.open.as_mut() {
-                if open.reserved as usize + len <= PAYLOAD {
-                    let offset = open.reserved as usize;
-                    open.reserved += len as u32;
+                let offset = open.reserved as usize;
+                if offset + len <= PAYLOAD {
+                    open.reserved = (offset + record_span(offset, len)) as u32;
                     return Ok((open.page, offset));
                 }
             }
@@ -800,7 +871,7 @@ impl Engine {
         }
         let old = self.lock_alloc().open.replace(OpenPage {
             page,
-            reserved: (DATA_HEADER + len) as u32,
+            reserved: (DATA_HEADER + record_span(DATA_HEADER, len)) as u32,
         });
         if let Some(old) = old {
             if let Err(err) = self.close_page(old) {
@@ -844,22 +915,34 @@ impl Engine {
     /// Releases a record no index entry points to any more.
     fn free_record(&self, e: &Entry) -> Result<(), DbError> {
         if e.is_extent() {
-            self.free_pages(e.page, e.pages());
+            let (_, len) = self.record_bytes(e, RECORD_HEADER)?;
+            self.free_pages(e.page, extent_pages(len));
             return Ok(());
         }
+        let off = e.offset();
+        if off < DATA_HEADER || off + RECORD_HEADER > PAYLOAD {
+            return Err(corrupt(e.page, "record offset out of range"));
+        }
         let r = self.cache.get(e.page)?;
-        let (free, sparse) = r.write(|b| {
+        let (free, sparse) = r.write(|b| -> Result<(bool, bool), DbError> {
+            if get_u32(b, 0) != KIND_DATA {
+                return Err(corrupt(e.page, "released record is not in a data page"));
+            }
+            let span = record_span(off, self.record_len(e, b, off, PAYLOAD - off)?) as u32;
             let before = get_u32(b, 4);
-            let live = before.saturating_sub(e.len);
+            if before < span {
+                return Err(corrupt(e.page, "live bytes below a live record's"));
+            }
+            let live = before - span;
             put_u32(b, 4, live);
             let closed = get_u32(b, 12);
             let settled = closed != OPEN && get_u32(b, 8) == closed;
-            (
+            Ok((
                 settled && live == 0,
                 // Queued once: when the page crosses the threshold.
                 settled && live > 0 && live <= COMPACT_LIVE_BYTES && before > COMPACT_LIVE_BYTES,
-            )
-        });
+            ))
+        })?;
         drop(r);
         if free {
             self.free_pages(e.page, 1);
@@ -871,7 +954,8 @@ impl Engine {
 
     fn release(&self, e: &Entry) {
         if self.free_record(e).is_err() {
-            self.leaked_pages.fetch_add(e.pages(), Ordering::Relaxed);
+            // At least its page (an extent whose header could not be read: its first page).
+            self.leaked_pages.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -891,13 +975,13 @@ impl Engine {
     fn lookup(&self, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>, DbError> {
         let hash = hash_key(key);
         self.read_bucket_of(hash, |bytes, count| {
-            for i in 0..count {
+            let mut from = 0;
+            while let Some(i) = next_hash_match(bytes, count, hash, from) {
                 let e = Entry::read(bytes, i);
-                if e.hash == hash {
-                    if let Some(value) = self.read_record(&e, key, want_value)? {
-                        return Ok(Some(value));
-                    }
+                if let Some(value) = self.read_record(&e, key, want_value)? {
+                    return Ok(Some(value));
                 }
+                from = i + 1;
             }
             Ok(None)
         })
@@ -912,8 +996,8 @@ impl Engine {
         f: impl Fn(&[u8], usize) -> Result<T, DbError>,
     ) -> Result<T, DbError> {
         for _ in 0..MAX_RETRIES {
-            let bucket = self.bucket_for(hash)?;
-            let b = self.cache.get(bucket)?;
+            let (bucket, pattern) = self.bucket_for(hash)?;
+            let b = self.bucket(bucket, pattern)?;
             let found = b.read(|bytes| -> Result<Option<T>, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(None);
@@ -941,7 +1025,7 @@ impl Engine {
         }
         let hash = hash_key(key);
         let mut e = self.write_record(key, value)?;
-        e.hash = hash;
+        e.hash = hash as u32;
         match self.link(hash, key, e, None) {
             Ok(Linked::Replaced(old)) => {
                 self.release(&old);
@@ -967,11 +1051,13 @@ impl Engine {
         hash: u64,
         key: &[u8],
     ) -> Result<Option<(usize, Entry)>, DbError> {
-        for i in 0..count {
+        let mut from = 0;
+        while let Some(i) = next_hash_match(bytes, count, hash, from) {
             let old = Entry::read(bytes, i);
-            if old.hash == hash && self.read_record(&old, key, false)?.is_some() {
+            if self.read_record(&old, key, false)?.is_some() {
                 return Ok(Some((i, old)));
             }
+            from = i + 1;
         }
         Ok(None)
     }
@@ -987,8 +1073,8 @@ impl Engine {
         expect: Option<&Expect<'_>>,
     ) -> Result<Linked, DbError> {
         for _ in 0..MAX_RETRIES {
-            let bucket = self.bucket_for(hash)?;
-            let b = self.cache.get(bucket)?;
+            let (bucket, pattern) = self.bucket_for(hash)?;
+            let b = self.bucket(bucket, pattern)?;
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1003,9 +1089,10 @@ impl Engine {
                         return Ok(Link::Unchanged);
                     };
                     let same = old.page == expect.page
-                        && old.offset == expect.offset
-                        && old.len as usize == expect.record.len()
-                        && self.record_bytes(&old, expect.record.len())? == expect.record;
+                        && old.offset() == expect.offset
+                        && !old.is_extent()
+                        && self.record_bytes(&old, expect.record.len())?
+                            == (expect.record.to_vec(), expect.record.len());
                     if !same {
                         return Ok(Link::Unchanged);
                     }
@@ -1026,7 +1113,7 @@ impl Engine {
             drop(b);
             match outcome {
                 Link::Retry => thread::yield_now(),
-                Link::Full => self.split(bucket, hash)?,
+                Link::Full => self.split(bucket, pattern, hash)?,
                 Link::Inserted => return Ok(Linked::Inserted),
                 Link::Replaced(old) => return Ok(Linked::Replaced(old)),
                 Link::Unchanged => return Ok(Linked::Unchanged),
@@ -1112,7 +1199,7 @@ impl Engine {
             if !key.is_empty() && key.len() <= MAX_KEY_BYTES && self.relocate(page, at, record)? {
                 moved += 1;
             }
-            at += len;
+            at += record_span(at, len);
         }
         Ok(moved)
     }
@@ -1125,14 +1212,14 @@ impl Engine {
         let hash = hash_key(key);
         // Most records of a sparse page are dead: probe before writing a copy.
         let current = self.entry_of(hash, key)?;
-        if current.is_none_or(|e| e.page != page || e.offset as usize != offset) {
+        if current.is_none_or(|e| e.page != page || e.is_extent() || e.offset() != offset) {
             return Ok(false);
         }
         let mut e = self.write_record(key, &record[RECORD_HEADER + klen..])?;
-        e.hash = hash;
+        e.hash = hash as u32;
         let expect = Expect {
             page,
-            offset: offset as u32,
+            offset,
             record,
         };
         match self.link(hash, key, e, Some(&expect)) {
@@ -1165,8 +1252,8 @@ impl Engine {
         }
         let hash = hash_key(key);
         for _ in 0..MAX_RETRIES {
-            let bucket = self.bucket_for(hash)?;
-            let b = self.cache.get(bucket)?;
+            let (bucket, pattern) = self.bucket_for(hash)?;
+            let b = self.bucket(bucket, pattern)?;
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1175,8 +1262,7 @@ impl Engine {
                 if let Some((i, old)) = self.find_entry(bytes, count, hash, key)? {
                     let last = Entry::read(bytes, count - 1);
                     last.write(bytes, i);
-                    bytes[BUCKET_HEADER + (count - 1) * ENTRY..BUCKET_HEADER + count * ENTRY]
-                        .fill(0);
+                    Entry::clear(bytes, count - 1);
                     set_bucket_count(bytes, count - 1);
                     return Ok(Link::Replaced(old));
                 }
@@ -1196,11 +1282,13 @@ impl Engine {
         Err(corrupt(0, "the directory never led to the key's bucket"))
     }
 
-    /// Splits the full bucket at page `bucket` (covering `hash`), doubling the directory first
-    /// when the bucket's depth equals it. The new bucket is written before any pointer to it.
-    fn split(&self, bucket: u64, hash: u64) -> Result<(), DbError> {
+    /// Splits the full bucket at page `bucket` (hash pattern `pattern`, covering `hash`),
+    /// doubling the directory first when the bucket's depth equals it. The new bucket is
+    /// written before any pointer to it; the old bucket keeps its page and its pattern (so its
+    /// cache placement), and its slots get the deeper depth before it is rewritten.
+    fn split(&self, bucket: u64, pattern: u64, hash: u64) -> Result<(), DbError> {
         let _split = self.split_lock.lock();
-        let b = self.cache.get(bucket)?;
+        let b = self.bucket(bucket, pattern)?;
         b.write(|bytes| {
             if !bucket_covers(bytes, hash) || bucket_count(bytes) < BUCKET_CAP {
                 return Ok(()); // split (or emptied) by another thread meanwhile
@@ -1211,19 +1299,28 @@ impl Engine {
                     max_depth: self.max_depth,
                 });
             }
+            let pattern = bucket_pattern(bytes);
+            debug_assert_eq!(
+                pattern,
+                hash & mask(depth),
+                "a bucket's pattern is its hashes'"
+            );
             let global = self.global_depth.load(Ordering::Acquire);
             if depth == global {
                 self.double_directory(global)?;
             }
             let new_page = self.alloc_pages(1)?;
-            let pattern = bucket_pattern(bytes);
             let bit = 1u64 << depth;
             let entries: Vec<Entry> = (0..bucket_count(bytes))
                 .map(|i| Entry::read(bytes, i))
                 .collect();
-            let (moved, kept): (Vec<Entry>, Vec<Entry>) =
-                entries.into_iter().partition(|e| e.hash & bit != 0);
-            let written = self.cache.get_for_overwrite(new_page).map(|r| {
+            let (moved, kept): (Vec<Entry>, Vec<Entry>) = entries
+                .into_iter()
+                .partition(|e| u64::from(e.hash) & bit != 0);
+            let class = PageClass::Index {
+                set_key: pattern | bit,
+            };
+            let written = self.cache.get_for_overwrite_as(new_page, class).map(|r| {
                 r.write(|nb| {
                     init_bucket(nb, depth + 1, pattern | bit);
                     for (i, e) in moved.iter().enumerate() {
@@ -1236,12 +1333,14 @@ impl Engine {
                 self.free_pages(new_page, 1);
                 return Err(err.into());
             }
-            // Every directory slot of the new bucket's pattern now points to it.
+            // The slots of the new bucket's pattern now point to it; the old bucket's keep
+            // their page with the deeper depth.
             let global = self.global_depth.load(Ordering::Acquire);
             let step = 1u64 << (depth + 1);
-            let mut index = pattern | bit;
+            let mut index = pattern;
             while index < (1u64 << global) {
-                self.dir_set(index, new_page)?;
+                self.dir_set(index | bit, new_page, depth + 1)?;
+                self.dir_set(index, bucket, depth + 1)?;
                 index += step;
             }
             init_bucket(bytes, depth + 1, pattern);
@@ -1263,8 +1362,12 @@ impl Engine {
             if index >= 1u64 << global {
                 return Ok((Vec::new(), None));
             }
-            let bucket = self.dir_get(index)?;
-            let b = self.cache.get(bucket)?;
+            let (bucket, depth) = self.dir_get(index)?;
+            if index >= 1u64 << depth.min(global) {
+                index += 1; // visited at its lowest slot, its pattern
+                continue;
+            }
+            let b = self.bucket(bucket, index)?;
             let keys = b.read(|bytes| -> Result<Vec<Vec<u8>>, DbError> {
                 if get_u32(bytes, 0) != KIND_BUCKET {
                     return Err(corrupt(
@@ -1316,13 +1419,13 @@ mod tests {
             let e = h.engine();
             let hash = hash_key(b"key");
             let first = e.entry_of(hash, b"key")?.expect("stored");
-            let first_bytes = e.record_bytes(&first, first.len as usize)?;
+            let (first_bytes, _) = e.record_bytes(&first, usize::MAX)?;
             e.put(b"key", b"second")?;
             let second = e.entry_of(hash, b"key")?.expect("stored");
-            let second_bytes = e.record_bytes(&second, second.len as usize)?;
+            let (second_bytes, _) = e.record_bytes(&second, usize::MAX)?;
             let attempt = |expect: Expect<'_>, value: &[u8]| -> Result<bool, DbError> {
                 let mut copy = e.write_record(b"key", value)?;
-                copy.hash = hash;
+                copy.hash = hash as u32;
                 Ok(match e.link(hash, b"key", copy, Some(&expect))? {
                     Linked::Replaced(old) => {
                         e.release(&old);
@@ -1337,7 +1440,7 @@ mod tests {
             // Stale: the first version's place and bytes.
             let stale = Expect {
                 page: first.page,
-                offset: first.offset,
+                offset: first.offset(),
                 record: &first_bytes,
             };
             assert!(!attempt(stale, b"first")?, "a stale move was linked");
@@ -1347,7 +1450,7 @@ mod tests {
             other[last] ^= 0xff;
             let reused = Expect {
                 page: second.page,
-                offset: second.offset,
+                offset: second.offset(),
                 record: &other,
             };
             assert!(
@@ -1357,20 +1460,21 @@ mod tests {
             // A key that is gone.
             let gone = Expect {
                 page: second.page,
-                offset: second.offset,
+                offset: second.offset(),
                 record: &second_bytes,
             };
             let mut copy = e.write_record(b"nokey", b"x")?;
-            copy.hash = hash_key(b"nokey");
+            let nokey_hash = hash_key(b"nokey");
+            copy.hash = nokey_hash as u32;
             assert!(matches!(
-                e.link(copy.hash, b"nokey", copy, Some(&gone))?,
+                e.link(nokey_hash, b"nokey", copy, Some(&gone))?,
                 Linked::Unchanged
             ));
             e.release(&copy);
             // The expected record: the switch happens.
             let current = Expect {
                 page: second.page,
-                offset: second.offset,
+                offset: second.offset(),
                 record: &second_bytes,
             };
             assert!(
@@ -1378,7 +1482,7 @@ mod tests {
                 "the expected move was not linked"
             );
             let moved = e.entry_of(hash, b"key")?.expect("stored");
-            assert_ne!((moved.page, moved.offset), (second.page, second.offset));
+            assert_ne!((moved.page, moved.slot), (second.page, second.slot));
             Ok(())
         })
         .unwrap()

@@ -4,24 +4,49 @@
 pub use tamer_cache::PAGE_PAYLOAD as PAYLOAD;
 
 pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a
+/// 16-byte record slot), records aligned to 16 bytes in data pages, directory slots carrying
+/// the bucket's local depth. Version 1 stores (24-byte entries) are refused with a message.
+pub const FORMAT_VERSION: u32 = 2;
 
 pub const KIND_BUCKET: u32 = u32::from_le_bytes(*b"BUCK");
 pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
 pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
 pub const KIND_FREE: u32 = u32::from_le_bytes(*b"FREE");
 
-/// Directory entries (bucket page numbers, u64) per directory page: 4088 / 8.
+/// Directory entries per directory page: 4088 / 8. Each is a u64: the bucket's page number in
+/// the low 56 bits and its local depth in the top 8 ([`dir_slot`]), so that a lookup knows the
+/// bucket's hash pattern (its cache placement) before it reads the bucket.
 pub const DIR_PER_PAGE: u64 = (PAYLOAD / 8) as u64;
+
+/// A directory slot: bucket `page` at local `depth`.
+pub fn dir_slot(page: u64, depth: u32) -> u64 {
+    debug_assert!(page < 1 << 56 && depth < 256);
+    page | u64::from(depth) << 56
+}
+
+/// The (page, local depth) of a directory slot.
+pub fn dir_slot_parts(slot: u64) -> (u64, u32) {
+    (slot & ((1 << 56) - 1), (slot >> 56) as u32)
+}
 /// First directory page.
 pub const DIR_START: u64 = 1;
 
 /// Bucket header: kind u32, local depth u16, count u16, pattern u64.
 pub const BUCKET_HEADER: usize = 16;
-/// Bucket entry: hash u64, page u64, offset u32, record length u32.
-pub const ENTRY: usize = 24;
-/// Entries per bucket: (4088 - 16) / 24 = 169.
+/// Bucket entry: 9 bytes, kept as two arrays so a lookup scans 4-byte hashes contiguously:
+/// the low 32 bits of the key hash (u32, at `BUCKET_HEADER + 4 i`), then the record's place
+/// (page u32 + slot u8, at [`BUCKET_LOCS`]` + 5 i`).
+pub const ENTRY: usize = 9;
+/// Entries per bucket: (4088 - 16) / 9 = 452.
 pub const BUCKET_CAP: usize = (PAYLOAD - BUCKET_HEADER) / ENTRY;
+/// Where a bucket's array of places starts.
+pub const BUCKET_LOCS: usize = BUCKET_HEADER + 4 * BUCKET_CAP;
+const _: () = assert!(BUCKET_LOCS + 5 * BUCKET_CAP <= PAYLOAD);
+const _: () = assert!(BUCKET_CAP == 452);
+/// Largest page number + 1: an entry names its page in 32 bits, so a store file holds at
+/// most 2^32 pages (16 TiB).
+pub const MAX_PAGES: u64 = 1 << 32;
 
 /// Data page header: kind u32, live bytes u32, written bytes u32, closed-at u32.
 pub const DATA_HEADER: usize = 16;
@@ -29,6 +54,17 @@ pub const DATA_HEADER: usize = 16;
 pub const OPEN: u32 = u32::MAX;
 /// Record header: key length u32, value length u32, CRC-32C of key ‖ value u32, reserved u32.
 pub const RECORD_HEADER: usize = 16;
+/// Records in data pages start at multiples of this many bytes, so that an entry names its
+/// record by a one-byte slot (offset / 16; slot 0 = an extent, as no record starts at 0).
+pub const RECORD_ALIGN: usize = 16;
+const _: () = assert!(DATA_HEADER.is_multiple_of(RECORD_ALIGN) && PAYLOAD / RECORD_ALIGN < 256);
+
+/// The bytes a record of `len` bytes at `offset` of a data page takes there, padding to the
+/// next record's alignment included (the page's end needs no padding).
+pub fn record_span(offset: usize, len: usize) -> usize {
+    debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset + len <= PAYLOAD);
+    (offset + len).next_multiple_of(RECORD_ALIGN).min(PAYLOAD) - offset
+}
 /// Largest record stored in a shared data page; larger ones get their own extent.
 pub const MAX_SMALL_RECORD: usize = PAYLOAD - DATA_HEADER;
 /// An extent's stream starts with kind u32 + reserved u32; the record follows.
@@ -129,49 +165,76 @@ impl Superblock {
     }
 }
 
-/// One bucket entry.
+/// One bucket entry: which record, and the hash fragment that filters lookups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
-    pub hash: u64,
+    /// The low 32 bits of the key's hash (the directory uses the low `depth` of them, so a
+    /// split can redistribute entries without reading their records, up to depth 32; the
+    /// bits above a bucket's depth filter candidates: a lookup reads a record whose key is
+    /// not its own with probability ≈ entries × 2^-(32 - depth)).
+    pub hash: u32,
+    /// The record's data page, or its extent's first page.
     pub page: u64,
-    /// Byte offset of the record in its data page, or [`EXTENT_HEADER`] for an extent.
-    pub offset: u32,
-    /// Record bytes (header + key + value).
-    pub len: u32,
+    /// Offset / [`RECORD_ALIGN`] in the data page; 0 for an extent.
+    pub slot: u8,
 }
 
 impl Entry {
-    pub fn read(b: &[u8], i: usize) -> Self {
-        let at = BUCKET_HEADER + i * ENTRY;
+    /// An entry for a record at `offset` of data page `page` (`offset` 0: an extent).
+    pub fn new(hash: u64, page: u64, offset: usize) -> Self {
+        debug_assert!(page < MAX_PAGES, "page {page} beyond 2^32");
+        debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset < PAYLOAD);
         Self {
-            hash: get_u64(b, at),
-            page: get_u64(b, at + 8),
-            offset: get_u32(b, at + 16),
-            len: get_u32(b, at + 20),
+            hash: hash as u32,
+            page,
+            slot: (offset / RECORD_ALIGN) as u8,
+        }
+    }
+
+    pub fn read(b: &[u8], i: usize) -> Self {
+        debug_assert!(i < BUCKET_CAP);
+        let loc = BUCKET_LOCS + 5 * i;
+        Self {
+            hash: get_u32(b, BUCKET_HEADER + 4 * i),
+            page: u64::from(get_u32(b, loc)),
+            slot: b[loc + 4],
         }
     }
 
     pub fn write(&self, b: &mut [u8], i: usize) {
-        let at = BUCKET_HEADER + i * ENTRY;
-        put_u64(b, at, self.hash);
-        put_u64(b, at + 8, self.page);
-        put_u32(b, at + 16, self.offset);
-        put_u32(b, at + 20, self.len);
+        debug_assert!(i < BUCKET_CAP);
+        let loc = BUCKET_LOCS + 5 * i;
+        put_u32(b, BUCKET_HEADER + 4 * i, self.hash);
+        put_u32(b, loc, self.page as u32);
+        b[loc + 4] = self.slot;
+    }
+
+    /// Clears entry `i` (a removed last entry).
+    pub fn clear(b: &mut [u8], i: usize) {
+        Entry {
+            hash: 0,
+            page: 0,
+            slot: 0,
+        }
+        .write(b, i);
     }
 
     /// True when the record has its own extent of consecutive pages.
     pub fn is_extent(&self) -> bool {
-        self.len as usize > MAX_SMALL_RECORD
+        self.slot == 0
     }
 
-    /// Pages the record occupies.
-    pub fn pages(&self) -> u64 {
-        if self.is_extent() {
-            extent_pages(self.len as usize)
-        } else {
-            1
-        }
+    /// Byte offset of the record in its data page (meaningless for an extent).
+    pub fn offset(&self) -> usize {
+        usize::from(self.slot) * RECORD_ALIGN
     }
+}
+
+/// The first entry of bucket `b` (of `count` entries) whose hash fragment is `hash`'s, from
+/// entry `from` on.
+pub fn next_hash_match(b: &[u8], count: usize, hash: u64, from: usize) -> Option<usize> {
+    let want = hash as u32;
+    (from..count.min(BUCKET_CAP)).find(|&i| get_u32(b, BUCKET_HEADER + 4 * i) == want)
 }
 
 /// Pages of an extent holding a record of `len` bytes.

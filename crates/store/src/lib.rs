@@ -30,38 +30,58 @@
 //! all-zero page (never written) reads as valid-empty.
 //!
 //! ```text
-//! page 0            superblock: magic "TAMERKV\0", version, page size, max/global directory
+//! page 0            superblock: magic "TAMERKV\0", version (2), page size, max/global directory
 //!                   depth, directory pages, clean flag, high-water mark (next never-used
 //!                   page), free-list head, key count, max value size
-//! pages 1..=D       directory: 2^max_depth u64 bucket page numbers, 511 per page
+//! pages 1..=D       directory: 2^max_depth u64 slots, 511 per page, each
+//!                   [bucket page: low 56 bits][bucket's local depth: top 8 bits]
 //!                   (D = ceil(2^max_depth / 511): 129 pages for the default depth 16);
 //!                   loaded into the cache's pinned partition at open, never evicted
 //! pages D+1..       buckets, data pages, extents, free-list pages, free pages, mixed:
 //!
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
-//!           count × [hash u64][page u64][offset u32][record len u32]   (≤ 169 entries)
+//!           452 × [hash fragment u32]        (the key hash's low 32 bits)
+//!           452 × [page u32][slot u8]        (record offset / 16; slot 0: an extent)
+//!           (9 bytes an entry; the first `count` of each array are in use)
 //!  data     [kind "DATA" u32][live bytes u32][written bytes u32][closed-at u32]
-//!           records appended: [key len u32][value len u32][crc32c(key‖value) u32][0 u32]
-//!                             [key][value]           (records of ≤ 4072 bytes)
+//!           records at 16-byte aligned offsets: [key len u32][value len u32]
+//!           [crc32c(key‖value) u32][0 u32][key][value]     (records of ≤ 4072 bytes)
 //!  extent   n consecutive pages whose payloads form one stream:
 //!           [kind "EXTN" u32][0 u32][record header][key][value]  (larger records)
 //!  free     [kind "FREE" u32][count u32][next page u64] count × [start u64][pages u64]
 //!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
 //! ```
 //!
+//! Version 1 stores (24-byte bucket entries with the full hash and the record length) are
+//! refused at open with a message naming both versions; `docs/format.md` has the details.
+//!
 //! **Index**: extendible hashing on the low bits of a 64-bit key hash (FNV-1a 64 + the
 //! SplitMix64 finalizer). The directory has 2^global_depth live slots, at most
 //! 2^max_directory_depth (default 2^16 = 65 536 slots, 512 KiB pinned; 2^20 at most). A full
 //! bucket splits (doubling the directory when needed) instead of chaining, so there are no
-//! overflow chains at all. When a bucket at the maximum depth is full, the put fails with
-//! [`DbError::IndexFull`]; capacity at the default depth is 65 536 × 169 ≈ 11 M entries
-//! (≈ 7.6 M at extendible hashing's typical 69 % fill).
+//! overflow chains at all. An entry keeps the hash's low 32 bits, so a split redistributes
+//! entries without reading their records. When a bucket at the maximum depth is full, the
+//! put fails with [`DbError::IndexFull`]; capacity at the default depth is 65 536 × 452 ≈
+//! 29.6 M entries (≈ 20 M at extendible hashing's typical 69 % fill). A store file holds at
+//! most 2^32 pages (16 TiB): entries name pages in 32 bits.
 //!
-//! **Point lookup** = directory slot (pinned, no I/O) → 1 bucket page → the record's page(s).
-//! Worst case: 1 bucket read + 1 record page for a record ≤ 4072 bytes, or
-//! ceil((8 + 16 + key + value) / 4088) extent pages (read 8 at a time overlapped). Each entry
-//! whose full 64-bit hash equals the key's costs one more record read (a 2^-64 event per pair
-//! of keys). Splits can make a lookup retry: it re-reads the directory slot and the bucket.
+//! **The index stays in DRAM** within the one budget the user gives (`cache_bytes`): bucket
+//! pages are the cache's *index pages* ([`tamer_cache::PageClass::Index`]), placed in the set
+//! their hash pattern names (so they spread evenly over the sets) and kept ahead of data
+//! pages: a set gives up a data frame while it holds at most `ways - 1` index frames. At open
+//! every bucket page is read in when they fit ([`DbOptions::warm_index`]). So a point lookup of
+//! a record not in DRAM costs exactly one device read, its own page; at 9 bytes an entry and
+//! ~70-85 % bucket fill the index costs ≈ 11-13 bytes per key (the tier bench reports it). An
+//! index larger than its share is paged like anything else (CLOCK among a set's index frames),
+//! never refused; [`Db::index_stats`] reports the split.
+//!
+//! **Point lookup** = directory slot (pinned, no I/O) → 1 bucket page (resident when the
+//! index fits) → the record's page(s). Worst case: 1 record page for a record ≤ 4072 bytes,
+//! or its extent's first page (the header) and then the rest, read 8 at a time overlapped.
+//! Each entry whose 32-bit hash fragment equals the key's costs one more record read: with
+//! ≤ 452 entries a bucket at depth d, about 452 × 2^-(32-d) per lookup (≈ 0.03 % at the
+//! quick bench's depth 12). Splits can make a lookup retry: it re-reads the directory slot and
+//! the bucket.
 //!
 //! **Writes are out of place**: a put writes the new record to fresh space (the open data
 //! page's tail, or a new extent), then switches the one bucket entry under the bucket's
@@ -115,8 +135,9 @@
 //!
 //! # Memory
 //!
-//! Resident: `cache_bytes` + the pinned partition ((1 + D) × 4 KiB: 520 KiB at depth 16) +
-//! cache metadata (≈ 35 bytes per frame) + per core: `threads_per_core` × 64 KiB stacks (the
+//! Resident: `cache_bytes` (the pinned partition of (1 + D) × 4 KiB, 520 KiB at depth 16,
+//! included; the rest index and data frames) + cache metadata (≈ 35 bytes per frame) + per
+//! core: `threads_per_core` × 64 KiB stacks (the
 //! runtime's default; only touched stack pages are resident) and the device ring, plus the
 //! free-extent map (≈ 100 bytes per free extent) and transient per-operation buffers (a value
 //! being read or written). An emulated device adds its whole capacity in DRAM.
@@ -131,7 +152,9 @@
 //! depth in the superblock), persist the allocator state atomically with the pointers (or
 //! rebuild live bytes and the free list by scanning buckets at recovery), and make the
 //! in-place counters of data pages (`live`, `written`, `closed-at`) recomputable (they are
-//! derivable from the index).
+//! derivable from the index). A freed data page reused as a bucket page must not meet a stale
+//! copy of its old contents: the cache drops the data-class copy when the page is overwritten
+//! as an index page, so a write-back order must cover that hand-over too.
 
 mod alloc;
 mod db;
@@ -140,7 +163,8 @@ mod error;
 mod layout;
 
 pub use db::{
-    Cursor, Db, DbHandle, DbOptions, DeviceKind, DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
+    Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, DEFAULT_DIRECTORY_DEPTH,
+    DEFAULT_MAX_VALUE_BYTES,
 };
 pub use engine::{
     CompactionStats, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
