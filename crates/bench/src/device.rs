@@ -1,22 +1,26 @@
 //! `tamer bench device`: 4 KiB random reads on a filled O_DIRECT file at queue depths 1..128,
-//! tamer's io_uring device and its sync device next to fio (io_uring engine) with the same
-//! parameters, interleaved per queue depth so that noise hits all three alike.
+//! tamer's io_uring device (driven directly, and through the runtime: an executor whose QD
+//! user-level threads each keep one read in flight) and its sync device next to fio (io_uring
+//! engine) with the same parameters, interleaved per queue depth so that noise hits all alike.
+//! Besides IOPS and latency, each contender's CPU time per I/O is measured.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde_json::json;
+use serde_json::{json, Value};
 use tamer_device::{
-    fill_with_data, Arena, Completion, Device, DeviceFile, IoRequest, SyncDevice, UringConfig,
-    UringDevice, BLOCK_SIZE,
+    fill_with_data, now_ns, Arena, Completion, Device, DeviceFile, IoRequest, SyncDevice,
+    UringConfig, UringDevice, BLOCK_SIZE,
 };
+use tamer_runtime::{Executor, IdleMode, RuntimeConfig};
 
 use crate::output::{percentile, BenchResult};
-use crate::plot::{write_svg, Chart, Series};
+use crate::plot::{write_svg, Chart, Series, YUnit};
 use crate::BenchOptions;
 
 /// Every contender (tamer, fio, the sync threads) runs on this CPU: on this VM the disk's
@@ -33,6 +37,67 @@ pub struct Measured {
     pub iops: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// CPU time (user + system) per I/O, µs: tamer's measuring thread plus the process's
+    /// io_uring kernel threads (`iou-*`: SQPOLL, io-wq workers); fio's job process (its
+    /// `usr_cpu + sys_cpu` over the job's runtime). `None` where not measured (sync).
+    pub cpu_us_per_io: Option<f64>,
+    /// tamer's io_uring devices: `io_uring_enter` calls per I/O.
+    pub enters_per_io: Option<f64>,
+}
+
+/// CPU time of the calling thread (user + system), ns; precise (the scheduler's runtime).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives on this stack.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time, ns, of the io_uring kernel threads (`iou-sqp-*`, `iou-wrk-*`) among the tasks
+/// under `task_dir` (`/proc/self/task` for this process): from each task's `schedstat`
+/// (first field, ns) or, without it, `stat` (utime + stime, in clock ticks).
+pub fn io_threads_cpu_ns(task_dir: &Path) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(task_dir) else {
+        return 0;
+    };
+    let mut total = 0;
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if !comm.starts_with("iou-") {
+            continue;
+        }
+        let schedstat = std::fs::read_to_string(path.join("schedstat")).ok();
+        if let Some(ns) = schedstat
+            .as_deref()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        {
+            total += ns;
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // Fields after the parenthesized command: state is field 3, utime 14, stime 15.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        total += (ticks(11) + ticks(12)) * 1_000_000_000 / hz;
+    }
+    total
+}
+
+/// CPU time so far of this thread plus this process's io_uring kernel threads, ns.
+fn cpu_now_ns() -> u64 {
+    thread_cpu_ns() + io_threads_cpu_ns(Path::new("/proc/self/task"))
 }
 
 /// Opens (and fills on first use) the benchmark file of `size_bytes` under `dir`.
@@ -72,6 +137,12 @@ fn random_offset(rng: &mut SmallRng, blocks: u64) -> u64 {
 /// mid queue depths on a virtio disk: the replacements reach the device together, complete
 /// together, and the whole queue drains before the next refill (16 completions per wake at
 /// QD 16), so the device idles while the core turns the batch around.
+///
+/// The one exception: the last replacement of a batch, when the core is about to wait, is not
+/// rung on its own. `Device::wait` reaps first: when the CQ is empty, one io_uring_enter rings
+/// its doorbell *and* waits (fio's QD 1 makes two: a submit, then a wait); when completions
+/// are there, it rings at once and returns them. At QD 1 that is one syscall per read instead
+/// of two. With `poll` (never wait) every replacement is rung at once.
 pub fn measure_uring(
     file: &Arc<DeviceFile>,
     qd: usize,
@@ -98,23 +169,28 @@ pub fn measure_uring(
     device.submit().map_err(|e| e.to_string())?;
     let mut completions: Vec<Completion> = Vec::with_capacity(qd);
     let mut latencies_ns = Vec::with_capacity(1 << 16);
+    let enters_before = device.stats().enters;
+    let cpu_before = cpu_now_ns();
     let start = Instant::now();
     let mut ios = 0u64;
     while start.elapsed() < duration {
         completions.clear();
         if poll {
-            // Never sleep: spin on the CQ ring (no syscall until a replacement is submitted).
+            // Never sleep: spin on the CQ ring (no syscall until a replacement is submitted,
+            // or the ring flags completions to flush).
             if device.poll(&mut completions) == 0 {
                 std::hint::spin_loop();
                 continue;
             }
         } else {
-            // Reaps the CQ; blocks in one io_uring_enter for a completion only when it is empty.
+            // Reaps the CQ; blocks in one io_uring_enter for a completion only when it is
+            // empty, ringing the doorbell of the batch's last replacement in the same enter.
             device
                 .wait(Duration::from_millis(100), &mut completions)
                 .map_err(|e| e.to_string())?;
         }
-        for completion in &completions {
+        let batch = completions.len();
+        for (i, completion) in completions.iter().enumerate() {
             completion.result.clone().map_err(|e| e.to_string())?;
             ios += 1;
             if latencies_ns.len() < 4_000_000 {
@@ -130,16 +206,144 @@ pub fn measure_uring(
                 ))
                 .map_err(|e| e.to_string())?;
             // One doorbell per replacement, as fio submits: the device gets it at once
-            // instead of after the rest of the batch is turned around.
-            device.submit().map_err(|e| e.to_string())?;
+            // instead of after the rest of the batch is turned around. The batch's last one
+            // goes with the wait that comes next (see above).
+            if poll || i + 1 < batch {
+                device.submit().map_err(|e| e.to_string())?;
+            }
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
-    drop(device); // waits for the requests still in flight
+    let cpu_ns = cpu_now_ns().saturating_sub(cpu_before);
+    let enters = device.stats().enters - enters_before;
+    drop(device); // rings the last doorbell and waits for the requests still in flight
+    let per_io = |total: f64| (ios > 0).then(|| total / ios as f64);
     Ok(Measured {
         iops: ios as f64 / elapsed,
         p50_us: percentile(&mut latencies_ns, 50.0).unwrap_or(0) as f64 / 1_000.0,
         p99_us: percentile(&mut latencies_ns, 99.0).unwrap_or(0) as f64 / 1_000.0,
+        cpu_us_per_io: per_io(cpu_ns as f64 / 1_000.0),
+        enters_per_io: per_io(enters as f64),
+    })
+}
+
+/// What [`measure_runtime`] saw besides the figures.
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeRun {
+    pub measured: Measured,
+    /// Most user-level threads inside `io::read` at once (QD when the executor kept them all
+    /// in flight).
+    pub max_reads_in_flight: usize,
+}
+
+/// The runtime path: one `tamer_runtime::Executor` on this thread over a `UringDevice` (the
+/// default [`RuntimeConfig`] with `qd` user-level threads; `poll` makes it
+/// [`IdleMode::Poll`]), and `qd` jobs whose threads each loop on `tamer_runtime::io::read` of a
+/// random block into their own frame until `duration` has passed: `qd` reads in flight, each
+/// rung, reaped and resumed by the executor's loop. A read's latency runs from just before
+/// `io::read` to its return in the thread (push, park, the loop's doorbell, the device, the
+/// reap and the resume), like fio's total latency.
+pub fn measure_runtime(
+    file: &Arc<DeviceFile>,
+    qd: usize,
+    duration: Duration,
+    seed: u64,
+    poll: bool,
+) -> Result<RuntimeRun, String> {
+    struct Shared {
+        deadline_ns: AtomicU64,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        latencies_ns: Mutex<Vec<u64>>,
+        error: Mutex<Option<String>>,
+    }
+    let arena = Arc::new(Arena::new(qd as u32).map_err(|e| e.to_string())?);
+    let entries = (qd as u32).next_power_of_two().max(8);
+    let device = UringDevice::open(file.clone(), arena.clone(), UringConfig { entries })
+        .map_err(|e| e.to_string())?;
+    let mut config = RuntimeConfig::with_threads(qd);
+    config.cores = 1;
+    config.local_queue = qd;
+    config.idle = if poll {
+        IdleMode::Poll
+    } else {
+        IdleMode::Block
+    };
+    let mut executor = Executor::new(0, config, Box::new(device), arena)?;
+    let blocks = file.capacity_bytes() / BLOCK_SIZE as u64;
+    let shared = Arc::new(Shared {
+        deadline_ns: AtomicU64::new(0),
+        in_flight: AtomicUsize::new(0),
+        max_in_flight: AtomicUsize::new(0),
+        latencies_ns: Mutex::new(Vec::with_capacity(1 << 16)),
+        error: Mutex::new(None),
+    });
+    for thread in 0..qd {
+        let shared = shared.clone();
+        let mut rng =
+            SmallRng::seed_from_u64(seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let job = move || {
+            let mut latencies = Vec::with_capacity(1 << 12);
+            while now_ns() < shared.deadline_ns.load(Ordering::Relaxed) {
+                let offset = random_offset(&mut rng, blocks);
+                let reading = shared.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+                shared.max_in_flight.fetch_max(reading, Ordering::Relaxed);
+                let begin = now_ns();
+                let result = tamer_runtime::io::read(offset, thread as u32, 1);
+                let end = now_ns();
+                shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+                if let Err(err) = result {
+                    *shared.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                    break;
+                }
+                latencies.push(end - begin);
+            }
+            let mut all = shared
+                .latencies_ns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let room = 4_000_000usize.saturating_sub(all.len());
+            all.extend(latencies.into_iter().take(room));
+        };
+        executor
+            .spawn(job)
+            .map_err(|_| format!("the executor's local queue refused job {thread}"))?;
+    }
+    let cpu_before = cpu_now_ns();
+    let start = Instant::now();
+    shared
+        .deadline_ns
+        .store(now_ns() + duration.as_nanos() as u64, Ordering::Relaxed);
+    executor.run_until_idle();
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_ns = cpu_now_ns().saturating_sub(cpu_before);
+    let device_stats = executor.device_stats();
+    drop(executor);
+    if let Some(err) = shared
+        .error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        return Err(format!("runtime read: {err}"));
+    }
+    let mut latencies_ns = std::mem::take(
+        &mut *shared
+            .latencies_ns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    );
+    let ios = device_stats.completed;
+    let per_io = |total: f64| (ios > 0).then(|| total / ios as f64);
+    Ok(RuntimeRun {
+        measured: Measured {
+            iops: ios as f64 / elapsed,
+            p50_us: percentile(&mut latencies_ns, 50.0).unwrap_or(0) as f64 / 1_000.0,
+            p99_us: percentile(&mut latencies_ns, 99.0).unwrap_or(0) as f64 / 1_000.0,
+            cpu_us_per_io: per_io(cpu_ns as f64 / 1_000.0),
+            enters_per_io: per_io(device_stats.enters as f64),
+        },
+        max_reads_in_flight: shared.max_in_flight.load(Ordering::Relaxed),
     })
 }
 
@@ -199,20 +403,40 @@ pub fn measure_sync(
         iops: latencies_ns.len() as f64 / elapsed,
         p50_us: percentile(&mut latencies_ns, 50.0).unwrap_or(0) as f64 / 1_000.0,
         p99_us: percentile(&mut latencies_ns, 99.0).unwrap_or(0) as f64 / 1_000.0,
+        cpu_us_per_io: None,
+        enters_per_io: None,
     })
 }
 
-/// The median of each field over rounds (IOPS, p50 and p99 separately).
-fn median_round(rounds: &mut [Measured]) -> Measured {
-    let median = |values: &mut Vec<f64>| {
-        values.sort_by(|a, b| a.total_cmp(b));
-        values[values.len() / 2]
-    };
+/// The median of `values` (the upper one of an even count), `None` when empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values.get(values.len() / 2).copied()
+}
+
+/// The median of each field over rounds (IOPS, p50, p99 and CPU separately).
+fn median_round(rounds: &[Measured]) -> Measured {
+    let of =
+        |field: fn(&Measured) -> f64| median(rounds.iter().map(field).collect()).unwrap_or(0.0);
+    let of_some =
+        |field: fn(&Measured) -> Option<f64>| median(rounds.iter().filter_map(field).collect());
     Measured {
-        iops: median(&mut rounds.iter().map(|m| m.iops).collect()),
-        p50_us: median(&mut rounds.iter().map(|m| m.p50_us).collect()),
-        p99_us: median(&mut rounds.iter().map(|m| m.p99_us).collect()),
+        iops: of(|m| m.iops),
+        p50_us: of(|m| m.p50_us),
+        p99_us: of(|m| m.p99_us),
+        cpu_us_per_io: of_some(|m| m.cpu_us_per_io),
+        enters_per_io: of_some(|m| m.enters_per_io),
     }
+}
+
+/// The median over rounds of `f(tamer, fio)` of the same round: a paired comparison, in which
+/// the disk's drift between rounds (tens of percent over seconds here) cancels.
+fn paired_median(
+    tamer: &[Measured],
+    fio: &[Measured],
+    f: impl Fn(&Measured, &Measured) -> f64,
+) -> Option<f64> {
+    median(tamer.iter().zip(fio).map(|(t, p)| f(t, p)).collect())
 }
 
 /// The path of fio, or `None` when it is not installed.
@@ -260,25 +484,74 @@ pub fn measure_fio(
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let text = String::from_utf8_lossy(&output.stdout);
+    parse_fio_json(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The figures of fio's `--output-format=json` report of one read job.
+///
+/// Latency is fio's *total* latency, `lat_ns`: from just after the I/O is prepared (before it
+/// is queued and the `io_uring_enter` that submits it) to the reap after the `io_uring_enter`
+/// that waited for it, the same span as tamer's doorbell-to-reap latency. fio's `clat_ns`
+/// starts after the submitting syscall returns (≈ 20 µs later at QD 1 on this VM, where that
+/// syscall's virtio doorbell traps to the hypervisor) and would flatter fio.
+///
+/// CPU per I/O: `(usr_cpu + sys_cpu) %` of the job's runtime (getrusage of the job process,
+/// its io-wq threads included), over its I/Os.
+pub fn parse_fio_json(text: &str) -> Result<Measured, String> {
     // fio may print warnings before the JSON object.
     let json_text = &text[text.find('{').ok_or("fio printed no JSON")?..];
-    let value: serde_json::Value =
-        serde_json::from_str(json_text).map_err(|e| format!("fio JSON: {e}"))?;
-    let read = &value["jobs"][0]["read"];
-    // Total latency (submission included), as tamer's doorbell-to-reap latency is.
+    let value: Value = serde_json::from_str(json_text).map_err(|e| format!("fio JSON: {e}"))?;
+    let job = &value["jobs"][0];
+    let read = &job["read"];
     let pct = |key: &str| read["lat_ns"]["percentile"][key].as_f64().unwrap_or(0.0) / 1_000.0;
+    let ios = read["total_ios"].as_f64().unwrap_or(0.0);
+    let cpu_us = (|| {
+        let share = (job["usr_cpu"].as_f64()? + job["sys_cpu"].as_f64()?) / 100.0;
+        Some(share * job["job_runtime"].as_f64()? * 1_000.0)
+    })();
     Ok(Measured {
         iops: read["iops"].as_f64().ok_or("fio JSON has no read.iops")?,
         p50_us: pct("50.000000"),
         p99_us: pct("99.000000"),
+        cpu_us_per_io: cpu_us.filter(|_| ios > 0.0).map(|us| us / ios),
+        enters_per_io: None,
     })
+}
+
+/// The contenders that alternate within a round (sync runs after them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Contender {
+    Uring,
+    Fio,
+    Runtime,
+}
+
+/// The order of round `round`: the three contenders rotated, so that each goes first, second
+/// and third in turn and none always follows the same one.
+fn round_order(round: usize) -> [Contender; 3] {
+    let mut order = [Contender::Uring, Contender::Fio, Contender::Runtime];
+    order.rotate_left(round % 3);
+    order
+}
+
+fn measured_json(m: &Measured) -> Value {
+    json!({
+        "iops": m.iops,
+        "p50_us": m.p50_us,
+        "p99_us": m.p99_us,
+        "cpu_us_per_io": m.cpu_us_per_io,
+        "enters_per_io": m.enters_per_io,
+    })
+}
+
+fn cpu_cell(cpu: Option<f64>) -> String {
+    cpu.map_or("n/a".to_string(), |c| format!("{c:.1}"))
 }
 
 /// Runs the bench.
 pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("device", options.quick, options.seed);
-    // Each point is measured in several short rounds, tamer and fio alternating, and the
+    // Each point is measured in several short rounds, the contenders taking turns, and the
     // median round is reported: the shared disk's speed drifts by tens of percent over seconds.
     let (size_bytes, duration, rounds) = if options.quick {
         (256u64 << 20, Duration::from_millis(400), 3)
@@ -298,92 +571,178 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
         duration
     );
     println!(
-        "{:>4} | {:>10} {:>8} {:>8} | {:>10} {:>8} {:>8} | {:>10} {:>8} {:>8} | {:>9}",
-        "QD",
-        "uring IOPS",
-        "p50 µs",
-        "p99 µs",
-        "fio IOPS",
-        "p50 µs",
-        "p99 µs",
-        "sync IOPS",
-        "p50 µs",
-        "p99 µs",
-        "uring/fio"
+        "uring: UringDevice on one thread; runtime: an Executor with QD user-level threads in io::read; cpu: CPU µs per I/O"
     );
-    let mut series = [Vec::new(), Vec::new(), Vec::new()];
+    println!(
+        "{:>4} | {:>8} {:>7} {:>7} {:>5} | {:>8} {:>7} {:>7} {:>5} | {:>8} {:>7} {:>7} {:>5} | {:>8} {:>7} {:>7} | {:>9} {:>6}",
+        "QD",
+        "uring",
+        "p50 µs",
+        "p99 µs",
+        "cpu",
+        "fio",
+        "p50 µs",
+        "p99 µs",
+        "cpu",
+        "runtime",
+        "p50 µs",
+        "p99 µs",
+        "cpu",
+        "sync",
+        "p50 µs",
+        "p99 µs",
+        "uring/fio",
+        "rt/fio"
+    );
+    let mut series = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     let mut ratios = Vec::new();
-    let mut qd1 = None;
+    let mut runtime_ratios = Vec::new();
+    let mut paired_ratios = Vec::new();
+    let mut runtime_paired_ratios = Vec::new();
     for (i, &qd) in QUEUE_DEPTHS.iter().enumerate() {
         let mut uring_rounds = Vec::with_capacity(rounds);
         let mut fio_rounds = Vec::with_capacity(rounds);
+        let mut runtime_rounds = Vec::with_capacity(rounds);
         let mut sync_rounds = Vec::with_capacity(rounds);
         for round in 0..rounds {
             let seed = options.seed.wrapping_add((i * rounds + round) as u64);
-            let fio_round = |fio_rounds: &mut Vec<Measured>| -> Result<(), String> {
-                if let Some(path) = &fio {
-                    fio_rounds.push(measure_fio(path, &file, qd, duration, Some(BENCH_CPU))?);
+            for contender in round_order(round) {
+                match contender {
+                    Contender::Uring => {
+                        uring_rounds.push(measure_uring(&file, qd, duration, seed, options.poll)?)
+                    }
+                    Contender::Fio => {
+                        if let Some(path) = &fio {
+                            fio_rounds.push(measure_fio(
+                                path,
+                                &file,
+                                qd,
+                                duration,
+                                Some(BENCH_CPU),
+                            )?);
+                        }
+                    }
+                    Contender::Runtime => runtime_rounds
+                        .push(measure_runtime(&file, qd, duration, seed, options.poll)?.measured),
                 }
-                Ok(())
-            };
-            // Alternate who goes first so that neither always follows the other.
-            if round % 2 == 1 {
-                fio_round(&mut fio_rounds)?;
-            }
-            uring_rounds.push(measure_uring(&file, qd, duration, seed, options.poll)?);
-            if round % 2 == 0 {
-                fio_round(&mut fio_rounds)?;
             }
             sync_rounds.push(measure_sync(&file, qd, duration, seed)?);
         }
-        let uring = median_round(&mut uring_rounds);
-        let fio_m = (!fio_rounds.is_empty()).then(|| median_round(&mut fio_rounds));
-        let sync = median_round(&mut sync_rounds);
+        let uring = median_round(&uring_rounds);
+        let runtime = median_round(&runtime_rounds);
+        let fio_m = (!fio_rounds.is_empty()).then(|| median_round(&fio_rounds));
+        let sync = median_round(&sync_rounds);
         let ratio = fio_m.map(|f| uring.iops / f.iops);
-        if let Some(r) = ratio {
-            ratios.push(r);
-        }
+        let runtime_ratio = fio_m.map(|f| runtime.iops / f.iops);
+        let iops_ratio = |t: &Measured, f: &Measured| t.iops / f.iops;
+        let paired = paired_median(&uring_rounds, &fio_rounds, iops_ratio);
+        let runtime_paired = paired_median(&runtime_rounds, &fio_rounds, iops_ratio);
+        ratios.extend(ratio);
+        runtime_ratios.extend(runtime_ratio);
+        paired_ratios.extend(paired);
+        runtime_paired_ratios.extend(runtime_paired);
         if qd == 1 {
-            qd1 = Some((uring, fio_m));
+            let gap = |t: &Measured| fio_m.map(|f| t.p50_us - f.p50_us);
+            let p50_gap = |t: &Measured, f: &Measured| t.p50_us - f.p50_us;
+            result.figure("qd1_p50_overhead_us", gap(&uring));
+            result.figure("runtime_qd1_p50_overhead_us", gap(&runtime));
+            result.figure(
+                "qd1_p50_overhead_us_paired",
+                paired_median(&uring_rounds, &fio_rounds, p50_gap),
+            );
+            result.figure(
+                "runtime_qd1_p50_overhead_us_paired",
+                paired_median(&runtime_rounds, &fio_rounds, p50_gap),
+            );
+            result.figure("uring_qd1_p50_us", Some(uring.p50_us));
+            result.figure("runtime_qd1_p50_us", Some(runtime.p50_us));
         }
-        let f = fio_m.unwrap_or_default();
-        println!(
-            "{qd:>4} | {:>10.0} {:>8.1} {:>8.1} | {:>10.0} {:>8.1} {:>8.1} | {:>10.0} {:>8.1} {:>8.1} | {:>9}",
-            uring.iops, uring.p50_us, uring.p99_us, f.iops, f.p50_us, f.p99_us, sync.iops, sync.p50_us, sync.p99_us,
-            ratio.map_or("n/a".to_string(), |r| format!("{r:.3}"))
+        result.figure(&format!("cpu_us_per_io_uring_qd{qd}"), uring.cpu_us_per_io);
+        result.figure(
+            &format!("cpu_us_per_io_fio_qd{qd}"),
+            fio_m.and_then(|f| f.cpu_us_per_io),
         );
+        result.figure(
+            &format!("cpu_us_per_io_runtime_qd{qd}"),
+            runtime.cpu_us_per_io,
+        );
+        let f = fio_m.unwrap_or_default();
+        let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.3}"));
+        println!(
+            "{qd:>4} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} | {:>9} {:>6}",
+            uring.iops,
+            uring.p50_us,
+            uring.p99_us,
+            cpu_cell(uring.cpu_us_per_io),
+            f.iops,
+            f.p50_us,
+            f.p99_us,
+            cpu_cell(f.cpu_us_per_io),
+            runtime.iops,
+            runtime.p50_us,
+            runtime.p99_us,
+            cpu_cell(runtime.cpu_us_per_io),
+            sync.iops,
+            sync.p50_us,
+            sync.p99_us,
+            show(ratio),
+            show(runtime_ratio),
+        );
+        let rounds_json: Vec<Value> = (0..rounds)
+            .map(|r| {
+                json!({
+                    "uring": measured_json(&uring_rounds[r]),
+                    "fio": fio_rounds.get(r).map(measured_json),
+                    "runtime": measured_json(&runtime_rounds[r]),
+                    "sync": measured_json(&sync_rounds[r]),
+                })
+            })
+            .collect();
         result.rows.push(json!({
             "qd": qd,
-            "uring": {"iops": uring.iops, "p50_us": uring.p50_us, "p99_us": uring.p99_us},
-            "fio": fio_m.map(|f| json!({"iops": f.iops, "p50_us": f.p50_us, "p99_us": f.p99_us})),
-            "sync": {"iops": sync.iops, "p50_us": sync.p50_us, "p99_us": sync.p99_us},
+            "uring": measured_json(&uring),
+            "fio": fio_m.as_ref().map(measured_json),
+            "runtime": measured_json(&runtime),
+            "sync": measured_json(&sync),
             "uring_vs_fio_iops": ratio,
+            "runtime_vs_fio_iops": runtime_ratio,
+            "uring_vs_fio_iops_paired": paired,
+            "runtime_vs_fio_iops_paired": runtime_paired,
+            "rounds": rounds_json,
         }));
         series[0].push((qd as f64, uring.iops));
         if let Some(f) = fio_m {
             series[1].push((qd as f64, f.iops));
         }
-        series[2].push((qd as f64, sync.iops));
+        series[2].push((qd as f64, runtime.iops));
+        series[3].push((qd as f64, sync.iops));
     }
-    let min_ratio = ratios
-        .iter()
-        .cloned()
-        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
+    let min = |values: &[f64]| values.iter().copied().reduce(f64::min);
+    let with_fio = |value: Option<f64>| if fio.is_some() { value } else { None };
+    result.figure("iops_ratio_vs_fio_min", with_fio(min(&ratios)));
     result.figure(
-        "iops_ratio_vs_fio_min",
-        if fio.is_some() { min_ratio } else { None },
+        "runtime_iops_ratio_vs_fio_min",
+        with_fio(min(&runtime_ratios)),
     );
-    let overhead = qd1.and_then(|(u, f)| f.map(|f| u.p50_us - f.p50_us));
-    result.figure("qd1_p50_overhead_us", overhead);
-    if let Some((u, _)) = qd1 {
-        result.figure("uring_qd1_p50_us", Some(u.p50_us));
-    }
+    result.figure(
+        "iops_ratio_vs_fio_min_paired",
+        with_fio(min(&paired_ratios)),
+    );
+    result.figure(
+        "runtime_iops_ratio_vs_fio_min_paired",
+        with_fio(min(&runtime_paired_ratios)),
+    );
     let sync_ratio = result
         .rows
         .last()
         .and_then(|row| Some(row["sync"]["iops"].as_f64()? / row["uring"]["iops"].as_f64()?));
     result.figure("sync_vs_uring_iops_qd128", sync_ratio);
-    let labels = ["tamer uring", "fio io_uring", "tamer sync (QD OS threads)"];
+    let labels = [
+        "tamer uring",
+        "fio io_uring",
+        "tamer runtime (QD user-level threads)",
+        "tamer sync (QD OS threads)",
+    ];
     let plot_series: Vec<Series> = labels
         .iter()
         .zip(series)
@@ -402,8 +761,178 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
             y_label: "IOPS",
             series: &plot_series,
             log_x: true,
+            log_y: false,
+            y_unit: YUnit::Plain,
         },
     )?;
     result.plots.push(path.display().to_string());
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A filled benchmark file of `mib` MiB in a fresh temp directory (removed on drop), or
+    /// `None` (printed) where O_DIRECT or io_uring is unavailable.
+    struct TempBench {
+        dir: PathBuf,
+        file: Arc<DeviceFile>,
+    }
+
+    impl TempBench {
+        fn new(test: &str, mib: u64) -> Option<Self> {
+            if let Err(err) = tamer_device::uring_available() {
+                eprintln!("{test}: skipped: {err}");
+                return None;
+            }
+            let dir = std::env::temp_dir()
+                .join(format!("tamer-bench-device-{}-{test}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            match bench_file(&dir, mib << 20, 42) {
+                Ok(file) => Some(Self { dir, file }),
+                Err(err) => {
+                    eprintln!("{test}: skipped: {err}");
+                    let _ = std::fs::remove_dir_all(&dir);
+                    None
+                }
+            }
+        }
+    }
+
+    impl Drop for TempBench {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// fio's report is read for its *total* latency (`lat_ns`, not `clat_ns`, which starts
+    /// after the submitting syscall) and for its CPU: (usr + sys) % of the job's runtime over
+    /// its I/Os. Catches: comparing `clat_ns`, dropping `sys_cpu`, a percent/ms unit slip.
+    #[test]
+    fn fio_json_gives_total_latency_and_cpu_per_io() {
+        let text = r#"fio: a warning before the JSON
+{"jobs": [{"job_runtime": 1000, "usr_cpu": 2.5, "sys_cpu": 27.5,
+  "read": {"iops": 10000.0, "total_ios": 10000,
+    "clat_ns": {"percentile": {"50.000000": 60000, "99.000000": 120000}},
+    "lat_ns": {"percentile": {"50.000000": 80000, "99.000000": 150000}}}}]}"#;
+        let m = parse_fio_json(text).unwrap();
+        assert_eq!(m.iops, 10_000.0);
+        assert_eq!((m.p50_us, m.p99_us), (80.0, 150.0));
+        // 30 % of 1 s = 300 ms of CPU over 10 000 I/Os.
+        let cpu = m.cpu_us_per_io.unwrap();
+        assert!((cpu - 30.0).abs() < 1e-9, "{cpu}");
+        assert!(parse_fio_json("no json").is_err());
+    }
+
+    /// Only io_uring's kernel threads (`iou-*`) count, from `schedstat` (ns) or else `stat`
+    /// (utime + stime ticks). Catches: counting every thread of the process (the measuring
+    /// thread would count twice), and reading the wrong `stat` fields.
+    #[test]
+    fn io_thread_cpu_counts_io_uring_threads_only() {
+        let dir = std::env::temp_dir().join(format!("tamer-bench-tasks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let task = |tid: &str, comm: &str, schedstat: Option<&str>, stat: Option<&str>| {
+            let path = dir.join(tid);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("comm"), comm).unwrap();
+            if let Some(s) = schedstat {
+                std::fs::write(path.join("schedstat"), s).unwrap();
+            }
+            if let Some(s) = stat {
+                std::fs::write(path.join("stat"), s).unwrap();
+            }
+        };
+        task("10", "tamer\n", Some("5000000 1 1\n"), None);
+        task("11", "iou-sqp-10\n", Some("7000 2 2\n"), None);
+        task(
+            "12",
+            "iou-wrk-10\n",
+            None,
+            Some("12 (iou-wrk 10) S 1 1 1 0 -1 0 0 0 0 0 20 30 0 0 20 0 1 0 5\n"),
+        );
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        assert_eq!(io_threads_cpu_ns(&dir), 7000 + 50 * 1_000_000_000 / hz);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            io_threads_cpu_ns(&dir),
+            0,
+            "a missing directory counts nothing"
+        );
+    }
+
+    /// At QD 1 the replacement read's doorbell rides in the wait's io_uring_enter: one syscall
+    /// per read. At QD 4 every replacement still gets its own doorbell (none is batched with
+    /// the rest of its completion batch). CPU per I/O is measured and below the wall time per
+    /// I/O (one thread). Catches: ringing the last replacement before waiting (2 enters per
+    /// read at QD 1), deferring every replacement of a batch into the wait (≈ 1/batch enters
+    /// per read at QD 4), and a CPU figure that counts other threads' time.
+    #[test]
+    fn uring_rings_the_last_replacement_with_the_wait() {
+        let Some(bench) = TempBench::new("uring-defer", 8) else {
+            return;
+        };
+        let run = |qd| measure_uring(&bench.file, qd, Duration::from_millis(200), 7, false);
+        let qd1 = run(1).unwrap();
+        assert!(qd1.iops > 0.0);
+        let enters = qd1.enters_per_io.unwrap();
+        assert!(enters <= 1.2, "QD 1: {enters} io_uring_enter per read");
+        let cpu = qd1.cpu_us_per_io.unwrap();
+        let wall_us = 1e6 / qd1.iops;
+        assert!(
+            cpu > 0.0 && cpu < wall_us * 1.1,
+            "QD 1: {cpu} µs CPU per read, {wall_us} µs wall"
+        );
+        let qd4 = run(4).unwrap();
+        let enters = qd4.enters_per_io.unwrap();
+        assert!(
+            (0.8..=1.2).contains(&enters),
+            "QD 4: {enters} io_uring_enter per read"
+        );
+    }
+
+    /// The runtime path keeps QD reads in flight with QD user-level threads, and reports its
+    /// reads, their latency in the threads and its CPU. Catches: jobs that run one after the
+    /// other (one thread, or one read at a time), and a run that measures nothing.
+    #[test]
+    fn runtime_path_keeps_qd_reads_in_flight() {
+        let Some(bench) = TempBench::new("runtime-path", 8) else {
+            return;
+        };
+        let run = measure_runtime(&bench.file, 4, Duration::from_millis(200), 7, false).unwrap();
+        assert_eq!(run.max_reads_in_flight, 4);
+        let m = run.measured;
+        assert!(
+            m.iops > 0.0 && m.p50_us > 0.0 && m.p99_us >= m.p50_us,
+            "{m:?}"
+        );
+        assert!(m.cpu_us_per_io.unwrap() > 0.0);
+        assert!(m.enters_per_io.unwrap() > 0.0);
+    }
+
+    /// Each contender goes first once every three rounds; medians take the upper middle;
+    /// paired medians compare rounds one to one. Catches: a fixed order, and pairing that
+    /// divides medians instead of rounds.
+    #[test]
+    fn rounds_rotate_and_pairs_compare_round_by_round() {
+        let firsts: Vec<Contender> = (0..3).map(|r| round_order(r)[0]).collect();
+        assert_eq!(
+            firsts,
+            [Contender::Uring, Contender::Fio, Contender::Runtime]
+        );
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![]), None);
+        let m = |iops| Measured {
+            iops,
+            ..Measured::default()
+        };
+        // Round ratios 0.5, 1.0, 3.0: median 1.0; the ratio of the medians is 4/3.
+        let tamer = [m(1.0), m(4.0), m(9.0)];
+        let fio = [m(2.0), m(4.0), m(3.0)];
+        let ratio = paired_median(&tamer, &fio, |t, f| t.iops / f.iops).unwrap();
+        assert_eq!(ratio, 1.0);
+        let of_medians = median_round(&tamer).iops / median_round(&fio).iops;
+        assert_eq!(of_medians, 4.0 / 3.0);
+    }
 }

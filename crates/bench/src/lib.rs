@@ -16,6 +16,7 @@ pub mod device;
 pub mod microsecond;
 pub mod output;
 pub mod plot;
+pub mod progress;
 pub mod runtime;
 pub mod tier;
 pub mod work;

@@ -34,7 +34,7 @@ use tamer_runtime::{Executor, IdleMode, Runtime, RuntimeConfig};
 
 use crate::device::{bench_file, fio_path, measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
-use crate::plot::{write_svg, Chart, Series};
+use crate::plot::{write_svg, Chart, Series, YUnit};
 use crate::work::Work;
 use crate::BenchOptions;
 
@@ -773,6 +773,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                 y_label: "performance / DRAM baseline",
                 series: &series,
                 log_x: true,
+                log_y: false,
+                y_unit: YUnit::Plain,
             },
         )?;
         plots.push(path);
@@ -809,6 +811,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             y_label: "performance / DRAM baseline (same MLP)",
             series: &mlp_series,
             log_x: true,
+            log_y: false,
+            y_unit: YUnit::Plain,
         },
     )?;
     plots.push(path);

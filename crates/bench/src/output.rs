@@ -83,6 +83,17 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// "2 × AMD EPYC …, kernel 6.18, 2026-11-23": for plot titles.
+    pub fn short(&self) -> String {
+        let date = self.date_utc.split('T').next().unwrap_or_default();
+        format!(
+            "{} × {}, kernel {}, {date}",
+            self.cpus,
+            self.cpu.trim(),
+            self.kernel
+        )
+    }
+
     pub fn detect() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo

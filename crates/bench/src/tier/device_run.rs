@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tamer_cache::PAGE_SIZE;
 use tamer_device::{DeviceFile, EmulatorModel};
-use tamer_store::Db;
+use tamer_store::{Db, IndexStats};
 
 use super::context::DeviceCtx;
 use super::driver::{closed_loop, load, open_loop};
@@ -19,6 +19,7 @@ use super::jobs::Meter;
 use super::measurement::{fio_queue_depth, LoadPoint, Measurement, Point};
 use super::os_paging::disk_points;
 use super::plan::{workload_seed, Config, Plan, Target, Workload};
+use super::policy_rounds::{policy_rounds, PolicyRounds};
 use super::report::print_point;
 use crate::device::{measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
@@ -35,6 +36,10 @@ pub(super) struct DeviceRun {
     pub(super) load: Vec<LoadPoint>,
     /// `tamer` ÷ `dram` throughput per interleaved round, per workload (emulated device).
     pub(super) interleaved: Vec<(Workload, Vec<f64>)>,
+    /// `tamer` and `tamer-fifo`'s alternating windows, per device and workload.
+    pub(super) policy: Vec<(Target, PolicyRounds)>,
+    /// The DRAM budget's split and the index's size, per device, as `tamer` opened it.
+    pub(super) budget: Vec<(Target, IndexStats)>,
 }
 
 /// `dram`'s throughput, the reference of the other configurations on the same device.
@@ -96,7 +101,18 @@ fn run_config(
 ) -> Result<(), String> {
     let db = open_config(dev, config)?;
     let meter = Meter::new(dev.plan.cores);
+    if config == Config::Tamer {
+        let stats = db
+            .index_stats()
+            .map_err(|e| format!("{}: index stats: {e}", dev.target.name()))?;
+        print_budget(dev, &stats);
+        run.budget.push((dev.target, stats));
+    }
     for &workload in &dev.plan.workloads {
+        if config == Config::Tamer {
+            tamer_points(dev, &db, &meter, workload, run, dram, result)?;
+            continue;
+        }
         let point = closed_point(dev, config, &db, &meter, workload, result)?;
         print_point(&point, dev.plan, &dram.ops);
         if config == Config::Dram {
@@ -125,6 +141,73 @@ fn run_config(
     }
     db.close()
         .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
+}
+
+/// `tamer` and `tamer-fifo` on `workload`: the policy rounds, then the median window of each
+/// as its point (with fio's IOPS at `tamer`'s depth on the disk).
+fn tamer_points(
+    dev: &DeviceCtx,
+    db: &Db,
+    meter: &Arc<Meter>,
+    workload: Workload,
+    run: &mut DeviceRun,
+    dram: &DramReference,
+    result: &mut BenchResult,
+) -> Result<(), String> {
+    let rounds = policy_rounds(dev, db, meter, workload)?;
+    for (config, windows) in [
+        (Config::Tamer, &rounds.tamer),
+        (Config::TamerFifo, &rounds.fifo),
+    ] {
+        let m = PolicyRounds::median_window(windows)
+            .cloned()
+            .ok_or("no policy round measured")?;
+        if m.errors > 0 {
+            result.note(format!(
+                "{} {} {}: {} operations failed",
+                dev.target.name(),
+                config.name(),
+                workload.name(),
+                m.errors
+            ));
+        }
+        let (fio_qd, fio_iops) = if config == Config::Tamer {
+            fio_at_depth(dev, config, &m, result)?
+        } else {
+            (None, None)
+        };
+        let point = Point {
+            target: dev.target,
+            config,
+            workload,
+            m,
+            fio_qd,
+            fio_iops,
+        };
+        print_point(&point, dev.plan, &dram.ops);
+        run.points.push(point);
+    }
+    run.policy.push((dev.target, rounds));
+    Ok(())
+}
+
+/// How `tamer`'s DRAM budget is split: the pinned directory, the index (resident bucket
+/// pages: whether it fits, bytes per key) and the data pages.
+fn print_budget(dev: &DeviceCtx, s: &IndexStats) {
+    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    println!(
+        "  {:<5} tamer      DRAM budget {:.1} MiB = pinned directory {:.1} + index {:.1} ({} of {} bucket pages resident, {}; {:.1} B/key over {} keys) + data {:.1}",
+        dev.target.name(),
+        mib(dev.plan.cache_bytes),
+        mib(s.pinned_bytes),
+        mib(s.resident_index_pages * PAGE_SIZE as u64),
+        s.resident_index_pages,
+        s.buckets,
+        if s.fits() { "fits its share" } else { "does not fit: paged" },
+        s.bytes_per_key(),
+        s.keys,
+        mib(s.data_frames_bytes()),
+    );
 }
 
 /// Opens the store with `config`'s options; `dram` (the first) loads it.
@@ -230,13 +313,14 @@ fn open_curve(
         let rate = (fraction * dram).max(1.0);
         let m = open_loop(db, dev.plan, CURVE_WORKLOAD, &ctx, rate, seed)?;
         println!(
-            "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs  achieved {:>9.0}/s  dropped {:>5.1} %  feeder late ≤ {:.0} µs ({:.2} % > 100 µs)",
+            "  {:<5} {:<10} open loop {:>5.0} % of dram ({:>9.0}/s): p50 {:>9.1} µs  p99 {:>9.1} µs (from hand-over {:>8.1})  achieved {:>9.0}/s  dropped {:>5.1} %  feeder late ≤ {:.0} µs ({:.2} % > 100 µs)",
             dev.target.name(),
             config.name(),
             fraction * 100.0,
             rate,
             m.p50_us,
             m.p99_us,
+            m.p99_from_submit_us,
             m.ops_per_s(),
             m.drop_fraction() * 100.0,
             m.feeder_max_late_us,

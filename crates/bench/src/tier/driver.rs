@@ -12,24 +12,33 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use tamer_cache::CacheStats;
 use tamer_device::{now_ns, EmulatorModel};
-use tamer_runtime::{Job, SpawnError};
+use tamer_runtime::{CoreStats, Job, SpawnError};
 use tamer_store::{Db, DbError};
 
 use super::jobs::{make_job, Generator, JobContext, Meter};
 use super::measurement::Measurement;
 use super::plan::{Plan, Workload};
+use crate::progress::Progress;
 use crate::workload::Tatp;
 
-/// The store's cache counters and the process's major faults at one instant.
+/// The store's cache counters, its cores' counters and the process's major faults at one
+/// instant.
 struct StatsSnapshot {
     major_faults: u64,
     victim_write_backs: u64,
     hits: u64,
     misses: u64,
+    index_misses: u64,
     merged: u64,
     write_backs: u64,
     latency: Histogram<u64>,
+    /// Every core's counters, merged (`None` when a core did not answer in time).
+    cores: Option<CoreStats>,
+    core_count: usize,
 }
+
+/// How long a snapshot waits for the cores to publish their counters.
+const CORE_STATS_WAIT: Duration = Duration::from_millis(200);
 
 /// Major page faults of this process so far.
 pub fn major_faults() -> u64 {
@@ -40,22 +49,41 @@ pub fn major_faults() -> u64 {
     usage.ru_majflt as u64
 }
 
-/// `stats` and the major faults, now.
-fn snapshot(stats: CacheStats) -> StatsSnapshot {
+/// `db`'s counters and the major faults, now.
+fn snapshot(db: &Db) -> StatsSnapshot {
+    let all = db.runtime().core_stats(CORE_STATS_WAIT).ok();
+    let core_count = all.as_ref().map_or(1, Vec::len);
+    let cores = all.map(|all| {
+        let mut merged = CoreStats::default();
+        for core in &all {
+            merged.merge(core);
+        }
+        merged
+    });
+    let stats: CacheStats = db.cache_stats();
     StatsSnapshot {
         major_faults: major_faults(),
         victim_write_backs: stats.victim_write_backs,
         hits: stats.hits,
         misses: stats.misses,
+        index_misses: stats.index_misses,
         merged: stats.merged_misses,
         write_backs: stats.write_backs,
         latency: stats.miss_latency_ns,
+        cores,
+        core_count,
     }
 }
 
 /// The window's [`Measurement`]: the meter's latencies, the counters' differences.
 fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64) -> Measurement {
     let latencies = meter.merged();
+    let from_submit = meter.merged_from_submit();
+    let cores = match (&after.cores, &before.cores) {
+        (Some(after), Some(before)) => Some(after.since(before)),
+        _ => None,
+    };
+    let core_count = after.core_count.max(1) as f64;
     let mut miss_latency = after.latency.clone();
     let mean_miss_latency_us = if miss_latency.subtract(&before.latency).is_ok() {
         miss_latency.mean() / 1_000.0
@@ -67,8 +95,11 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         secs,
         p50_us: latencies.value_at_quantile(0.50) as f64 / 1_000.0,
         p99_us: latencies.value_at_quantile(0.99) as f64 / 1_000.0,
+        p50_from_submit_us: from_submit.value_at_quantile(0.50) as f64 / 1_000.0,
+        p99_from_submit_us: from_submit.value_at_quantile(0.99) as f64 / 1_000.0,
         hits: after.hits - before.hits,
         misses: after.misses - before.misses,
+        index_misses: after.index_misses - before.index_misses,
         write_backs: after.write_backs - before.write_backs,
         victim_write_backs: after.victim_write_backs - before.victim_write_backs,
         merged_misses: after.merged - before.merged,
@@ -84,6 +115,21 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         pages_compacted: 0,
         feeder_max_late_us: 0.0,
         feeder_late_fraction: 0.0,
+        core_waiting_fraction: cores
+            .as_ref()
+            .map(|c| c.waiting_ns as f64 / 1e9 / (secs * core_count).max(1e-9)),
+        ready_wait_p99_us: cores
+            .as_ref()
+            .map(|c| c.ready_wait_ns.value_at_quantile(0.99) as f64 / 1_000.0),
+        aging_threshold_us: after
+            .cores
+            .as_ref()
+            .map(|c| c.aging_threshold_ns as f64 / 1_000.0),
+        core_cpu_secs: cores.as_ref().map(|c| c.cpu_ns as f64 / 1e9),
+        core_system_share: cores
+            .as_ref()
+            .filter(|c| c.cpu_ns > 0)
+            .map(|c| (c.system_cpu_ns as f64 / c.cpu_ns as f64).min(1.0)),
     }
 }
 
@@ -137,7 +183,7 @@ pub(super) fn closed_loop(
         if before.is_none() && now >= warm_end {
             meter.reset();
             meter.errors.store(0, Ordering::Relaxed);
-            before = Some(snapshot(db.cache_stats()));
+            before = Some(snapshot(db));
             compacted_before = db.compaction_stats().pages_compacted;
             copy_before_ns = emulator_cpu_ns(db);
             measure_start = Instant::now();
@@ -148,7 +194,8 @@ pub(super) fn closed_loop(
         }
         while meter.outstanding.load(Ordering::Acquire) < population {
             meter.outstanding.fetch_add(1, Ordering::AcqRel);
-            let job = make_job(ctx, generator.next(&mut rng), now_ns(), true);
+            let submitted = now_ns();
+            let job = make_job(ctx, generator.next(&mut rng), submitted, submitted, true);
             if let Err(SpawnError::Full(_)) = runtime.spawn_job(job) {
                 meter.outstanding.fetch_sub(1, Ordering::AcqRel);
                 break;
@@ -158,7 +205,7 @@ pub(super) fn closed_loop(
     }
     meter.recording.store(false, Ordering::Release);
     let secs = measure_start.elapsed().as_secs_f64();
-    let after = snapshot(db.cache_stats());
+    let after = snapshot(db);
     let mut m = finish(&meter, before.expect("measured"), after, secs);
     m.pages_compacted = db.compaction_stats().pages_compacted - compacted_before;
     m.emulator_cpu_secs = emulator_cpu_ns(db).saturating_sub(copy_before_ns) as f64 / 1e9;
@@ -181,14 +228,19 @@ fn dma_counts(db: &Db) -> (u64, u64) {
 }
 
 /// What the load generator does while it waits: the emulated device's DMA engine (at most
-/// `max_copies` copies), or a spin.
+/// `max_copies` copies); otherwise it yields its CPU to whatever else is runnable there. On
+/// this VM the disk's interrupt and its completion work (softirq, kernel workers) land on the
+/// load generator's CPU: a feeder that spun there delayed every completion of the store it
+/// measured (a spin loop only yields at the next tick).
 fn feeder_idle(dma: &Option<Arc<EmulatorModel>>, max_copies: usize) {
     if let Some(model) = dma {
         if model.run_dma(max_copies) > 0 {
             return;
         }
+        std::hint::spin_loop();
+        return;
     }
-    std::hint::spin_loop();
+    std::thread::yield_now();
 }
 
 /// The emulated device's completion CPU time so far (0 for other devices).
@@ -242,10 +294,10 @@ pub(super) fn open_loop(
             late += u64::from(late_ns > 100_000);
         }
         if measured && before.is_none() {
-            before = Some(snapshot(db.cache_stats()));
+            before = Some(snapshot(db));
         }
         meter.outstanding.fetch_add(1, Ordering::AcqRel);
-        let job = make_job(ctx, generator.next(&mut rng), next, measured);
+        let job = make_job(ctx, generator.next(&mut rng), next, now, measured);
         offered += u64::from(measured);
         if runtime.spawn_job(job).is_err() {
             meter.outstanding.fetch_sub(1, Ordering::AcqRel);
@@ -254,8 +306,8 @@ pub(super) fn open_loop(
     }
     drain(&meter)?;
     meter.recording.store(false, Ordering::Release);
-    let after = snapshot(db.cache_stats());
-    let before = before.unwrap_or_else(|| snapshot(db.cache_stats()));
+    let after = snapshot(db);
+    let before = before.unwrap_or_else(|| snapshot(db));
     let secs = (end_ns - window_start) as f64 / 1e9;
     let mut m = finish(&meter, before, after, secs);
     m.offered = offered;
@@ -275,16 +327,21 @@ pub(super) fn load(
     const LOADERS: u64 = 64;
     let records = plan.records();
     let subscribers = plan.tatp_subscribers;
+    let keys_total = records + subscribers * 15 / 2;
+    let progress = Progress::count(keys_total, "loading keys");
+    let keys_done = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(Mutex::new(None::<String>));
     for j in 0..LOADERS {
         let (h, done, failed) = (db.handle(), done.clone(), failed.clone());
+        let keys_done = keys_done.clone();
         let (value, row) = (value.clone(), row.clone());
         let mut job = Job::new(move || {
             let result = (|| -> Result<(), DbError> {
                 let mut k = j;
                 while k < records {
                     h.put(&k.to_be_bytes(), &value)?;
+                    keys_done.fetch_add(1, Ordering::Relaxed);
                     k += LOADERS;
                 }
                 let tatp = Tatp::new(subscribers.max(1));
@@ -295,6 +352,7 @@ pub(super) fn load(
                     for key in &keys {
                         h.put(&key.to_be_bytes(), &row)?;
                     }
+                    keys_done.fetch_add(keys.len() as u64, Ordering::Relaxed);
                     s += LOADERS;
                 }
                 Ok(())
@@ -316,8 +374,10 @@ pub(super) fn load(
         }
     }
     while done.load(Ordering::Acquire) < LOADERS {
+        progress.set(keys_done.load(Ordering::Relaxed));
         std::thread::sleep(Duration::from_millis(5));
     }
+    drop(progress);
     if let Some(err) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(format!("loading: {err}"));
     }

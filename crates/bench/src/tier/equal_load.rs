@@ -71,12 +71,13 @@ fn window(
 ) -> Result<LoadPoint, String> {
     let m = open_loop(db, dev.plan, Workload::YcsbC, ctx, rate, seed)?;
     println!(
-        "  {:<5} {:<10} open loop at half of flash-sync's throughput ({:>7.0}/s), round {round}: p50 {:>9.1} µs  p99 {:>9.1} µs  dropped {:.1} %  feeder late ≤ {:.0} µs",
+        "  {:<5} {:<10} open loop at half of flash-sync's throughput ({:>7.0}/s), round {round}: p50 {:>9.1} µs  p99 {:>9.1} µs (from hand-over {:>8.1})  dropped {:.1} %  feeder late ≤ {:.0} µs",
         dev.target.name(),
         config.name(),
         rate,
         m.p50_us,
         m.p99_us,
+        m.p99_from_submit_us,
         m.drop_fraction() * 100.0,
         m.feeder_max_late_us
     );

@@ -18,7 +18,10 @@ use crate::workload::{Op, Tatp, Ycsb};
 
 /// Shared by the feeder and the jobs of one point.
 pub(super) struct Meter {
+    /// Per core: latency from the job's start time (submission or scheduled arrival).
     histograms: Vec<Mutex<Histogram<u64>>>,
+    /// Per core: latency from the job's hand-over to the store.
+    from_submit: Vec<Mutex<Histogram<u64>>>,
     pub(super) recording: AtomicBool,
     pub(super) outstanding: AtomicUsize,
     pub(super) errors: AtomicU64,
@@ -33,30 +36,44 @@ impl Meter {
     pub(super) fn new(cores: usize) -> Arc<Self> {
         Arc::new(Self {
             histograms: (0..cores.max(1)).map(|_| Mutex::new(histogram())).collect(),
+            from_submit: (0..cores.max(1)).map(|_| Mutex::new(histogram())).collect(),
             recording: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
             errors: AtomicU64::new(0),
         })
     }
-    pub(super) fn record(&self, latency_ns: u64) {
+    /// Records one job's latency since its start and since its submission.
+    pub(super) fn record(&self, latency_ns: u64, since_submit_ns: u64) {
         let core = tamer_runtime::thread::core_id().unwrap_or(0) % self.histograms.len();
-        let mut h = self.histograms[core]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        h.saturating_record(latency_ns.max(1));
+        for (set, value) in [
+            (&self.histograms, latency_ns),
+            (&self.from_submit, since_submit_ns),
+        ] {
+            let mut h = set[core].lock().unwrap_or_else(|p| p.into_inner());
+            h.saturating_record(value.max(1));
+        }
     }
     pub(super) fn reset(&self) {
-        for h in &self.histograms {
+        for h in self.histograms.iter().chain(&self.from_submit) {
             h.lock().unwrap_or_else(|p| p.into_inner()).reset();
         }
     }
+    /// Latencies since the jobs' start times, every core's.
     pub(super) fn merged(&self) -> Histogram<u64> {
-        let mut total = histogram();
-        for h in &self.histograms {
-            let _ = total.add(&*h.lock().unwrap_or_else(|p| p.into_inner()));
-        }
-        total
+        merge(&self.histograms)
     }
+    /// Latencies since the jobs' submissions, every core's.
+    pub(super) fn merged_from_submit(&self) -> Histogram<u64> {
+        merge(&self.from_submit)
+    }
+}
+
+fn merge(histograms: &[Mutex<Histogram<u64>>]) -> Histogram<u64> {
+    let mut total = histogram();
+    for h in histograms {
+        let _ = total.add(&*h.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+    total
 }
 
 /// Up to two key operations of one job (a YCSB op or a TATP transaction).
@@ -172,9 +189,16 @@ impl Payloads {
 }
 
 /// The runtime job of `ops`: `ctx.iterations` of work, the operations, then (when `measured`
-/// and the meter records) its latency since `started_ns`; it counts failures and leaves the
-/// outstanding count.
-pub(super) fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bool) -> Job {
+/// and the meter records) its latency since `started_ns` (its submission, or its scheduled
+/// arrival) and since `submitted_ns` (its hand-over to the store); it counts failures and
+/// leaves the outstanding count.
+pub(super) fn make_job(
+    ctx: &JobContext,
+    ops: Ops,
+    started_ns: u64,
+    submitted_ns: u64,
+    measured: bool,
+) -> Job {
     let ctx = ctx.clone();
     Job::new(move || {
         black_box(ctx.work.run(ctx.iterations, started_ns));
@@ -182,7 +206,11 @@ pub(super) fn make_job(ctx: &JobContext, ops: Ops, started_ns: u64, measured: bo
             ctx.meter.errors.fetch_add(1, Ordering::Relaxed);
         }
         if measured && ctx.meter.recording.load(Ordering::Acquire) {
-            ctx.meter.record(now_ns().saturating_sub(started_ns));
+            let end = now_ns();
+            ctx.meter.record(
+                end.saturating_sub(started_ns),
+                end.saturating_sub(submitted_ns),
+            );
         }
         ctx.meter.outstanding.fetch_sub(1, Ordering::AcqRel);
     })

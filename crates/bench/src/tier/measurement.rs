@@ -9,10 +9,20 @@ use super::plan::{Config, Target, Workload};
 pub struct Measurement {
     pub ops: u64,
     pub secs: f64,
+    /// Latency quantiles from the job's submission (closed loop) or its *scheduled* arrival
+    /// (open loop: the client's view, the load generator's lateness included).
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Open loop: the same from the moment the load generator handed the job to the store
+    /// (the store's own tail, without the generator's lateness). Closed loop: equal to the
+    /// above.
+    pub p50_from_submit_us: f64,
+    pub p99_from_submit_us: f64,
     pub hits: u64,
+    /// Misses (each is one device read).
     pub misses: u64,
+    /// Of `misses`, reads of index pages (hash buckets).
+    pub index_misses: u64,
     pub write_backs: u64,
     /// Of the write-backs, those a miss made before its read (the rest: the cleaner, flush).
     pub victim_write_backs: u64,
@@ -43,6 +53,17 @@ pub struct Measurement {
     pub dma_core_copies: u64,
     /// Sparse data pages the store compacted during the measured window (space pressure).
     pub pages_compacted: u64,
+    /// The store's cores in the window (summed over cores; `None` where the runtime's
+    /// counters were not read): the share of their time spent with work but nothing runnable
+    /// (waiting for the device, every thread parked), how long a job whose data was back
+    /// waited for its core (p99, µs), and the aging threshold at the window's end (µs).
+    pub core_waiting_fraction: Option<f64>,
+    pub ready_wait_p99_us: Option<f64>,
+    pub aging_threshold_us: Option<f64>,
+    /// CPU time the store's executor threads used in the window, seconds (user + system;
+    /// `None` when unreadable), and the kernel's share of it.
+    pub core_cpu_secs: Option<f64>,
+    pub core_system_share: Option<f64>,
 }
 
 impl Measurement {
@@ -60,6 +81,21 @@ impl Measurement {
     /// µs of one core's time between two misses.
     pub fn miss_interval_us(&self, cores: usize) -> Option<f64> {
         (self.misses > 0).then(|| self.secs * cores as f64 * 1e6 / self.misses as f64)
+    }
+    /// Device reads per operation (a job's operations: one, or a TATP transaction's).
+    pub fn device_reads_per_op(&self) -> f64 {
+        self.misses as f64 / self.ops.max(1) as f64
+    }
+    /// Of those, reads of index pages.
+    pub fn index_reads_per_op(&self) -> f64 {
+        self.index_misses as f64 / self.ops.max(1) as f64
+    }
+    /// The store's CPU µs per device access (reads and write-backs), kernel time included.
+    pub fn cpu_us_per_io(&self) -> Option<f64> {
+        let ios = self.misses + self.write_backs;
+        self.core_cpu_secs
+            .filter(|_| ios > 0)
+            .map(|secs| secs * 1e6 / ios as f64)
     }
     pub fn hit_ratio(&self) -> f64 {
         self.hits as f64 / (self.hits + self.misses).max(1) as f64

@@ -55,6 +55,7 @@ mod jobs;
 mod measurement;
 mod os_paging;
 mod plan;
+mod policy_rounds;
 mod report;
 
 pub use driver::major_faults;
@@ -103,6 +104,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         all.points.extend(run.points);
         all.load.extend(run.load);
         all.interleaved.extend(run.interleaved);
+        all.policy.extend(run.policy);
+        all.budget.extend(run.budget);
     }
     report::report(options, &plan, &all, &mut result);
     Ok(result)

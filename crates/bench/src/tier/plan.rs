@@ -57,7 +57,11 @@ pub enum Config {
 }
 
 impl Config {
-    pub const ALL: [Config; 4] = [
+    /// The configurations a device's run opens a store for, in order. `tamer-fifo` runs on
+    /// `tamer`'s store, in windows alternating with `tamer`'s (`policy_rounds`).
+    pub const ALL: [Config; 3] = [Config::Dram, Config::Tamer, Config::FlashSync];
+    /// The configurations of the table and the throughput plot, in order.
+    pub const SHOWN: [Config; 4] = [
         Config::Dram,
         Config::Tamer,
         Config::TamerFifo,
@@ -120,6 +124,8 @@ pub struct Plan {
     pub interleave_rounds: usize,
     /// Alternating `tamer` / `flash-sync` open-loop windows at equal load, per device.
     pub equal_load_rounds: usize,
+    /// Alternating `tamer` / `tamer-fifo` closed-loop windows per workload and device.
+    pub policy_rounds: usize,
     /// The emulated device's DMA engine runs on the load generator's CPU
     /// ([`EmulatorConfig::dma_offload`](tamer_device::EmulatorConfig::dma_offload),
     /// [`EmulatorModel::run_dma`](tamer_device::EmulatorModel::run_dma)) instead of its copies
@@ -151,6 +157,7 @@ impl Plan {
             dma_offload: true,
             interleave_rounds: 5,
             equal_load_rounds: 5,
+            policy_rounds: 5,
         };
         if quick {
             Self {
@@ -164,6 +171,7 @@ impl Plan {
                 fio_duration: Duration::from_millis(400),
                 interleave_rounds: 3,
                 equal_load_rounds: 3,
+                policy_rounds: 3,
                 ..base
             }
         } else {
@@ -192,9 +200,11 @@ impl Plan {
     }
 }
 
-/// Pages of a store with `records` of `value` bytes and `rows` of `row` bytes, 8-byte keys.
+/// Pages of a store with `records` of `value` bytes and `rows` of `row` bytes, 8-byte keys
+/// (records of 16 + 8 + value bytes, 16-byte aligned in 4072-byte data payloads; buckets of
+/// 452 entries ~70 % full).
 pub fn estimated_pages(records: u64, value: usize, rows: u64, row: usize) -> u64 {
-    let per_page = |v: usize| (4072 / (16 + 8 + v)).max(1) as u64;
+    let per_page = |v: usize| (4072 / (16 + 8 + v).next_multiple_of(16)).max(1) as u64;
     let data = records.div_ceil(per_page(value)) + rows.div_ceil(per_page(row));
     let buckets = (records + rows).div_ceil(tamer_store::BUCKET_CAP as u64 * 7 / 10);
     data + buckets + 256

@@ -6,11 +6,14 @@ use std::path::Path;
 use serde_json::json;
 
 use super::device_run::DeviceRun;
-use super::measurement::{ratio, LoadPoint, Point};
+use super::measurement::{ratio, LoadPoint, Measurement, Point};
 use super::plan::{Config, Plan, Target, Workload};
+use super::policy_rounds::{policy_figures, PolicyRounds};
 use crate::output::BenchResult;
-use crate::plot::{write_svg, Chart, Series};
+use crate::plot::{write_bar_svg, write_svg, BarChart, Chart, Cluster, Series, YUnit};
 use crate::BenchOptions;
+use tamer_cache::PAGE_SIZE;
+use tamer_store::IndexStats;
 
 /// The run's sizes, printed before the first point.
 pub(super) fn print_header(plan: &Plan) {
@@ -54,8 +57,17 @@ pub(super) fn print_point(point: &Point, plan: &Plan, dram: &[(Workload, f64)]) 
     } else {
         fio
     };
+    let core = match (m.core_waiting_fraction, m.cpu_us_per_io()) {
+        (Some(waiting), Some(cpu)) => format!(
+            "  core waits {:.0} %  CPU {cpu:.1} µs/IO ({:.0} % kernel)",
+            waiting * 100.0,
+            m.core_system_share.unwrap_or(0.0) * 100.0
+        ),
+        (Some(waiting), None) => format!("  core waits {:.0} %", waiting * 100.0),
+        _ => String::new(),
+    };
     println!(
-        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  write-backs {:>6} (by misses {:>6})  {fio}",
+        "  {:<5} {:<10} {:<6} {:>9.0} ops/s  norm {:>5.3}  p50 {:>8.1} µs  p99 {:>8.1} µs  hit {:>6.4}  reads/op {:>5.3} (index {:>5.3})  miss every {:>7} µs/core  IOPS {:>7.0}  in flight {:>5.1}  write-backs {:>6} (by misses {:>6}){core}  {fio}",
         point.target.name(),
         point.config.name(),
         point.workload.name(),
@@ -64,6 +76,8 @@ pub(super) fn print_point(point: &Point, plan: &Plan, dram: &[(Workload, f64)]) 
         m.p50_us,
         m.p99_us,
         m.hit_ratio(),
+        m.device_reads_per_op(),
+        m.index_reads_per_op(),
         m.miss_interval_us(plan.cores)
             .map_or("-".into(), |v| format!("{v:.1}")),
         m.device_iops(),
@@ -82,6 +96,17 @@ pub(super) fn report(
     result: &mut BenchResult,
 ) {
     figures(&run.points, &run.load, plan.cores, result);
+    for target in [Target::Emulated, Target::Disk] {
+        let rounds: Vec<&PolicyRounds> = run
+            .policy
+            .iter()
+            .filter(|(t, _)| *t == target)
+            .map(|(_, r)| r)
+            .collect();
+        policy_figures(target.name(), &rounds, result);
+    }
+    budget_figures(plan, &run.budget, result);
+    worst_figures(result);
     interleaved_figures(&run.interleaved, result);
     closed_rows(&run.points, plan.cores, result);
     open_rows(&run.load, result);
@@ -123,8 +148,25 @@ fn closed_loop_figures(
     figure("flash_sync_vs_dram", ratio(ops(Config::FlashSync), dram));
     figure("fifo_vs_dram", ratio(ops(Config::TamerFifo), dram));
     figure(
-        "fifo_p99_vs_tamer_p99",
+        "fifo_p99_vs_tamer_p99_median_windows",
         ratio(p99(Config::TamerFifo), p99(Config::Tamer)),
+    );
+    let tamer_point = find(Config::Tamer);
+    figure(
+        "device_reads_per_op",
+        tamer_point.map(|p| p.m.device_reads_per_op()),
+    );
+    figure(
+        "index_reads_per_op",
+        tamer_point.map(|p| p.m.index_reads_per_op()),
+    );
+    figure(
+        "cpu_us_per_io",
+        tamer_point.and_then(|p| p.m.cpu_us_per_io()),
+    );
+    figure(
+        "core_waiting_fraction",
+        tamer_point.and_then(|p| p.m.core_waiting_fraction),
     );
     figure("tamer_vs_flash_sync", ratio(tamer, ops(Config::FlashSync)));
     figure("os_paging_vs_dram", ratio(ops(Config::OsPaging), dram));
@@ -167,6 +209,71 @@ fn equal_load_figure(load: &[LoadPoint], t: Target, result: &mut BenchResult) {
         &format!("p99_vs_flash_sync_{}", t.name()),
         ratios.get(ratios.len() / 2).copied(),
     );
+}
+
+/// Per device: the index's bytes per key, its share of the DRAM budget, and the share of its
+/// bucket pages resident when `tamer` opened the store.
+fn budget_figures(plan: &Plan, budget: &[(Target, IndexStats)], result: &mut BenchResult) {
+    for (target, s) in budget {
+        let d = target.name();
+        result.figure(&format!("index_bytes_per_key_{d}"), Some(s.bytes_per_key()));
+        result.figure(
+            &format!("index_share_of_budget_{d}"),
+            Some(s.index_bytes as f64 / plan.cache_bytes as f64),
+        );
+        result.figure(
+            &format!("index_resident_fraction_{d}"),
+            Some(s.resident_index_pages as f64 / s.buckets.max(1) as f64),
+        );
+        result.rows.push(json!({
+            "kind": "budget",
+            "device": d,
+            "cache_bytes": plan.cache_bytes,
+            "pinned_bytes": s.pinned_bytes,
+            "frames_bytes": s.frames_bytes,
+            "index_bytes": s.index_bytes,
+            "resident_index_bytes": s.resident_index_pages * PAGE_SIZE as u64,
+            "data_frames_bytes": s.data_frames_bytes(),
+            "buckets": s.buckets,
+            "index_capacity_pages": s.index_capacity_pages,
+            "keys": s.keys,
+            "index_bytes_per_key": s.bytes_per_key(),
+            "fits": s.fits(),
+        }));
+    }
+}
+
+/// The lowest of a figure over workloads (and devices): `tamer_vs_fifo_min`,
+/// `fifo_p99_vs_tamer_p99_min` (both devices), `device_iops_utilization_min` (the disk).
+fn worst_figures(result: &mut BenchResult) {
+    let lowest = |prefix: &str, devices: &[&str], result: &BenchResult| {
+        let mut values = Vec::new();
+        for d in devices {
+            for w in Workload::ALL {
+                let name = format!("{prefix}_{}_{d}", w.name());
+                if let Some(Some(v)) = result.figures.get(&name) {
+                    values.push(*v);
+                }
+            }
+        }
+        values.into_iter().reduce(f64::min)
+    };
+    for (name, prefix, devices) in [
+        ("tamer_vs_fifo_min", "tamer_vs_fifo", &["emu", "disk"][..]),
+        (
+            "fifo_p99_vs_tamer_p99_min",
+            "fifo_p99_vs_tamer_p99",
+            &["emu", "disk"][..],
+        ),
+        (
+            "device_iops_utilization_min",
+            "device_iops_utilization",
+            &["disk"][..],
+        ),
+    ] {
+        let v = lowest(prefix, devices, result);
+        result.figure(name, v);
+    }
 }
 
 /// The headline figures: copies of their YCSB-C figure on the emulated device or the disk.
@@ -247,6 +354,15 @@ fn closed_rows(points: &[Point], cores: usize, result: &mut BenchResult) {
             "secs": m.secs,
             "hit_ratio": m.hit_ratio(),
             "misses": m.misses,
+            "index_misses": m.index_misses,
+            "device_reads_per_op": m.device_reads_per_op(),
+            "index_reads_per_op": m.index_reads_per_op(),
+            "core_waiting_fraction": m.core_waiting_fraction,
+            "ready_wait_p99_us": m.ready_wait_p99_us,
+            "aging_threshold_us": m.aging_threshold_us,
+            "core_cpu_secs": m.core_cpu_secs,
+            "core_system_share": m.core_system_share,
+            "cpu_us_per_io": m.cpu_us_per_io(),
             "major_faults": m.major_faults,
             "emulator_cpu_secs": m.emulator_cpu_secs,
             "dma_engine_copies": m.dma_engine_copies,
@@ -282,6 +398,8 @@ fn open_rows(load: &[LoadPoint], result: &mut BenchResult) {
             "achieved_per_s": m.ops_per_s(),
             "p50_us": m.p50_us,
             "p99_us": m.p99_us,
+            "p50_from_submit_us": m.p50_from_submit_us,
+            "p99_from_submit_us": m.p99_from_submit_us,
             "merged_misses": m.merged_misses,
             "offered": m.offered,
             "dropped": m.dropped,
@@ -292,30 +410,40 @@ fn open_rows(load: &[LoadPoint], result: &mut BenchResult) {
     }
 }
 
-/// `tier_throughput.svg` and `tier_p99_vs_load.svg` in the SVG directory.
+/// `tier_throughput.svg` (grouped bars) and `tier_p99_vs_load.svg` (log scale) in the SVG
+/// directory, titled with the machine and the date.
 fn plots(options: &BenchOptions, points: &[Point], load: &[LoadPoint], result: &mut BenchResult) {
     let dir = options.svg_dir();
-    let series = throughput_series(points);
-    write_chart(
-        &dir.join("tier_throughput.svg"),
-        &Chart {
-            title: "tier: throughput normalized to dram",
-            x_label: "configuration: 1 dram, 2 tamer, 3 tamer-fifo, 4 flash-sync",
-            y_label: "throughput / dram",
-            series: &series,
-            log_x: false,
+    let machine = result.machine.short();
+    let (categories, clusters) = throughput_bars(points);
+    let title = format!("tier: throughput / dram, YCSB-B, YCSB-C, TATP ({machine})");
+    let path = dir.join("tier_throughput.svg");
+    let written = write_bar_svg(
+        &path,
+        &BarChart {
+            title: &title,
+            y_label: "throughput / dram (same device)",
+            categories: &categories,
+            clusters: &clusters,
+            reference: Some(1.0),
         },
-        result,
     );
+    match written {
+        Ok(()) => result.plots.push(path.display().to_string()),
+        Err(err) => result.note(err),
+    }
     let series = p99_series(load);
+    let title = format!("tier: YCSB-C p99 vs offered load ({machine})");
     write_chart(
         &dir.join("tier_p99_vs_load.svg"),
         &Chart {
-            title: "tier: YCSB-C p99 (arrival to completion) vs offered load",
+            title: &title,
             x_label: "offered load / dram closed-loop throughput (same device)",
-            y_label: "log10 p99 latency (µs)",
+            y_label: "p99 latency (log scale)",
             series: &series,
             log_x: false,
+            log_y: true,
+            y_unit: YUnit::Micros,
         },
         result,
     );
@@ -329,53 +457,58 @@ fn write_chart(path: &Path, chart: &Chart, result: &mut BenchResult) {
     }
 }
 
-/// Throughput normalized to `dram`, x = 1..4 in [`Config::ALL`] order, one series per workload
-/// and device that has a `dram` point.
-fn throughput_series(points: &[Point]) -> Vec<Series> {
-    let mut series = Vec::new();
+/// Throughput normalized to `dram`: one cluster per device and workload that has a `dram`
+/// point, one bar per configuration ([`Config::SHOWN`], then os-paging).
+fn throughput_bars(points: &[Point]) -> (Vec<String>, Vec<Cluster>) {
+    let configs: Vec<Config> = Config::SHOWN
+        .into_iter()
+        .chain([Config::OsPaging])
+        .collect();
+    let categories = configs.iter().map(|c| c.name().to_string()).collect();
+    let mut clusters = Vec::new();
     for t in [Target::Emulated, Target::Disk] {
         for w in Workload::ALL {
-            let dram = points
-                .iter()
-                .find(|p| p.target == t && p.workload == w && p.config == Config::Dram)
-                .map(|p| p.m.ops_per_s());
-            let Some(dram) = dram.filter(|&d| d > 0.0) else {
+            let find = |c: Config| {
+                points
+                    .iter()
+                    .find(|p| p.target == t && p.workload == w && p.config == c)
+                    .map(|p| p.m.ops_per_s())
+            };
+            let Some(dram) = find(Config::Dram).filter(|&d| d > 0.0) else {
                 continue;
             };
-            let pts: Vec<(f64, f64)> = Config::ALL
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &c)| {
-                    points
-                        .iter()
-                        .find(|p| p.target == t && p.workload == w && p.config == c)
-                        .map(|p| ((i + 1) as f64, p.m.ops_per_s() / dram))
-                })
-                .collect();
-            series.push(Series {
-                label: format!("{} {}", w.name(), t.name()),
-                points: pts,
+            clusters.push(Cluster {
+                label: format!("{} {}", t.name(), w.name()),
+                values: configs.iter().map(|&c| find(c).map(|v| v / dram)).collect(),
             });
         }
     }
-    series
+    (categories, clusters)
 }
 
-/// log10 p99 vs offered load ÷ `dram`'s throughput: the open-loop curves of `dram` and
-/// `tamer` per device.
+/// p99 vs offered load ÷ `dram`'s throughput: the open-loop curves of `dram` and `tamer` per
+/// device, from the scheduled arrival (the client's view) and from the hand-over to the store.
 fn p99_series(load: &[LoadPoint]) -> Vec<Series> {
     let mut series = Vec::new();
     for t in [Target::Emulated, Target::Disk] {
         for c in [Config::Dram, Config::Tamer] {
-            let pts: Vec<(f64, f64)> = load
+            let curve: Vec<&LoadPoint> = load
                 .iter()
                 .filter(|p| p.target == t && p.config == c && p.fraction >= 0.0)
-                .map(|p| (p.fraction, p.m.p99_us.max(1.0).log10()))
                 .collect();
-            if !pts.is_empty() {
+            if curve.is_empty() {
+                continue;
+            }
+            for (from, p99) in [
+                (
+                    "arrival",
+                    (|m: &Measurement| m.p99_us) as fn(&Measurement) -> f64,
+                ),
+                ("hand-over", |m: &Measurement| m.p99_from_submit_us),
+            ] {
                 series.push(Series {
-                    label: format!("{} {}", c.name(), t.name()),
-                    points: pts,
+                    label: format!("{} {} (from {from})", c.name(), t.name()),
+                    points: curve.iter().map(|p| (p.fraction, p99(&p.m))).collect(),
                 });
             }
         }
