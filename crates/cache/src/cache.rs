@@ -10,6 +10,7 @@ use tamer_runtime::{io, thread, Ticket};
 
 use crate::evict::{self, Kind};
 use crate::frame::{control, state_of, Frame, EMPTY, LOADING, NO_PAGE, READY, WRITEBACK};
+use crate::sketch::FrequencySketch;
 use crate::stats::{CacheStats, Counters, Histograms};
 use crate::{CacheConfig, CacheError};
 
@@ -21,6 +22,9 @@ pub const BATCH: usize = 8;
 /// Clean unreferenced frames per set the background cleaner keeps ready for misses
 /// ([`PageCache::clean_some`]).
 pub const CLEAN_VICTIMS_WANTED: usize = 2;
+/// The most a dirty data page may have been asked for lately (the admission sketch's estimate)
+/// for the cleaner to write it back ahead of its eviction.
+pub const CLEAN_FREQUENCY_MAX: u8 = 2;
 
 /// Largest page number: its byte offset must fit in a `u64`.
 const MAX_PAGE: u64 = u64::MAX / BLOCK_SIZE as u64 - 1;
@@ -29,7 +33,14 @@ const MAX_PAGE: u64 = u64::MAX / BLOCK_SIZE as u64 - 1;
 struct SetState {
     /// CLOCK hand: the next way to examine.
     hand: u32,
+    /// The way of the data page installed last (`NO_WAY`: none): it is *probationary* until
+    /// its first hit (its reference bit), and a data page that misses but is asked for no more
+    /// often than the CLOCK's victim replaces it instead of that victim (TinyLFU admission).
+    probation: u32,
 }
+
+/// No probationary way.
+const NO_WAY: u32 = u32::MAX;
 
 /// The pinned partition's directory: page → frame, insert-only, read without a lock.
 struct PinnedDir {
@@ -185,6 +196,8 @@ pub struct PageCache {
     index_ways_max: u32,
     misses_in_flight: AtomicUsize,
     pinned: PinnedDir,
+    /// How often each data page was asked for recently (admission, see `admit`).
+    sketch: FrequencySketch,
     counters: Counters,
     histograms: Histograms,
 }
@@ -213,7 +226,12 @@ impl PageCache {
             arena,
             frames: (0..total).map(|_| Frame::new()).collect(),
             sets: (0..sets)
-                .map(|_| Mutex::new(SetState { hand: 0 }))
+                .map(|_| {
+                    Mutex::new(SetState {
+                        hand: 0,
+                        probation: NO_WAY,
+                    })
+                })
                 .collect(),
             set_count: sets,
             ways: config.ways as u32,
@@ -223,6 +241,7 @@ impl PageCache {
             index_ways_max: config.effective_index_ways_max() as u32,
             misses_in_flight: AtomicUsize::new(0),
             pinned: PinnedDir::new(pinned_frames),
+            sketch: FrequencySketch::new(data_frames),
             counters: Counters::default(),
             histograms: Histograms::new(),
             config,
@@ -267,7 +286,7 @@ impl PageCache {
         let frames = self.frames.len() * (std::mem::size_of::<Frame>() + 1); // + arena in-I/O flag
         let sets = self.sets.len() * std::mem::size_of::<Mutex<SetState>>();
         let dir = self.pinned.keys.len() * (8 + 4);
-        frames + sets + dir
+        frames + sets + dir + self.sketch.bytes()
     }
 
     /// A snapshot of the counters.
@@ -279,6 +298,7 @@ impl PageCache {
             index_hits: c.index_hits.load(Ordering::Relaxed),
             index_misses: c.index_misses.load(Ordering::Relaxed),
             discarded: c.discarded.load(Ordering::Relaxed),
+            admissions_refused: c.admissions_refused.load(Ordering::Relaxed),
             merged_misses: c.merged_misses.load(Ordering::Relaxed),
             evictions: c.evictions.load(Ordering::Relaxed),
             write_backs: c.write_backs.load(Ordering::Relaxed),
@@ -659,6 +679,7 @@ impl PageCache {
                 let frame = &self.frames[index as usize];
                 if !frame.dirty.load(Ordering::Acquire)
                     || frame.referenced.load(Ordering::Relaxed)
+                    || !self.likely_victim(frame)
                     || !frame.try_claim(WRITEBACK, 0)
                 {
                     continue;
@@ -707,6 +728,18 @@ impl PageCache {
             Some(err) => Err(err),
             None => Ok(written),
         }
+    }
+
+    /// True when `frame` is likely to be evicted soon, so that writing it back ahead pays: a
+    /// data page asked for at most [`CLEAN_FREQUENCY_MAX`] times lately (a more frequent one
+    /// keeps its frame under admission, and cleaning it only wrote it again and again: under
+    /// new-job priority the cleaner ran often enough to write back twice the pages per TATP
+    /// transaction that FIFO did, hot pages dirtied again), or an index page beyond its set's
+    /// share (rare: index pages are written back at eviction or flush).
+    fn likely_victim(&self, frame: &Frame) -> bool {
+        let index = frame.index.load(Ordering::Relaxed);
+        let page = frame.tag.load(Ordering::Relaxed);
+        evict::worth_cleaning(index, self.sketch.estimate(page), CLEAN_FREQUENCY_MAX)
     }
 
     /// Frames of the set at `base` a miss could take at once: unpinned, clean, unreferenced
@@ -1049,6 +1082,9 @@ impl PageCache {
         begin: Begin,
     ) -> Result<Start<'_>, CacheError> {
         let kind = class.kind();
+        if begin.count_hit && kind == Kind::Data {
+            self.sketch.touch(page);
+        }
         loop {
             if let Some(frame) = self.lookup_pin(page, class) {
                 if begin.count_hit {
@@ -1100,13 +1136,24 @@ impl PageCache {
                 self.wait_step(deadline, || self.table_full())?;
                 continue;
             }
-            match self.choose_victim(&mut guard, base, kind) {
+            match self.choose_victim(&mut guard, base, kind, page) {
                 Victim::Clean(index, evicted) => {
                     let frame = &self.frames[index as usize];
                     frame.tag.store(page, Ordering::Release);
                     frame.dirty.store(false, Ordering::Release);
-                    frame.referenced.store(true, Ordering::Relaxed);
+                    // A data page enters unreferenced and probationary: it keeps its frame
+                    // past the next sweep only if it is asked for again. An index page is
+                    // kept by its class.
+                    frame
+                        .referenced
+                        .store(kind == Kind::Index, Ordering::Relaxed);
                     frame.index.store(kind == Kind::Index, Ordering::Relaxed);
+                    frame.probation.store(kind == Kind::Data, Ordering::Relaxed);
+                    guard.probation = if kind == Kind::Data {
+                        index - base
+                    } else {
+                        NO_WAY
+                    };
                     drop(guard);
                     if evicted {
                         Counters::bump(&self.counters.evictions);
@@ -1203,6 +1250,7 @@ impl PageCache {
         set: &mut MutexGuard<'_, SetState>,
         base: u32,
         incoming: Kind,
+        page: u64,
     ) -> Victim {
         let mut index_frames = 0;
         for index in base..base + self.ways {
@@ -1218,10 +1266,62 @@ impl PageCache {
         for kind in [first, evict::other(first)] {
             match self.clock_sweep(set, base, kind) {
                 Victim::None => continue,
+                victim if incoming == Kind::Data => return self.admit(set, base, page, victim),
                 victim => return victim,
             }
         }
         Victim::None
+    }
+
+    /// TinyLFU admission of a data page that missed: when CLOCK's victim (clean, claimed) was
+    /// asked for at least as often as `page` lately ([`FrequencySketch`]), the set's
+    /// probationary frame (the data page installed last, not asked for since) is evicted
+    /// instead and the victim handed back. A page seen once does not push out a hot one; a
+    /// page asked for more often than the victim replaces it.
+    fn admit(
+        &self,
+        set: &mut MutexGuard<'_, SetState>,
+        base: u32,
+        page: u64,
+        victim: Victim,
+    ) -> Victim {
+        let Victim::Clean(index, true) = victim else {
+            return victim;
+        };
+        let way = set.probation;
+        if way == NO_WAY || way >= self.ways || base + way == index {
+            return victim;
+        }
+        let candidate = base + way;
+        let frame = &self.frames[candidate as usize];
+        let probationary = frame.probation.load(Ordering::Relaxed)
+            && !frame.index.load(Ordering::Relaxed)
+            && !frame.dirty.load(Ordering::Acquire);
+        if !probationary {
+            set.probation = NO_WAY; // asked for since (or dirtied): a full member now
+            return victim;
+        }
+        let victim_page = self.frames[index as usize].tag.load(Ordering::Acquire);
+        if evict::admits(
+            self.sketch.estimate(page),
+            self.sketch.estimate(victim_page),
+        ) {
+            return victim;
+        }
+        if !frame.try_claim(LOADING, 1) {
+            return victim;
+        }
+        if frame.dirty.load(Ordering::Acquire) {
+            // Dirtied between the check and the claim: keep it, evict CLOCK's victim.
+            frame.control.store(control(READY, 0), Ordering::Release);
+            return victim;
+        }
+        // Hand CLOCK's clean victim back (claimed by this thread under the set lock).
+        self.frames[index as usize]
+            .control
+            .store(control(READY, 0), Ordering::Release);
+        Counters::bump(&self.counters.admissions_refused);
+        Victim::Clean(candidate, true)
     }
 
     /// CLOCK over the set's frames of `kind`, preferring a clean victim: up to two sweeps of
@@ -1737,12 +1837,13 @@ mod tests {
     #[test]
     fn footprint_matches_the_documented_figures() {
         assert_eq!(std::mem::size_of::<Frame>(), 32);
-        assert!(std::mem::size_of::<Mutex<SetState>>() <= 12);
+        assert!(std::mem::size_of::<Mutex<SetState>>() <= 16);
         let cache = PageCache::new(CacheConfig::new(1024 * 4096)).unwrap();
-        // 1024 data frames: 33 bytes each + 128 set locks.
+        // 1024 data frames: 33 bytes each + 128 set locks + the frequency sketch (4 bytes a
+        // frame).
         let per_frame = cache.metadata_bytes() as f64 / 1024.0;
         assert!(
-            (33.0..=34.5).contains(&per_frame),
+            (37.0..=39.5).contains(&per_frame),
             "{per_frame} bytes per frame"
         );
     }

@@ -35,6 +35,22 @@ pub(crate) fn evict_from(incoming: Kind, index_frames: u32, index_ways_max: u32)
     }
 }
 
+/// TinyLFU's admission test: a data page that missed takes CLOCK's victim's frame only if it
+/// was asked for more often than the victim lately; otherwise it takes the set's probationary
+/// frame (see `PageCache::admit`). Ties keep the victim (it is resident: its frequency is
+/// known to be real, the candidate's may be a collision's).
+pub(crate) fn admits(candidate_frequency: u8, victim_frequency: u8) -> bool {
+    candidate_frequency > victim_frequency
+}
+
+/// Whether the cleaner writes back a dirty, unreferenced frame ahead of its eviction: data
+/// pages asked for at most `frequency_max` times lately (the ones admission will let go);
+/// not index pages (kept ahead of data) nor frequently asked data pages (kept by admission:
+/// cleaning them only writes them again once they are dirtied again).
+pub(crate) fn worth_cleaning(index_page: bool, frequency: u8, frequency_max: u8) -> bool {
+    !index_page && frequency <= frequency_max
+}
+
 /// The class to try when `first` has no evictable frame.
 pub(crate) fn other(first: Kind) -> Kind {
     match first {
@@ -73,6 +89,27 @@ mod tests {
         assert_eq!(evict_from(Kind::Index, 6, 7), Kind::Data);
         assert_eq!(evict_from(Kind::Index, 7, 7), Kind::Index);
         assert_eq!(evict_from(Kind::Index, 9, 7), Kind::Index);
+    }
+
+    /// Mutation caught: admitting on ties (a page seen as often as the victim, maybe only by
+    /// a sketch collision, would push it out) or refusing a more frequent page.
+    #[test]
+    fn only_a_more_frequent_page_takes_the_victims_frame() {
+        assert!(admits(3, 2));
+        assert!(!admits(2, 2));
+        assert!(!admits(0, 5));
+        assert!(admits(15, 14));
+    }
+
+    /// Mutations caught: cleaning hot data pages (written again and again) or index pages,
+    /// or not cleaning the rarely asked ones a miss will evict.
+    #[test]
+    fn the_cleaner_writes_back_only_pages_admission_lets_go() {
+        assert!(worth_cleaning(false, 0, 2));
+        assert!(worth_cleaning(false, 2, 2));
+        assert!(!worth_cleaning(false, 3, 2));
+        assert!(!worth_cleaning(false, 15, 2));
+        assert!(!worth_cleaning(true, 0, 2));
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub(crate) struct Frame {
     /// claimed for a page (and, as a hint, when an index lookup hits a frame installed as
     /// data).
     pub index: AtomicBool,
+    /// A data page installed by a miss and not asked for since: the set's probationary page
+    /// (cleared by its first hit; see `PageCache::admit`).
+    pub probation: AtomicBool,
 }
 
 impl Frame {
@@ -73,6 +76,7 @@ impl Frame {
             referenced: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             index: AtomicBool::new(false),
+            probation: AtomicBool::new(false),
         }
     }
 
@@ -114,6 +118,9 @@ impl Frame {
         }
         if touch && !self.referenced.load(Ordering::Relaxed) {
             self.referenced.store(true, Ordering::Relaxed);
+        }
+        if touch && self.probation.load(Ordering::Relaxed) {
+            self.probation.store(false, Ordering::Relaxed);
         }
         true
     }

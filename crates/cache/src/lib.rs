@@ -46,8 +46,9 @@
 //!
 //! The arena: `(data frames + pinned frames) × 4096` bytes. Metadata: 32 bytes per frame (tag,
 //! state + pins, latch version, readers, CLOCK and dirty bits) + 1 byte (the arena's in-I/O
-//! flag) + one set lock (12 bytes) per `ways` frames (1.5 bytes per frame at 8 ways), i.e.
-//! about 34.5 bytes per 4 KiB data frame (0.84 %), plus 24 bytes of directory per pinned frame
+//! flag) + one set lock (16 bytes) per `ways` frames (2 bytes per frame at 8 ways) + the
+//! admission sketch's 4 bytes per data frame, i.e. about 39 bytes per 4 KiB data frame
+//! (0.95 %), plus 24 bytes of directory per pinned frame
 //! and 16 fixed latency histograms (about 30 KiB each). [`PageCache::metadata_bytes`] reports
 //! the exact figure.
 //!
@@ -85,6 +86,7 @@ mod config;
 mod error;
 mod evict;
 mod frame;
+mod sketch;
 mod stats;
 
 pub use cache::{PageCache, PageClass, PageRef, Prefetch, BATCH, CLEAN_VICTIMS_WANTED};

@@ -19,6 +19,9 @@ pub struct CacheStats {
     /// Cached copies dropped unwritten because their page was overwritten as an index page
     /// (a freed data page reused for the index).
     pub discarded: u64,
+    /// Data misses that took the set's probationary frame instead of CLOCK's victim, which
+    /// was asked for at least as often lately (TinyLFU admission refused them the victim).
+    pub admissions_refused: u64,
     /// Misses that found a read of the same page in flight and waited for it instead.
     pub merged_misses: u64,
     /// Installed pages dropped to make room for another.
@@ -51,6 +54,7 @@ pub(crate) struct Counters {
     pub index_hits: AtomicU64,
     pub index_misses: AtomicU64,
     pub discarded: AtomicU64,
+    pub admissions_refused: AtomicU64,
     pub merged_misses: AtomicU64,
     pub evictions: AtomicU64,
     pub write_backs: AtomicU64,
