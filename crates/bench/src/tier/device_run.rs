@@ -143,8 +143,8 @@ fn run_config(
         .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
 }
 
-/// `tamer` and `tamer-fifo` on `workload`: the policy rounds, then the median window of each
-/// as its point (with fio's IOPS at `tamer`'s depth on the disk).
+/// `tamer` and `tamer-fifo` on `workload`: the policy rounds, then each policy's slices
+/// combined as its point (with fio's IOPS at `tamer`'s depth on the disk).
 fn tamer_points(
     dev: &DeviceCtx,
     db: &Db,
@@ -154,14 +154,11 @@ fn tamer_points(
     dram: &DramReference,
     result: &mut BenchResult,
 ) -> Result<(), String> {
-    let rounds = policy_rounds(dev, db, meter, workload)?;
-    for (config, windows) in [
-        (Config::Tamer, &rounds.tamer),
-        (Config::TamerFifo, &rounds.fifo),
+    let policy = policy_rounds(dev, db, meter, workload)?;
+    for (config, m) in [
+        (Config::Tamer, policy.tamer.clone()),
+        (Config::TamerFifo, policy.fifo.clone()),
     ] {
-        let m = PolicyRounds::median_window(windows)
-            .cloned()
-            .ok_or("no policy round measured")?;
         if m.errors > 0 {
             result.note(format!(
                 "{} {} {}: {} operations failed",
@@ -187,7 +184,7 @@ fn tamer_points(
         print_point(&point, dev.plan, &dram.ops);
         run.points.push(point);
     }
-    run.policy.push((dev.target, rounds));
+    run.policy.push((dev.target, policy.rounds));
     Ok(())
 }
 

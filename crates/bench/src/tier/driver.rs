@@ -79,6 +79,42 @@ fn snapshot(db: &Db) -> StatsSnapshot {
 fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64) -> Measurement {
     let latencies = meter.merged();
     let from_submit = meter.merged_from_submit();
+    let mut m = measurement(&latencies, &from_submit, &before, &after, secs);
+    m.errors = meter.errors.load(Ordering::Relaxed);
+    m
+}
+
+/// A measured window opened on a store: its counters at the start.
+pub(super) struct Window {
+    before: StatsSnapshot,
+    started: Instant,
+}
+
+impl Window {
+    pub(super) fn open(db: &Db) -> Self {
+        Self {
+            before: snapshot(db),
+            started: Instant::now(),
+        }
+    }
+
+    /// The window's [`Measurement`] from its `latencies` (from submission), the counters'
+    /// differences since it opened; `ops` is the latencies' count.
+    pub(super) fn close(self, db: &Db, latencies: &Histogram<u64>) -> Measurement {
+        let secs = self.started.elapsed().as_secs_f64();
+        let after = snapshot(db);
+        measurement(latencies, latencies, &self.before, &after, secs)
+    }
+}
+
+/// A [`Measurement`] from its latency histograms and the counters before and after.
+fn measurement(
+    latencies: &Histogram<u64>,
+    from_submit: &Histogram<u64>,
+    before: &StatsSnapshot,
+    after: &StatsSnapshot,
+    secs: f64,
+) -> Measurement {
     let cores = match (&after.cores, &before.cores) {
         (Some(after), Some(before)) => Some(after.since(before)),
         _ => None,
@@ -104,7 +140,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
         victim_write_backs: after.victim_write_backs - before.victim_write_backs,
         merged_misses: after.merged - before.merged,
         mean_miss_latency_us,
-        errors: meter.errors.load(Ordering::Relaxed),
+        errors: 0,
         offered: 0,
         dropped: 0,
         major_faults: after.major_faults - before.major_faults,
@@ -134,7 +170,7 @@ fn finish(meter: &Meter, before: StatsSnapshot, after: StatsSnapshot, secs: f64)
 }
 
 /// Waits (up to 60 s) until the jobs submitted so far have finished.
-fn drain(meter: &Meter) -> Result<(), String> {
+pub(super) fn drain(meter: &Meter) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while meter.outstanding.load(Ordering::Acquire) > 0 {
         if Instant::now() > deadline {
@@ -232,6 +268,10 @@ fn dma_counts(db: &Db) -> (u64, u64) {
 /// this VM the disk's interrupt and its completion work (softirq, kernel workers) land on the
 /// load generator's CPU: a feeder that spun there delayed every completion of the store it
 /// measured (a spin loop only yields at the next tick).
+pub(super) fn feeder_idle_for(dma: &Option<Arc<EmulatorModel>>) {
+    feeder_idle(dma, 8);
+}
+
 fn feeder_idle(dma: &Option<Arc<EmulatorModel>>, max_copies: usize) {
     if let Some(model) = dma {
         if model.run_dma(max_copies) > 0 {

@@ -25,6 +25,22 @@ pub(super) struct Meter {
     pub(super) recording: AtomicBool,
     pub(super) outstanding: AtomicUsize,
     pub(super) errors: AtomicU64,
+    /// The slice of time now measured ([`NO_SLICE`]: none), and per slice the jobs that
+    /// completed in it and the latencies of those submitted in it too.
+    current_slice: AtomicUsize,
+    slices: Vec<Mutex<Histogram<u64>>>,
+    slice_completions: Vec<AtomicU64>,
+}
+
+/// No slice is measured.
+pub(super) const NO_SLICE: usize = usize::MAX;
+/// Most slices one measurement is cut into.
+pub(super) const MAX_SLICES: usize = 64;
+
+/// A slice's latency histogram: 1 µs to 100 s at 2 significant digits (≈ 20 KiB; a p99 of a
+/// slice needs no finer grain), in ns.
+fn slice_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1_000, 100_000_000_000, 2).expect("static bounds")
 }
 
 /// A latency histogram: 1 ns to 100 s, 3 significant digits.
@@ -40,7 +56,53 @@ impl Meter {
             recording: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
             errors: AtomicU64::new(0),
+            current_slice: AtomicUsize::new(NO_SLICE),
+            slices: (0..MAX_SLICES)
+                .map(|_| Mutex::new(slice_histogram()))
+                .collect(),
+            slice_completions: (0..MAX_SLICES).map(|_| AtomicU64::new(0)).collect(),
         })
+    }
+
+    /// Starts measuring slice `k` (ending the one before): later completions count in it.
+    pub(super) fn begin_slice(&self, k: usize) {
+        assert!(k < MAX_SLICES, "slice {k}: at most {MAX_SLICES}");
+        self.slices[k]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reset();
+        self.slice_completions[k].store(0, Ordering::Relaxed);
+        self.current_slice.store(k, Ordering::Release);
+    }
+
+    /// Stops measuring slices.
+    pub(super) fn end_slices(&self) {
+        self.current_slice.store(NO_SLICE, Ordering::Release);
+    }
+
+    /// Slice `k`: (jobs completed in it, latencies of those also submitted in it).
+    pub(super) fn slice(&self, k: usize) -> (u64, Histogram<u64>) {
+        let latencies = self.slices[k]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        (self.slice_completions[k].load(Ordering::Relaxed), latencies)
+    }
+
+    /// A completion: counted in the slice measured now; its latency recorded there only if
+    /// it was submitted in that slice (a job straddling a switch belongs to neither policy).
+    fn complete_in_slice(&self, submitted_slice: usize, latency_ns: u64) {
+        let now = self.current_slice.load(Ordering::Acquire);
+        if now == NO_SLICE {
+            return;
+        }
+        self.slice_completions[now].fetch_add(1, Ordering::Relaxed);
+        if now == submitted_slice {
+            self.slices[now]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .saturating_record(latency_ns.max(1));
+        }
     }
     /// Records one job's latency since its start and since its submission.
     pub(super) fn record(&self, latency_ns: u64, since_submit_ns: u64) {
@@ -200,18 +262,21 @@ pub(super) fn make_job(
     measured: bool,
 ) -> Job {
     let ctx = ctx.clone();
+    let slice = ctx.meter.current_slice.load(Ordering::Acquire);
     Job::new(move || {
         black_box(ctx.work.run(ctx.iterations, started_ns));
         if execute(&ctx.handle, &ops, &ctx.value).is_err() {
             ctx.meter.errors.fetch_add(1, Ordering::Relaxed);
         }
+        let end = now_ns();
         if measured && ctx.meter.recording.load(Ordering::Acquire) {
-            let end = now_ns();
             ctx.meter.record(
                 end.saturating_sub(started_ns),
                 end.saturating_sub(submitted_ns),
             );
         }
+        ctx.meter
+            .complete_in_slice(slice, end.saturating_sub(started_ns));
         ctx.meter.outstanding.fetch_sub(1, Ordering::AcqRel);
     })
 }

@@ -67,6 +67,49 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// Adds `other`'s operations, time and counters to these (latency quantiles, averages
+    /// and gauges are left for the caller to recompute).
+    pub fn add(&mut self, other: &Measurement) {
+        self.ops += other.ops;
+        self.secs += other.secs;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.index_misses += other.index_misses;
+        self.write_backs += other.write_backs;
+        self.victim_write_backs += other.victim_write_backs;
+        self.merged_misses += other.merged_misses;
+        self.errors += other.errors;
+        self.major_faults += other.major_faults;
+        self.emulator_cpu_secs += other.emulator_cpu_secs;
+        self.dma_engine_copies += other.dma_engine_copies;
+        self.dma_core_copies += other.dma_core_copies;
+        self.pages_compacted += other.pages_compacted;
+        self.core_cpu_secs = self
+            .core_cpu_secs
+            .zip(other.core_cpu_secs)
+            .map(|(a, b)| a + b);
+        // Time-weighted: the shares of the two windows by their lengths.
+        let weighted = |a: Option<f64>, b: Option<f64>, wa: f64, wb: f64| {
+            a.zip(b)
+                .map(|(a, b)| (a * wa + b * wb) / (wa + wb).max(1e-9))
+        };
+        let (wa, wb) = (self.secs - other.secs, other.secs);
+        self.core_waiting_fraction = weighted(
+            self.core_waiting_fraction,
+            other.core_waiting_fraction,
+            wa,
+            wb,
+        );
+        self.core_system_share = weighted(self.core_system_share, other.core_system_share, wa, wb);
+        self.sampled_in_flight =
+            (self.sampled_in_flight * wa + other.sampled_in_flight * wb) / (wa + wb).max(1e-9);
+        self.ready_wait_p99_us = match (self.ready_wait_p99_us, other.ready_wait_p99_us) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.aging_threshold_us = other.aging_threshold_us.or(self.aging_threshold_us);
+    }
+
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.secs.max(1e-9)
     }

@@ -124,8 +124,10 @@ pub struct Plan {
     pub interleave_rounds: usize,
     /// Alternating `tamer` / `flash-sync` open-loop windows at equal load, per device.
     pub equal_load_rounds: usize,
-    /// Alternating `tamer` / `tamer-fifo` closed-loop windows per workload and device.
+    /// Rounds of `tamer` / `tamer-fifo` slices per workload and device (a round is a pair
+    /// of slices), and a slice's length.
     pub policy_rounds: usize,
+    pub policy_slice: Duration,
     /// The emulated device's DMA engine runs on the load generator's CPU
     /// ([`EmulatorConfig::dma_offload`](tamer_device::EmulatorConfig::dma_offload),
     /// [`EmulatorModel::run_dma`](tamer_device::EmulatorModel::run_dma)) instead of its copies
@@ -157,7 +159,8 @@ impl Plan {
             dma_offload: true,
             interleave_rounds: 5,
             equal_load_rounds: 5,
-            policy_rounds: 5,
+            policy_rounds: 30,
+            policy_slice: Duration::from_millis(150),
         };
         if quick {
             Self {
@@ -171,7 +174,8 @@ impl Plan {
                 fio_duration: Duration::from_millis(400),
                 interleave_rounds: 3,
                 equal_load_rounds: 3,
-                policy_rounds: 3,
+                policy_rounds: 20,
+                policy_slice: Duration::from_millis(100),
                 ..base
             }
         } else {
