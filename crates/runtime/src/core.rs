@@ -287,6 +287,9 @@ pub(crate) struct Sched {
     pub pending_live: usize,
     /// Parked workers whose accesses all completed, in completion order: (worker, epoch, at).
     pub ready: VecDeque<(WorkerId, u32, u64)>,
+    /// The same workers, the oldest job first: (job enqueued at, ready at, worker, epoch).
+    /// Stale entries (the worker ran since) are dropped lazily, as in `ready`.
+    pub ready_by_age: BinaryHeap<Reverse<(u64, u64, WorkerId, u32)>>,
     /// Yielded and timer-woken workers: (worker, runnable_at_ns).
     pub runnable: VecDeque<(WorkerId, u64)>,
     /// Sleeping workers by deadline.
@@ -315,6 +318,7 @@ impl Sched {
             pending: VecDeque::with_capacity(2 * threads + 1),
             pending_live: 0,
             ready: VecDeque::with_capacity(2 * threads + 1),
+            ready_by_age: BinaryHeap::with_capacity(2 * threads + 1),
             runnable: VecDeque::with_capacity(threads),
             timers: BinaryHeap::with_capacity(threads),
             watches: Vec::with_capacity(threads),
@@ -345,6 +349,38 @@ impl Sched {
             }
             self.ready.pop_front();
         }
+        while let Some(&Reverse((_, at, worker, epoch))) = self.ready_by_age.peek() {
+            if self.is_live_ready((worker, epoch, at)) {
+                break;
+            }
+            self.ready_by_age.pop();
+        }
+    }
+
+    /// The ready worker to resume next: the oldest job's when `oldest_first` (seed 002's
+    /// policy: the job that has waited longest is closest to its latency bound), else the
+    /// first to become ready (FIFO). As (worker, epoch, ready at).
+    pub fn ready_front(&mut self, oldest_first: bool) -> Option<(WorkerId, u32, u64)> {
+        self.clean_fronts();
+        if oldest_first {
+            self.ready_by_age
+                .peek()
+                .map(|&Reverse((_, at, worker, epoch))| (worker, epoch, at))
+        } else {
+            self.ready.front().copied()
+        }
+    }
+
+    /// Takes [`Self::ready_front`] off the ready set and unparks it: (worker, ready at).
+    pub fn take_ready(&mut self, oldest_first: bool) -> Option<(WorkerId, u64)> {
+        let (worker, _, at) = self.ready_front(oldest_first)?;
+        if oldest_first {
+            self.ready_by_age.pop();
+        } else {
+            self.ready.pop_front();
+        }
+        self.unpark(worker);
+        Some((worker, at))
     }
 
     fn compact(&mut self) {
@@ -356,12 +392,18 @@ impl Sched {
                 s.status == Status::Parked && s.epoch == epoch
             });
         }
+        let live = |workers: &[WorkerState], w: WorkerId, epoch: u32| {
+            let s = &workers[w as usize];
+            s.status == Status::Parked && s.epoch == epoch && s.awaiting == 0
+        };
         if self.ready.len() > 2 * threads {
             let workers = &self.workers;
-            self.ready.retain(|&(w, epoch, _)| {
-                let s = &workers[w as usize];
-                s.status == Status::Parked && s.epoch == epoch && s.awaiting == 0
-            });
+            self.ready.retain(|&(w, epoch, _)| live(workers, w, epoch));
+        }
+        if self.ready_by_age.len() > 2 * threads {
+            let workers = &self.workers;
+            self.ready_by_age
+                .retain(|&Reverse((_, _, w, epoch))| live(workers, w, epoch));
         }
     }
 
@@ -404,8 +446,10 @@ impl Sched {
         );
         state.awaiting -= 1;
         if state.awaiting == 0 {
-            let epoch = state.epoch;
+            let (epoch, enqueued_ns) = (state.epoch, state.job_enqueued_ns);
             self.ready.push_back((worker, epoch, now));
+            self.ready_by_age
+                .push(Reverse((enqueued_ns, now, worker, epoch)));
             self.compact();
         }
     }
@@ -424,8 +468,16 @@ impl Sched {
         ]
     }
 
-    pub fn view(&mut self, now_ns: u64, aging_ns: u64, max_pending: usize) -> View {
-        self.clean_fronts();
+    /// The snapshot [`decide`](crate::sched::decide) takes; its first ready job is
+    /// [`Self::ready_front`]'s.
+    pub fn view(
+        &mut self,
+        now_ns: u64,
+        aging_ns: u64,
+        max_pending: usize,
+        oldest_first: bool,
+    ) -> View {
+        let first_ready = self.ready_front(oldest_first);
         let head = self
             .pending
             .front()
@@ -439,11 +491,9 @@ impl Sched {
             pending: self.pending_live,
             max_pending,
             head,
-            first_ready_at_ns: self.ready.front().map(|&(_, _, at)| at),
-            first_ready_parked_at_ns: self
-                .ready
-                .front()
-                .map(|&(w, _, _)| self.workers[w as usize].parked_at_ns),
+            first_ready_at_ns: first_ready.map(|(_, _, at)| at),
+            first_ready_parked_at_ns: first_ready
+                .map(|(w, _, _)| self.workers[w as usize].parked_at_ns),
             runnable_at_ns: self.runnable.front().map(|&(_, at)| at),
             new_job_at_ns: if self.idle.is_empty() {
                 None
@@ -772,5 +822,56 @@ impl Core {
             self.read_clock();
             self.dispatch(&mut completions);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three workers running jobs that arrived at 30, 10 and 20, parked on one access each.
+    fn parked_three() -> Sched {
+        let mut sched = Sched::new(4, 8);
+        for (worker, arrived) in [(0u16, 30u64), (1, 10), (2, 20)] {
+            let state = &mut sched.workers[worker as usize];
+            state.status = Status::Running;
+            state.job_enqueued_ns = arrived;
+            sched.park(worker as WorkerId, 1, 100 + u64::from(worker));
+        }
+        sched
+    }
+
+    /// Mutations caught: the age order keyed by readiness instead of the job's arrival, the
+    /// FIFO order broken by the second queue, a taken worker left in the other order (it
+    /// would be resumed twice).
+    #[test]
+    fn ready_jobs_go_oldest_first_under_priority_and_by_completion_under_fifo() {
+        let mut sched = parked_three();
+        sched.access_completed(0, 200); // arrived at 30
+        sched.access_completed(2, 210); // arrived at 20
+        sched.access_completed(1, 220); // arrived at 10
+        assert_eq!(sched.ready_front(true), Some((1, 1, 220)));
+        assert_eq!(sched.ready_front(false), Some((0, 1, 200)));
+        assert_eq!(sched.take_ready(true), Some((1, 220)));
+        // Worker 1 is running now: stale in the completion order, skipped there.
+        assert_eq!(sched.take_ready(false), Some((0, 200)));
+        assert_eq!(sched.ready_front(true), Some((2, 1, 210)));
+        assert_eq!(sched.ready_front(false), Some((2, 1, 210)));
+        assert_eq!(sched.take_ready(true), Some((2, 210)));
+        assert_eq!(sched.ready_front(true), None);
+        assert_eq!(sched.ready_front(false), None);
+        assert_eq!(sched.pending_live, 0);
+    }
+
+    /// Mutation caught: a ready job not yet complete (one of two accesses back) offered.
+    #[test]
+    fn a_job_is_ready_only_when_every_access_is_back() {
+        let mut sched = Sched::new(2, 4);
+        sched.workers[0].status = Status::Running;
+        sched.park(0, 2, 5);
+        sched.access_completed(0, 6);
+        assert_eq!(sched.ready_front(true), None);
+        sched.access_completed(0, 7);
+        assert_eq!(sched.ready_front(true), Some((0, 1, 7)));
     }
 }

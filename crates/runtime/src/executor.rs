@@ -14,7 +14,7 @@ use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
 use crate::runtime::CoreGauge;
-use crate::sched::{decide, Decision};
+use crate::sched::{decide, Decision, Policy};
 use crate::{Job, RuntimeConfig};
 
 /// Why a user-level thread gave the core back.
@@ -493,8 +493,14 @@ impl Executor {
                 // The present as of the last reap (after every run) or the pass's start: the
                 // reap read the clock to find due completions, and aging uses that reading.
                 let now = self.core.clock();
-                let view = sched.view(now, self.core.aging_ns(), self.core.config.max_pending);
-                let decision = decide(self.core.policy.get(), &view);
+                let policy = self.core.policy.get();
+                let view = sched.view(
+                    now,
+                    self.core.aging_ns(),
+                    self.core.config.max_pending,
+                    policy == Policy::PriorityAging,
+                );
+                let decision = decide(policy, &view);
                 let jobs_queued = !sched.local.is_empty();
                 drop(sched);
                 self.count_decision(decision, jobs_queued);
@@ -572,13 +578,12 @@ impl Executor {
 
     fn resume_ready(&mut self) {
         let (worker, ready_at_ns) = {
-            let mut sched = self.core.sched.borrow_mut();
-            let (worker, _, ready_at_ns) = sched
-                .ready
-                .pop_front()
-                .expect("ResumeReady with no ready job");
-            sched.unpark(worker);
-            (worker, ready_at_ns)
+            let oldest_first = self.core.policy.get() == Policy::PriorityAging;
+            self.core
+                .sched
+                .borrow_mut()
+                .take_ready(oldest_first)
+                .expect("ResumeReady with no ready job")
         };
         // A fresh reading: the cached one is not refreshed while nothing is in flight.
         let waited_ns = self.core.read_clock().saturating_sub(ready_at_ns);

@@ -122,7 +122,9 @@ pub struct View {
     pub pending: usize,
     pub max_pending: usize,
     pub head: Option<PendingHead>,
-    /// When the earliest-completed ready pending job became ready.
+    /// When the first ready pending job became ready: under [`Policy::PriorityAging`] the
+    /// ready job whose job arrived first (oldest first), under [`Policy::Fifo`] the one whose
+    /// accesses completed first.
     pub first_ready_at_ns: Option<u64>,
     /// When that job parked.
     pub first_ready_parked_at_ns: Option<u64>,
