@@ -11,6 +11,7 @@
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
 //! and writes its plots as SVG.
 
+pub mod blockdev;
 pub mod cgroup;
 pub mod device;
 pub mod microsecond;

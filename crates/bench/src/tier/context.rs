@@ -12,6 +12,7 @@ use tamer_store::{Db, DbOptions, DeviceKind};
 
 use super::jobs::{JobContext, Meter, Payloads};
 use super::plan::{options_for, Config, Plan, Target};
+use crate::blockdev::BlockDevice;
 use crate::work::Work;
 use crate::BenchOptions;
 
@@ -33,6 +34,9 @@ pub(super) struct DeviceCtx<'a> {
     pub(super) payloads: Payloads,
     /// The emulated device (`None` on the disk): one model, reopened by every configuration.
     pub(super) model: Option<Arc<EmulatorModel>>,
+    /// The disk's block device counters (`None` on the emulated device, or where the kernel
+    /// shows no block device under the data directory).
+    pub(super) block: Option<BlockDevice>,
 }
 
 impl<'a> DeviceCtx<'a> {
@@ -72,6 +76,9 @@ impl<'a> DeviceCtx<'a> {
             path,
             payloads,
             model,
+            block: (target == Target::Disk)
+                .then(|| BlockDevice::of(&options.data_dir))
+                .flatten(),
         })
     }
 

@@ -16,11 +16,12 @@ use super::driver::{closed_loop, load, open_loop};
 use super::equal_load::equal_load;
 use super::interleave::{interleave, prepare_second};
 use super::jobs::Meter;
-use super::measurement::{fio_queue_depth, LoadPoint, Measurement, Point};
+use super::measurement::{fio_queue_depth, FioBeside, FioPoint, LoadPoint, Measurement, Point};
 use super::os_paging::disk_points;
 use super::plan::{workload_seed, Config, Plan, Target, Workload};
 use super::policy_rounds::{policy_rounds, PolicyRounds};
 use super::report::print_point;
+use crate::blockdev::BlockDevice;
 use crate::device::{measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
 use crate::work::Work;
@@ -40,7 +41,13 @@ pub(super) struct DeviceRun {
     pub(super) policy: Vec<(Target, PolicyRounds)>,
     /// The DRAM budget's split and the index's size, per device, as `tamer` opened it.
     pub(super) budget: Vec<(Target, IndexStats)>,
+    /// fio's peak on the disk: random reads at [`FIO_PEAK_QD`] on the store's file.
+    pub(super) fio_peak: Option<FioPoint>,
 }
+
+/// The queue depth of fio's peak point (the device bench's deepest; its IOPS stop rising
+/// from 64 on this disk).
+pub(super) const FIO_PEAK_QD: usize = 128;
 
 /// `dram`'s throughput, the reference of the other configurations on the same device.
 #[derive(Default)]
@@ -107,6 +114,19 @@ fn run_config(
             .map_err(|e| format!("{}: index stats: {e}", dev.target.name()))?;
         print_budget(dev, &stats);
         run.budget.push((dev.target, stats));
+        if dev.target == Target::Disk {
+            run.fio_peak = fio_at(dev, FIO_PEAK_QD, result)?;
+            if let Some(peak) = &run.fio_peak {
+                println!(
+                    "  {:<5} fio        peak at QD {}: {:.0} IOPS (disk queue depth {:.1}), CPU {:.1} µs/IO",
+                    dev.target.name(),
+                    peak.qd,
+                    peak.iops,
+                    peak.device_qd.unwrap_or(f64::NAN),
+                    peak.cpu_us_per_io.unwrap_or(f64::NAN),
+                );
+            }
+        }
     }
     for &workload in &dev.plan.workloads {
         if config == Config::Tamer {
@@ -168,18 +188,17 @@ fn tamer_points(
                 m.errors
             ));
         }
-        let (fio_qd, fio_iops) = if config == Config::Tamer {
-            fio_at_depth(dev, config, &m, result)?
+        let fio = if config == Config::Tamer {
+            fio_beside(dev, config, &m, result)?
         } else {
-            (None, None)
+            FioBeside::default()
         };
         let point = Point {
             target: dev.target,
             config,
             workload,
             m,
-            fio_qd,
-            fio_iops,
+            fio,
         };
         print_point(&point, dev.plan, &dram.ops);
         run.points.push(point);
@@ -255,36 +274,71 @@ fn closed_point(
             m.errors
         ));
     }
-    let (fio_qd, fio_iops) = fio_at_depth(dev, config, &m, result)?;
+    let fio = fio_beside(dev, config, &m, result)?;
     Ok(Point {
         target: dev.target,
         config,
         workload,
         m,
-        fio_qd,
-        fio_iops,
+        fio,
     })
 }
 
-/// Disk, tiered configurations with misses, fio installed: fio's IOPS on the store's file at
-/// the point's sampled queue depth, as (depth, IOPS); a failed fio run is a note.
-fn fio_at_depth(
+/// Disk, tiered configurations with misses, fio installed: fio on the store's file at the
+/// disk's own queue depth during the point (its block-layer average; the store's sampled
+/// count of held I/Os where the kernel shows no block device), and at that held count too
+/// when it rounds differently; a failed fio run is a note.
+fn fio_beside(
     dev: &DeviceCtx,
     config: Config,
     m: &Measurement,
     result: &mut BenchResult,
-) -> Result<(Option<usize>, Option<f64>), String> {
-    let fio = match dev.fio {
-        Some(fio) if dev.target == Target::Disk && config != Config::Dram && m.misses > 0 => fio,
-        _ => return Ok((None, None)),
+) -> Result<FioBeside, String> {
+    match dev.fio {
+        Some(_) if dev.target == Target::Disk && config != Config::Dram && m.misses > 0 => {}
+        _ => return Ok(FioBeside::default()),
+    }
+    let held = fio_queue_depth(m.sampled_in_flight);
+    let at_device = m.block.map(|b| fio_queue_depth(b.queue_depth));
+    let at_device_qd = fio_at(dev, at_device.unwrap_or(held), result)?;
+    let at_held_qd = match at_device {
+        Some(qd) if qd != held => fio_at(dev, held, result)?,
+        _ => None,
     };
-    let qd = fio_queue_depth(m.sampled_in_flight);
+    Ok(FioBeside {
+        at_device_qd,
+        at_held_qd,
+    })
+}
+
+/// fio's random reads on the store's file at `qd` for the plan's fio duration, with the
+/// disk's queue depth meanwhile; `None` (and a note) when fio fails.
+fn fio_at(
+    dev: &DeviceCtx,
+    qd: usize,
+    result: &mut BenchResult,
+) -> Result<Option<FioPoint>, String> {
+    let Some(fio) = dev.fio else {
+        return Ok(None);
+    };
     let file = DeviceFile::open_existing(&dev.path, 0).map_err(|e| e.to_string())?;
+    let block = dev.block.as_ref();
+    let start = block.and_then(BlockDevice::start);
     match measure_fio(fio, &file, qd, dev.plan.fio_duration, Some(BENCH_CPU)) {
-        Ok(f) => Ok((Some(qd), Some(f.iops))),
+        Ok(f) => Ok(Some(FioPoint {
+            qd,
+            iops: f.iops,
+            // Little's law over fio's reads: its IOPS × their mean latency at the block layer
+            // (the window also spans fio's start-up and exit, when nothing is in flight).
+            device_qd: block
+                .and_then(|b| b.finish(start))
+                .and_then(|w| w.read_latency_us)
+                .map(|latency_us| f.iops * latency_us / 1e6),
+            cpu_us_per_io: f.cpu_us_per_io,
+        })),
         Err(err) => {
             result.note(format!("fio at QD {qd}: {err}"));
-            Ok((None, None))
+            Ok(None)
         }
     }
 }

@@ -166,6 +166,7 @@ fn measurement(
             .as_ref()
             .filter(|c| c.cpu_ns > 0)
             .map(|c| (c.system_cpu_ns as f64 / c.cpu_ns as f64).min(1.0)),
+        block: None,
     }
 }
 

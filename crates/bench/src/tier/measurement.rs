@@ -3,6 +3,7 @@
 //! and the ratios the figures are made of.
 
 use super::plan::{Config, Target, Workload};
+use crate::blockdev::BlockWindow;
 
 /// What one measured point produced.
 #[derive(Clone, Debug, Default)]
@@ -64,12 +65,19 @@ pub struct Measurement {
     /// `None` when unreadable), and the kernel's share of it.
     pub core_cpu_secs: Option<f64>,
     pub core_system_share: Option<f64>,
+    /// The disk's block-layer counters over the window (`None` on the emulated device and
+    /// where not read): the requests at the device, whoever made them.
+    pub block: Option<BlockWindow>,
 }
 
 impl Measurement {
     /// Adds `other`'s operations, time and counters to these (latency quantiles, averages
     /// and gauges are left for the caller to recompute).
     pub fn add(&mut self, other: &Measurement) {
+        let misses = (self.misses + other.misses).max(1) as f64;
+        self.mean_miss_latency_us = (self.mean_miss_latency_us * self.misses as f64
+            + other.mean_miss_latency_us * other.misses as f64)
+            / misses;
         self.ops += other.ops;
         self.secs += other.secs;
         self.hits += other.hits;
@@ -108,6 +116,10 @@ impl Measurement {
             (a, b) => a.or(b),
         };
         self.aging_threshold_us = other.aging_threshold_us.or(self.aging_threshold_us);
+        self.block = match (self.block, other.block) {
+            (Some(a), Some(b)) => Some(a.merged(&b)),
+            (a, b) => a.or(b),
+        };
     }
 
     pub fn ops_per_s(&self) -> f64 {
@@ -153,6 +165,27 @@ pub fn fio_queue_depth(avg_in_flight: f64) -> usize {
     (avg_in_flight.round() as usize).clamp(1, 128)
 }
 
+/// What fio did on the store's file beside a point (random 4 KiB reads, O_DIRECT, io_uring).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FioPoint {
+    /// fio's `iodepth`.
+    pub qd: usize,
+    pub iops: f64,
+    /// The disk's average queue depth at the block layer while fio ran (`None`: not read).
+    pub device_qd: Option<f64>,
+    /// fio's CPU (user + system) per I/O, µs.
+    pub cpu_us_per_io: Option<f64>,
+}
+
+/// The fio points beside a closed-loop point on the disk: at the queue depth the disk itself
+/// saw (its block-layer average, the utilization's reference) and at the store's own count of
+/// I/Os it held (issued and not yet reaped, sampled), when that differs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FioBeside {
+    pub at_device_qd: Option<FioPoint>,
+    pub at_held_qd: Option<FioPoint>,
+}
+
 /// `num / den` when both are measured and `den` is positive.
 pub fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
     match (num, den) {
@@ -168,8 +201,25 @@ pub struct Point {
     pub config: Config,
     pub workload: Workload,
     pub m: Measurement,
-    pub fio_qd: Option<usize>,
-    pub fio_iops: Option<f64>,
+    pub fio: FioBeside,
+}
+
+impl Point {
+    /// The store's device IOPS ÷ fio's at the disk's queue depth during the point.
+    pub fn device_iops_utilization(&self) -> Option<f64> {
+        let fio = self.fio.at_device_qd.as_ref()?;
+        ratio(Some(self.m.device_iops()), Some(fio.iops))
+    }
+
+    /// The same against fio at the count of I/Os the store held.
+    pub fn held_iops_utilization(&self) -> Option<f64> {
+        let fio = self
+            .fio
+            .at_held_qd
+            .as_ref()
+            .or(self.fio.at_device_qd.as_ref())?;
+        ratio(Some(self.m.device_iops()), Some(fio.iops))
+    }
 }
 
 /// One open-loop point.
@@ -219,5 +269,40 @@ mod tests {
         assert_eq!(ratio(Some(1.0), Some(2.0)), Some(0.5));
         assert_eq!(ratio(Some(1.0), Some(0.0)), None);
         assert_eq!(ratio(None, Some(2.0)), None);
+    }
+
+    /// Mutations caught: slices combined by averaging rates (operations or time not summed),
+    /// the miss latency or the kernel's share not weighted, the disk's windows dropped.
+    #[test]
+    fn slices_add_up() {
+        let slice = |ops, secs, misses, miss_us, share, qd| Measurement {
+            ops,
+            secs,
+            misses,
+            mean_miss_latency_us: miss_us,
+            core_cpu_secs: Some(secs),
+            core_system_share: Some(share),
+            block: Some(BlockWindow {
+                secs,
+                reads: misses,
+                writes: 0,
+                queue_depth: qd,
+                read_latency_us: Some(miss_us),
+                busy: 1.0,
+            }),
+            ..Measurement::default()
+        };
+        let mut m = slice(100, 0.1, 10, 100.0, 0.2, 2.0);
+        m.add(&slice(300, 0.3, 30, 500.0, 0.4, 6.0));
+        assert_eq!(m.ops, 400);
+        assert!((m.secs - 0.4).abs() < 1e-12);
+        assert_eq!(m.ops_per_s(), 1_000.0);
+        assert_eq!(m.misses, 40);
+        assert!((m.mean_miss_latency_us - 400.0).abs() < 1e-9);
+        assert!((m.core_cpu_secs.unwrap() - 0.4).abs() < 1e-12);
+        assert!((m.core_system_share.unwrap() - 0.35).abs() < 1e-9);
+        let block = m.block.unwrap();
+        assert_eq!(block.reads, 40);
+        assert!((block.queue_depth - 5.0).abs() < 1e-9);
     }
 }

@@ -106,6 +106,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         all.interleaved.extend(run.interleaved);
         all.policy.extend(run.policy);
         all.budget.extend(run.budget);
+        all.fio_peak = run.fio_peak.or(all.fio_peak.take());
     }
     report::report(options, &plan, &all, &mut result);
     Ok(result)

@@ -187,8 +187,7 @@ pub(super) fn disk_points(
             config: Config::OsPaging,
             workload,
             m,
-            fio_qd: None,
-            fio_iops: None,
+            fio: Default::default(),
         };
         print_point(&point, plan, dram_ops);
         points.push(point);

@@ -30,6 +30,7 @@ use super::driver::{drain, feeder_idle_for, Window};
 use super::jobs::{make_job, Generator, JobContext, Meter, MAX_SLICES};
 use super::measurement::{ratio, Measurement};
 use super::plan::{workload_seed, Workload};
+use crate::blockdev::BlockDevice;
 use crate::output::BenchResult;
 
 /// The least share of a slice the store's core must have run for its round to count.
@@ -148,10 +149,13 @@ pub(super) fn policy_rounds(
             let k = slices.len();
             db.runtime().set_policy(policy);
             meter.begin_slice(k);
+            let block = dev.block.as_ref();
+            let block_start = block.and_then(BlockDevice::start);
             let window = Window::open(db);
             let fed = feeder.feed_for(plan.policy_slice);
             let (completed, latencies) = meter.slice(k);
             let mut m = window.close(db, &latencies);
+            m.block = block.and_then(|b| b.finish(block_start));
             m.ops = completed;
             m.sampled_in_flight = fed.in_flight;
             round_disturbed |= disturbed(&m, plan.cores, fed.max_gap);

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::device_run::DeviceRun;
-use super::measurement::{ratio, LoadPoint, Measurement, Point};
+use super::measurement::{ratio, FioPoint, LoadPoint, Measurement, Point};
 use super::plan::{Config, Plan, Target, Workload};
 use super::policy_rounds::{policy_figures, PolicyRounds};
 use crate::output::BenchResult;
@@ -33,6 +33,29 @@ pub(super) fn print_header(plan: &Plan) {
     );
 }
 
+/// The fio part of a disk point's line: the disk's queue depth under the store and under fio,
+/// fio's IOPS and CPU per I/O, the utilization; and the same at the store's held count.
+fn fio_text(point: &Point, f: &FioPoint, util: f64) -> String {
+    let qd = |q: Option<f64>| q.map_or("?".to_string(), |q| format!("{q:.1}"));
+    let mut text = format!(
+        "disk QD {}  fio@QD{} (disk QD {}) {:>7.0} IOPS, CPU {:.1} µs/IO  util {util:.2}",
+        qd(point.m.block.map(|b| b.queue_depth)),
+        f.qd,
+        qd(f.device_qd),
+        f.iops,
+        f.cpu_us_per_io.unwrap_or(f64::NAN),
+    );
+    if let Some(held) = &point.fio.at_held_qd {
+        text += &format!(
+            "  (fio@QD{} held {:>7.0}: {:.2})",
+            held.qd,
+            held.iops,
+            point.held_iops_utilization().unwrap_or(f64::NAN)
+        );
+    }
+    text
+}
+
 /// One closed-loop point's line of the table, normalized to `dram`'s throughput of the same
 /// workload (1 when `dram` has none yet).
 pub(super) fn print_point(point: &Point, plan: &Plan, dram: &[(Workload, f64)]) {
@@ -42,10 +65,8 @@ pub(super) fn print_point(point: &Point, plan: &Plan, dram: &[(Workload, f64)]) 
         .find(|(w, _)| *w == point.workload)
         .map(|&(_, d)| m.ops_per_s() / d)
         .unwrap_or(1.0);
-    let fio = match (point.fio_qd, point.fio_iops) {
-        (Some(qd), Some(iops)) => {
-            format!("fio@QD{qd} {iops:>7.0} util {:.2}", m.device_iops() / iops)
-        }
+    let fio = match (&point.fio.at_device_qd, point.device_iops_utilization()) {
+        (Some(f), Some(util)) => fio_text(point, f, util),
         _ if m.dma_engine_copies + m.dma_core_copies > 0 => format!(
             "copies by DMA engine {} / by the core {}",
             m.dma_engine_copies, m.dma_core_copies
@@ -106,6 +127,7 @@ pub(super) fn report(
         policy_figures(target.name(), &rounds, result);
     }
     budget_figures(plan, &run.budget, result);
+    fio_peak_figures(run, result);
     worst_figures(result);
     interleaved_figures(&run.interleaved, result);
     closed_rows(&run.points, plan.cores, result);
@@ -148,7 +170,7 @@ fn closed_loop_figures(
     figure("flash_sync_vs_dram", ratio(ops(Config::FlashSync), dram));
     figure("fifo_vs_dram", ratio(ops(Config::TamerFifo), dram));
     figure(
-        "fifo_p99_vs_tamer_p99_median_windows",
+        "fifo_p99_vs_tamer_p99_combined",
         ratio(p99(Config::TamerFifo), p99(Config::Tamer)),
     );
     let tamer_point = find(Config::Tamer);
@@ -185,8 +207,23 @@ fn closed_loop_figures(
         );
     }
     if t == Target::Disk {
-        let util = find(Config::Tamer).and_then(|p| p.fio_iops.map(|f| p.m.device_iops() / f));
-        figure("device_iops_utilization", util);
+        let tamer = find(Config::Tamer);
+        figure(
+            "device_iops_utilization",
+            tamer.and_then(Point::device_iops_utilization),
+        );
+        figure(
+            "held_iops_utilization",
+            tamer.and_then(Point::held_iops_utilization),
+        );
+        figure(
+            "device_queue_depth",
+            tamer.and_then(|p| p.m.block.map(|b| b.queue_depth)),
+        );
+        figure(
+            "fio_cpu_us_per_io",
+            tamer.and_then(|p| p.fio.at_device_qd.as_ref()?.cpu_us_per_io),
+        );
     }
 }
 
@@ -241,6 +278,27 @@ fn budget_figures(plan: &Plan, budget: &[(Target, IndexStats)], result: &mut Ben
             "fits": s.fits(),
         }));
     }
+}
+
+/// `fio_peak_iops_disk` (fio's random reads at the peak's depth on the store's file) and per
+/// workload `device_iops_of_fio_peak_<w>_disk`: the store's device IOPS ÷ that peak.
+fn fio_peak_figures(run: &DeviceRun, result: &mut BenchResult) {
+    let Some(peak) = &run.fio_peak else {
+        return;
+    };
+    result.figure("fio_peak_iops_disk", Some(peak.iops));
+    result.figure("fio_peak_cpu_us_per_io_disk", peak.cpu_us_per_io);
+    for p in &run.points {
+        if p.target == Target::Disk && p.config == Config::Tamer {
+            result.figure(
+                &format!("device_iops_of_fio_peak_{}_disk", p.workload.name()),
+                ratio(Some(p.m.device_iops()), Some(peak.iops)),
+            );
+        }
+    }
+    result
+        .rows
+        .push(json!({"kind": "fio_peak", "device": "disk", "fio": fio_json(peak)}));
 }
 
 /// The lowest of a figure over workloads (and devices): `tamer_vs_fifo_min`,
@@ -376,11 +434,24 @@ fn closed_rows(points: &[Point], cores: usize, result: &mut BenchResult) {
             "mean_miss_latency_us": m.mean_miss_latency_us,
             "avg_in_flight": m.avg_in_flight(),
             "sampled_in_flight": m.sampled_in_flight,
-            "fio_qd": p.fio_qd,
-            "fio_iops": p.fio_iops,
+            "device_queue_depth": m.block.map(|b| b.queue_depth),
+            "device_read_latency_us": m.block.and_then(|b| b.read_latency_us),
+            "block_iops": m.block.map(|b| b.iops()),
+            "fio": p.fio.at_device_qd.as_ref().map(fio_json),
+            "fio_at_held_qd": p.fio.at_held_qd.as_ref().map(fio_json),
+            "device_iops_utilization": p.device_iops_utilization(),
             "errors": m.errors,
         }));
     }
+}
+
+fn fio_json(f: &FioPoint) -> serde_json::Value {
+    json!({
+        "qd": f.qd,
+        "iops": f.iops,
+        "device_qd": f.device_qd,
+        "cpu_us_per_io": f.cpu_us_per_io,
+    })
 }
 
 /// A JSON row per open-loop point: `kind` "open" on the curve, "open_equal_load" for the
