@@ -107,6 +107,9 @@ pub struct IndexStats {
     pub frames_bytes: u64,
     /// Most bucket pages the cache keeps ahead of data pages (`index_ways_max` per set).
     pub index_capacity_pages: u64,
+    /// Sets holding more bucket pages than their `index_ways_max` (a bucket's set is its
+    /// pattern modulo the sets; buckets of different depths load sets unevenly).
+    pub index_sets_over: u64,
     /// Bucket pages resident now.
     pub resident_index_pages: u64,
 }
@@ -121,9 +124,10 @@ impl IndexStats {
         }
     }
 
-    /// True when every bucket page can stay resident ahead of data pages.
+    /// True when every bucket page can stay resident ahead of data pages: no set holds more
+    /// bucket pages than its index ways.
     pub fn fits(&self) -> bool {
-        self.buckets <= self.index_capacity_pages
+        self.buckets <= self.index_capacity_pages && self.index_sets_over == 0
     }
 
     /// Bytes of resident data pages' frames: the evictable frames not holding index pages.
@@ -500,7 +504,11 @@ impl Db {
         };
         db.run(|h| h.engine.load())??;
         if options.warm_index {
-            db.warm_index(options.threads_per_core * options.cores)?;
+            // Only a head start: a bucket it cannot read (corrupt, a device error) reports
+            // that error to the operations that need it.
+            if let Err(err) = db.warm_index(options.threads_per_core * options.cores) {
+                tracing::warn!("reading the index in at open failed: {err}");
+            }
         }
         if options.cleaner && !options.read_only {
             db.cleaners = Some(Cleaners::start(db.runtime(), &db.engine, options.cores)?);
@@ -751,7 +759,15 @@ impl DbHandle {
     /// See [`Db::index_stats`].
     pub fn index_stats(&self) -> Result<IndexStats, DbError> {
         let cache = &self.engine.cache;
-        let buckets = self.engine.bucket_count()?;
+        let patterns = self.engine.buckets()?;
+        let buckets = patterns.len() as u64;
+        let sets = cache.sets().max(1);
+        let mut per_set = vec![0u32; sets as usize];
+        for &(_, pattern) in &patterns {
+            per_set[(pattern % u64::from(sets)) as usize] += 1;
+        }
+        let ways = cache.index_ways_max();
+        let index_sets_over = per_set.iter().filter(|&&n| n > ways).count() as u64;
         let pinned_bytes = u64::from(cache.pinned_frames()) * PAGE_SIZE as u64;
         let directory_bytes = pinned_bytes.saturating_sub(PAGE_SIZE as u64);
         Ok(IndexStats {
@@ -760,7 +776,8 @@ impl DbHandle {
             pinned_bytes,
             index_bytes: buckets * PAGE_SIZE as u64 + directory_bytes,
             frames_bytes: u64::from(cache.data_frames()) * PAGE_SIZE as u64,
-            index_capacity_pages: u64::from(cache.sets()) * u64::from(cache.index_ways_max()),
+            index_capacity_pages: u64::from(sets) * u64::from(ways),
+            index_sets_over,
             resident_index_pages: u64::from(cache.resident_index_frames()),
         })
     }

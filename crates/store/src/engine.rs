@@ -650,17 +650,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Bucket pages: the directory's slots counted at each bucket's lowest slot.
-    pub fn bucket_count(&self) -> Result<u64, DbError> {
-        let global = self.global_depth.load(Ordering::Acquire);
-        let mut count = 0;
-        for index in 0..1u64 << global {
-            let (_, depth) = self.dir_get(index)?;
-            count += u64::from(index < 1u64 << depth.min(global));
-        }
-        Ok(count)
-    }
-
     /// Reads `buckets` ((page, pattern) pairs) into the cache as index pages, [`BATCH`] reads
     /// overlapped at a time. Returns how many it read.
     pub fn warm_buckets(&self, buckets: &[(u64, u64)]) -> Result<u64, DbError> {

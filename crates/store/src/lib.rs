@@ -136,7 +136,7 @@
 //! # Memory
 //!
 //! Resident: `cache_bytes` (the pinned partition of (1 + D) × 4 KiB, 520 KiB at depth 16,
-//! included; the rest index and data frames) + cache metadata (≈ 35 bytes per frame) + per
+//! included; the rest index and data frames) + cache metadata (≈ 39 bytes per frame, the admission sketch's 4 included) + per
 //! core: `threads_per_core` × 64 KiB stacks (the
 //! runtime's default; only touched stack pages are resident) and the device ring, plus the
 //! free-extent map (≈ 100 bytes per free extent) and transient per-operation buffers (a value
