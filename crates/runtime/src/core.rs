@@ -285,6 +285,8 @@ pub(crate) struct Sched {
     pub pending: VecDeque<(WorkerId, u32, u64)>,
     /// Live entries of `pending`.
     pub pending_live: usize,
+    /// Parked workers whose accesses all completed (the live entries of `ready`).
+    pub ready_live: usize,
     /// Parked workers whose accesses all completed, in completion order: (worker, epoch, at).
     pub ready: VecDeque<(WorkerId, u32, u64)>,
     /// The same workers, the oldest job first: (job enqueued at, ready at, worker, epoch).
@@ -317,6 +319,7 @@ impl Sched {
             local: VecDeque::with_capacity(local_queue),
             pending: VecDeque::with_capacity(2 * threads + 1),
             pending_live: 0,
+            ready_live: 0,
             ready: VecDeque::with_capacity(2 * threads + 1),
             ready_by_age: BinaryHeap::with_capacity(2 * threads + 1),
             runnable: VecDeque::with_capacity(threads),
@@ -431,7 +434,11 @@ impl Sched {
             "unpark of a worker that is not parked"
         );
         state.status = Status::Running;
+        if state.awaiting == 0 {
+            self.ready_live -= 1;
+        }
         self.pending_live -= 1;
+        debug_assert!(self.ready_live <= self.pending_live);
     }
 
     /// One awaited access of `worker` completed.
@@ -446,6 +453,7 @@ impl Sched {
         );
         state.awaiting -= 1;
         if state.awaiting == 0 {
+            self.ready_live += 1;
             let (epoch, enqueued_ns) = (state.epoch, state.job_enqueued_ns);
             self.ready.push_back((worker, epoch, now));
             self.ready_by_age
@@ -455,13 +463,11 @@ impl Sched {
     }
 
     /// (parked with accesses in flight, ready, runnable, idle, queued new jobs): counts for
-    /// observers. O(1): the ready count is the live entries of `ready` bounded by the parked
-    /// count, estimated from the queue lengths (stale entries included) and clamped.
+    /// observers, exact and O(1).
     pub fn state_counts(&self) -> [usize; 5] {
-        let ready = self.ready.len().min(self.pending_live);
         [
-            self.pending_live - ready,
-            ready,
+            self.pending_live - self.ready_live,
+            self.ready_live,
             self.runnable.len(),
             self.idle.len(),
             self.local.len(),
@@ -850,17 +856,24 @@ mod tests {
         sched.access_completed(0, 200); // arrived at 30
         sched.access_completed(2, 210); // arrived at 20
         sched.access_completed(1, 220); // arrived at 10
+        assert_eq!(sched.state_counts()[..2], [0, 3]);
         assert_eq!(sched.ready_front(true), Some((1, 1, 220)));
         assert_eq!(sched.ready_front(false), Some((0, 1, 200)));
         assert_eq!(sched.take_ready(true), Some((1, 220)));
         // Worker 1 is running now: stale in the completion order, skipped there.
         assert_eq!(sched.take_ready(false), Some((0, 200)));
+        assert_eq!(
+            sched.state_counts()[..2],
+            [0, 1],
+            "exact despite stale entries"
+        );
         assert_eq!(sched.ready_front(true), Some((2, 1, 210)));
         assert_eq!(sched.ready_front(false), Some((2, 1, 210)));
         assert_eq!(sched.take_ready(true), Some((2, 210)));
         assert_eq!(sched.ready_front(true), None);
         assert_eq!(sched.ready_front(false), None);
         assert_eq!(sched.pending_live, 0);
+        assert_eq!(sched.ready_live, 0);
     }
 
     /// Mutation caught: a ready job not yet complete (one of two accesses back) offered.

@@ -8,15 +8,18 @@
 //! of starting new work. A job resumed before its access completed is resumed with *forced
 //! progress*: it is not switched out again, the core waits for its access instead.
 //!
-//! One deliberate difference: AstriFlash's hardware cannot tell whether a pending job's page has
+//! Deliberate differences: AstriFlash's hardware cannot tell whether a pending job's page has
 //! arrived, so its aging may resume a job whose data is not back (and then block the core). Our
-//! completion queue tells us, so aging applies to the first job whose accesses *completed*, and
-//! forced progress happens only when the pending set is full and new work is waiting.
+//! completion queue tells us, so aging applies to jobs whose accesses *completed* (the oldest
+//! of them first), and forced progress happens only when the pending set is full and new work
+//! is waiting. And the seed's "running average device latency" is replaced by the device's
+//! service time ([`ServiceTime`]), which the policy's own queueing does not inflate.
 
 /// Which order the scheduler serves runnable work in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
-    /// Seed 002: new jobs first, pending jobs after, aging by the average device latency.
+    /// Seed 002: new jobs first, pending jobs after, aging by the device's service time
+    /// ([`ServiceTime`]); ready jobs oldest first.
     PriorityAging,
     /// Everything in the order it became runnable (new jobs by arrival, parked jobs by the time
     /// their access completed): the comparison point.
@@ -140,7 +143,8 @@ pub enum Decision {
     /// Resume the oldest pending job; `forced` when its accesses are not complete, so the core
     /// waits for them rather than switching away again (forward progress).
     ResumeHead { forced: bool },
-    /// Resume the pending job whose accesses completed first.
+    /// Resume the first ready pending job ([`View::first_ready_at_ns`]: the oldest job under
+    /// priority, the first completed under FIFO).
     ResumeReady,
     /// Resume the first yielded or timer-woken job.
     ResumeRunnable,
@@ -179,7 +183,7 @@ pub fn decide(policy: Policy, view: &View) -> Decision {
     match policy {
         Policy::PriorityAging => {
             // Aging: the first ready job runs before new work once it has been parked for the
-            // average device latency, so new jobs cannot starve it; so does the first yielded
+            // device's service time, so new jobs cannot starve it; so does the first yielded
             // or timer-woken job once it has been runnable that long (a background task that
             // yields or sleeps would otherwise never run under a steady stream of new work).
             // When both have aged, the one that became runnable first goes.
