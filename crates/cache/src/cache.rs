@@ -1048,9 +1048,6 @@ impl PageCache {
         }
     }
 
-    /// Waits (yielding, polling the frame with Acquire loads) until another thread's read of
-    /// `page` into `frame` ends. The reader may run on another core, whose completion cannot
-    /// wake this core's threads, hence polling.
     /// Waits until the read of `page` into `frame` (issued by another thread, on any core)
     /// is over: the thread parks on the frame's control word, which the loader changes when it
     /// installs the page (or empties the frame after a failed read), and the executor resumes
@@ -1266,7 +1263,11 @@ impl PageCache {
         for kind in [first, evict::other(first)] {
             match self.clock_sweep(set, base, kind) {
                 Victim::None => continue,
-                victim if incoming == Kind::Data => return self.admit(set, base, page, victim),
+                // Admission weighs data pages against data pages only: a set over its index
+                // share gives up an index frame whatever the incoming page's frequency.
+                victim if incoming == Kind::Data && kind == Kind::Data => {
+                    return self.admit(set, base, page, victim)
+                }
                 victim => return victim,
             }
         }
@@ -1311,8 +1312,12 @@ impl PageCache {
         if !frame.try_claim(LOADING, 1) {
             return victim;
         }
-        if frame.dirty.load(Ordering::Acquire) {
-            // Dirtied between the check and the claim: keep it, evict CLOCK's victim.
+        if frame.dirty.load(Ordering::Acquire)
+            || !frame.probation.load(Ordering::Relaxed)
+            || frame.referenced.load(Ordering::Relaxed)
+        {
+            // Dirtied or asked for between the check and the claim (the claim synchronizes
+            // with that pin's release): keep it, evict CLOCK's victim.
             frame.control.store(control(READY, 0), Ordering::Release);
             return victim;
         }
@@ -1650,15 +1655,6 @@ impl<'a> PageRef<'a> {
         result
     }
 
-    /// Runs `f` on the page without a latch and returns its result only if no writer held the
-    /// latch before or during the call; `None` otherwise (retry, or use [`PageRef::read`]).
-    /// Its byte reads race with a writer's plain stores: the version check discards what they
-    /// saw, but Rust's memory model calls the race undefined; for one word prefer
-    /// [`PageRef::load_u64_optimistic`] (the store's directory lookups use it).
-    ///
-    /// `f` may see a page being modified (torn): it must not act on what it reads (no
-    /// indexing by values read, no side effects) beyond computing a result that is discarded
-    /// when validation fails. This is the seqlock pattern of optimistic latch coupling.
     /// The little-endian u64 at byte `at` (8-aligned), read without a latch as one atomic
     /// load; `None` if a writer held the latch before or during it (retry, or use `read`).
     /// Race-free when writers of that word use [`PageRef::store_u64`], unlike
@@ -1700,6 +1696,15 @@ impl<'a> PageRef<'a> {
         });
     }
 
+    /// Runs `f` on the page without a latch and returns its result only if no writer held the
+    /// latch before or during the call; `None` otherwise (retry, or use [`PageRef::read`]).
+    /// Its byte reads race with a writer's plain stores: the version check discards what they
+    /// saw, but Rust's memory model calls the race undefined; for one word prefer
+    /// [`PageRef::load_u64_optimistic`] (the store's directory lookups use it).
+    ///
+    /// `f` may see a page being modified (torn): it must not act on what it reads (no
+    /// indexing by values read, no side effects) beyond computing a result that is discarded
+    /// when validation fails. This is the seqlock pattern of optimistic latch coupling.
     pub fn read_optimistic<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let meta = self.meta();
         let version = meta.optimistic_begin()?;

@@ -19,9 +19,9 @@
 //!   keep a frame from eviction; the latch orders access to its bytes.
 //! - **Miss-status table** (the seed's Miss Status Row, set-associative as there): a frame in
 //!   state `LOADING` is the entry for its page, found by the same tag scan under the set lock.
-//!   A second miss on the page waits for that read instead of issuing another, yielding and
-//!   polling the frame with Acquire loads (the reader may be on another core, whose completion
-//!   cannot wake this core's threads). The table is bounded by `max_misses` (default 256 per
+//!   A second miss on the page waits for that read instead of issuing another, parked on the
+//!   frame's control word (`thread::wait_while_eq_u32`: the executor checks the word once per
+//!   pass, so a reader on another core wakes it without a message). The table is bounded by `max_misses` (default 256 per
 //!   core × cores, e.g. 1024 on 4 cores, and never above the frame count); a miss that finds it
 //!   full yields until an entry frees.
 //! - **Eviction** per set: CLOCK with a reference bit per frame, preferring a clean victim.
