@@ -4,11 +4,13 @@
 //! slices, tamer first in even rounds and FIFO first in odd ones. Slices of ≈ 100 ms leave
 //! the VM's drift (tens of percent over seconds here) little room to favour either policy; a
 //! job straddling a switch counts as a completion of the slice it ends in but its latency
-//! belongs to neither policy. The store, its cache and its data are the same for both.
+//! belongs to neither policy. (That leaves out a job of latency L with a probability of about
+//! L ÷ slice: 2-4 % of the jobs at a 3 ms p99 in 100 ms slices, slightly more of the policy
+//! with the longer tail.) The store, its cache and its data are the same for both.
 //!
 //! A round is *disturbed* when, in either of its slices, the VM took the store's core away
-//! (its executor thread got less than [`MIN_CORE_CPU_SHARE`] of the slice's time: the core
-//! never blocks under this closed loop, so the rest was stolen) or the load generator did not
+//! (its executor threads together got less than [`MIN_CORE_CPU_SHARE`] of the slice's time
+//! × cores: a core spins rather than blocks under this closed loop, so the rest was stolen) or the load generator did not
 //! run for more than [`MAX_FEEDER_GAP`] (the store then drains its queue and idles). On this
 //! VM such stalls last 30-200 ms and hit whichever slice runs; the figures are the medians of
 //! the undisturbed rounds (of all rounds when fewer than 3 are left), and how many were
@@ -153,6 +155,8 @@ pub(super) fn policy_rounds(
             let block_start = block.and_then(BlockDevice::start);
             let window = Window::open(db);
             let fed = feeder.feed_for(plan.policy_slice);
+            // Stop counting first, so that what is read is the slice's whole count.
+            meter.end_slices();
             let (completed, latencies) = meter.slice(k);
             let mut m = window.close(db, &latencies);
             m.block = block.and_then(|b| b.finish(block_start));
@@ -396,10 +400,11 @@ mod tests {
     fn slices_combine_by_summing_and_merging() {
         let mut a = Histogram::<u64>::new(2).unwrap();
         let mut b = Histogram::<u64>::new(2).unwrap();
-        for v in 1..=99 {
+        for v in 1..=98 {
             a.record(v * 1_000).unwrap();
         }
-        b.record(500_000).unwrap();
+        // Two slow jobs of 100: the merged p99 is theirs; `a` alone has none, `b` alone only.
+        b.record_n(500_000, 2).unwrap();
         let combined = PolicyRounds::combined(&[
             (window(300, 0.0), a),
             (
@@ -414,6 +419,15 @@ mod tests {
         assert_eq!(combined.ops, 400);
         assert_eq!(combined.secs, 4.0);
         assert_eq!(combined.ops_per_s(), 100.0);
-        assert!(combined.p99_us >= 99.0, "{}", combined.p99_us);
+        assert!(
+            (495.0..=505.0).contains(&combined.p99_us),
+            "{}",
+            combined.p99_us
+        );
+        assert!(
+            combined.p50_us < 100.0,
+            "the median is a's: {}",
+            combined.p50_us
+        );
     }
 }
