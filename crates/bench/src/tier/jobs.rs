@@ -35,7 +35,7 @@ pub(super) struct Meter {
 /// No slice is measured.
 pub(super) const NO_SLICE: usize = usize::MAX;
 /// Most slices one measurement is cut into.
-pub(super) const MAX_SLICES: usize = 64;
+pub(super) const MAX_SLICES: usize = 96;
 
 /// A slice's latency histogram: 1 µs to 100 s at 2 significant digits (≈ 20 KiB; a p99 of a
 /// slice needs no finer grain), in ns.

@@ -159,7 +159,7 @@ impl Plan {
             dma_offload: true,
             interleave_rounds: 5,
             equal_load_rounds: 5,
-            policy_rounds: 30,
+            policy_rounds: 40,
             policy_slice: Duration::from_millis(150),
         };
         if quick {
@@ -174,7 +174,7 @@ impl Plan {
                 fio_duration: Duration::from_millis(400),
                 interleave_rounds: 3,
                 equal_load_rounds: 3,
-                policy_rounds: 20,
+                policy_rounds: 30,
                 policy_slice: Duration::from_millis(100),
                 ..base
             }
