@@ -756,7 +756,10 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     write_svg(
         &path,
         &Chart {
-            title: "4 KiB random read IOPS vs queue depth",
+            title: &format!(
+                "4 KiB random read IOPS vs queue depth ({})",
+                result.machine.short()
+            ),
             x_label: "queue depth",
             y_label: "IOPS",
             series: &plot_series,

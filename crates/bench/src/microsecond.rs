@@ -723,6 +723,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     }
 
     let dir = options.svg_dir();
+    let machine = result.machine.short();
     let mut plots = Vec::new();
     let by_latency = |mechanism: Mechanism, cap: Option<usize>, mlp: usize| -> Vec<Series> {
         targets
@@ -765,10 +766,11 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     ] {
         let series = by_latency(mechanism, cap, 1);
         let path = dir.join(name);
+        let title = format!("{title} ({machine})");
         write_svg(
             &path,
             &Chart {
-                title,
+                title: &title,
                 x_label: "user-level threads per core",
                 y_label: "performance / DRAM baseline",
                 series: &series,
@@ -806,7 +808,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     write_svg(
         &path,
         &Chart {
-            title: "4 µs device: memory-level parallelism",
+            title: &format!("4 µs device: memory-level parallelism ({machine})"),
             x_label: "user-level threads per core",
             y_label: "performance / DRAM baseline (same MLP)",
             series: &mlp_series,
