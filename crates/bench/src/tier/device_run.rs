@@ -21,6 +21,7 @@ use super::os_paging::disk_points;
 use super::plan::{workload_seed, Config, Plan, Target, Workload};
 use super::policy_rounds::{policy_rounds, PolicyRounds};
 use super::report::print_point;
+use super::utilization::{utilization_rounds, UtilRounds};
 use crate::blockdev::BlockDevice;
 use crate::device::{measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
@@ -43,6 +44,8 @@ pub(super) struct DeviceRun {
     pub(super) budget: Vec<(Target, IndexStats)>,
     /// fio's peak on the disk: random reads at [`FIO_PEAK_QD`] on the store's file.
     pub(super) fio_peak: Option<FioPoint>,
+    /// The disk's utilization rounds, per workload (`tamer`'s policy).
+    pub(super) utilization: Vec<UtilRounds>,
 }
 
 /// The queue depth of fio's peak point (the device bench's deepest; its IOPS stop rising
@@ -175,6 +178,9 @@ fn tamer_points(
     result: &mut BenchResult,
 ) -> Result<(), String> {
     let policy = policy_rounds(dev, db, meter, workload)?;
+    if let Some(util) = utilization_rounds(dev, db, meter, workload, result)? {
+        run.utilization.push(util);
+    }
     for (config, m) in [
         (Config::Tamer, policy.tamer.clone()),
         (Config::TamerFifo, policy.fifo.clone()),
@@ -313,7 +319,7 @@ fn fio_beside(
 
 /// fio's random reads on the store's file at `qd` for the plan's fio duration, with the
 /// disk's queue depth meanwhile; `None` (and a note) when fio fails.
-fn fio_at(
+pub(super) fn fio_at(
     dev: &DeviceCtx,
     qd: usize,
     result: &mut BenchResult,

@@ -44,6 +44,7 @@
 //! - `interleave`: `dram` and `tamer` in alternating closed-loop windows;
 //! - `equal_load`: `tamer` and `flash-sync` at equal load, alternating open-loop windows;
 //! - `os_paging`: the os-paging worker in its memory cgroup, and the parent's side;
+//! - `utilization`: the disk's utilization, store windows alternating with fio;
 //! - `report`: the printed table, the figures, the JSON rows, the plots.
 
 mod context;
@@ -57,6 +58,7 @@ mod os_paging;
 mod plan;
 mod policy_rounds;
 mod report;
+mod utilization;
 
 pub use driver::major_faults;
 pub use measurement::{fio_queue_depth, ratio, LoadPoint, Measurement, Point};
@@ -106,6 +108,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         all.interleaved.extend(run.interleaved);
         all.policy.extend(run.policy);
         all.budget.extend(run.budget);
+        all.utilization.extend(run.utilization);
         all.fio_peak = run.fio_peak.or(all.fio_peak.take());
     }
     report::report(options, &plan, &all, &mut result);

@@ -128,6 +128,9 @@ pub struct Plan {
     /// of slices), and a slice's length.
     pub policy_rounds: usize,
     pub policy_slice: Duration,
+    /// Rounds of a `tamer` window then fio at its disk queue depth, per workload on the disk
+    /// (each `fio_duration` long; 0: none).
+    pub utilization_rounds: usize,
     /// The emulated device's DMA engine runs on the load generator's CPU
     /// ([`EmulatorConfig::dma_offload`](tamer_device::EmulatorConfig::dma_offload),
     /// [`EmulatorModel::run_dma`](tamer_device::EmulatorModel::run_dma)) instead of its copies
@@ -161,6 +164,7 @@ impl Plan {
             equal_load_rounds: 5,
             policy_rounds: 40,
             policy_slice: Duration::from_millis(150),
+            utilization_rounds: 7,
         };
         if quick {
             Self {
@@ -176,6 +180,7 @@ impl Plan {
                 equal_load_rounds: 3,
                 policy_rounds: 30,
                 policy_slice: Duration::from_millis(100),
+                utilization_rounds: 7,
                 ..base
             }
         } else {

@@ -217,7 +217,7 @@ fn print_rounds(dev: &DeviceCtx, rounds: &PolicyRounds) {
 }
 
 /// The closed loop's feeder: keeps the plan's population of `workload`'s jobs outstanding.
-struct Feeder<'a> {
+pub(super) struct Feeder<'a> {
     db: &'a Db,
     ctx: &'a JobContext,
     generator: Generator,
@@ -227,7 +227,7 @@ struct Feeder<'a> {
 }
 
 impl<'a> Feeder<'a> {
-    fn new(
+    pub(super) fn new(
         db: &'a Db,
         ctx: &'a JobContext,
         workload: Workload,
@@ -246,7 +246,7 @@ impl<'a> Feeder<'a> {
 
     /// Keeps the population outstanding for `duration`: the device's queue depth averaged
     /// over samples every 20 µs, and the longest the feeder went without running.
-    fn feed_for(&mut self, duration: Duration) -> Fed {
+    pub(super) fn feed_for(&mut self, duration: Duration) -> Fed {
         const SAMPLE_EVERY: Duration = Duration::from_micros(20);
         let end = Instant::now() + duration;
         let meter = &self.ctx.meter;
@@ -295,9 +295,9 @@ impl<'a> Feeder<'a> {
 }
 
 /// What one slice's feeding saw.
-struct Fed {
-    in_flight: f64,
-    max_gap: Duration,
+pub(super) struct Fed {
+    pub(super) in_flight: f64,
+    pub(super) max_gap: Duration,
 }
 
 /// The figures and rows of every workload's rounds on one device: `tamer_vs_fifo_<w>_<d>` and

@@ -9,6 +9,7 @@ use super::device_run::DeviceRun;
 use super::measurement::{ratio, FioPoint, LoadPoint, Measurement, Point};
 use super::plan::{Config, Plan, Target, Workload};
 use super::policy_rounds::{policy_figures, PolicyRounds};
+use super::utilization::utilization_figures;
 use crate::output::BenchResult;
 use crate::plot::{write_bar_svg, write_svg, BarChart, Chart, Cluster, Series, YUnit};
 use crate::BenchOptions;
@@ -116,6 +117,8 @@ pub(super) fn report(
     run: &DeviceRun,
     result: &mut BenchResult,
 ) {
+    // First: the headline figures copy `device_iops_utilization_ycsb_c_disk` from them.
+    utilization_figures(&run.utilization, result);
     figures(&run.points, &run.load, plan.cores, result);
     for target in [Target::Emulated, Target::Disk] {
         let rounds: Vec<&PolicyRounds> = run
@@ -209,7 +212,7 @@ fn closed_loop_figures(
     if t == Target::Disk {
         let tamer = find(Config::Tamer);
         figure(
-            "device_iops_utilization",
+            "device_iops_utilization_whole_point",
             tamer.and_then(Point::device_iops_utilization),
         );
         figure(
