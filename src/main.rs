@@ -84,6 +84,9 @@ enum Bench {
         /// Executors (cores) of the store; the load generator runs on the last CPU.
         #[arg(long, default_value_t = 1)]
         cores: usize,
+        /// User-level threads per core (the closed loop keeps twice as many jobs outstanding).
+        #[arg(long, default_value_t = 64)]
+        threads: usize,
         /// Turn the store's background cleaner off (misses then write dirty victims back
         /// themselves, before their read).
         #[arg(long)]
@@ -211,6 +214,7 @@ fn main() -> ExitCode {
             no_emulated,
             point_ms,
             cores,
+            threads,
             no_cleaner,
             no_dma_offload,
             os_paging_worker,
@@ -237,6 +241,14 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             plan.cores = cores;
+            if !(1..=tamer_runtime::MAX_THREADS_PER_CORE / 2).contains(&threads) {
+                eprintln!(
+                    "error: --threads must be 1..={}",
+                    tamer_runtime::MAX_THREADS_PER_CORE / 2
+                );
+                return ExitCode::FAILURE;
+            }
+            plan.threads_per_core = threads;
             plan.cleaner = !no_cleaner;
             plan.dma_offload = !no_dma_offload;
             if let Some(out) = os_paging_worker {
