@@ -41,7 +41,13 @@ pub(super) fn equal_load(dev: &DeviceCtx, points: &[Point]) -> Result<Vec<LoadPo
     }
     let mut load = Vec::with_capacity(2 * dev.plan.equal_load_rounds);
     for round in 0..dev.plan.equal_load_rounds {
-        for ((config, db), ctx) in stores.iter().zip(&contexts) {
+        // `tamer` first in even rounds, `flash-sync` first in odd ones (the figure pairs the
+        // two configurations' windows by round, whatever their order).
+        let mut order: Vec<_> = stores.iter().zip(&contexts).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for ((config, db), ctx) in order {
             let seed = seed ^ 0x5ca1e ^ (round as u64) << 20;
             load.push(window(dev, *config, db, ctx, rate, round, seed)?);
         }

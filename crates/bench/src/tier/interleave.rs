@@ -104,7 +104,8 @@ fn check_loaded(dev: &DeviceCtx, tamer: &Db) -> Result<(), String> {
     Ok(())
 }
 
-/// `workload`'s rounds: `dram`, then `tamer`, with one seed per round; `tamer` ÷ `dram` each.
+/// `workload`'s rounds: `dram` and `tamer` in alternating order, with one seed per round;
+/// `tamer` ÷ `dram` each.
 fn rounds(dev: &DeviceCtx, dram: &Db, tamer: &Db, workload: Workload) -> Result<Vec<f64>, String> {
     let plan = dev.plan;
     let ctx = |db: &Db| -> JobContext {
@@ -114,8 +115,15 @@ fn rounds(dev: &DeviceCtx, dram: &Db, tamer: &Db, workload: Workload) -> Result<
     let mut ratios = Vec::with_capacity(plan.interleave_rounds);
     for round in 0..plan.interleave_rounds {
         let seed = workload_seed(dev.options.seed, workload) ^ (0x1e4e + round as u64);
-        let d = closed_loop(dram, plan, workload, &dram_ctx, seed)?;
-        let t = closed_loop(tamer, plan, workload, &tamer_ctx, seed)?;
+        // `dram` first in even rounds, `tamer` first in odd ones: a drift within a round
+        // favours neither.
+        let (d, t) = if round % 2 == 0 {
+            let d = closed_loop(dram, plan, workload, &dram_ctx, seed)?;
+            (d, closed_loop(tamer, plan, workload, &tamer_ctx, seed)?)
+        } else {
+            let t = closed_loop(tamer, plan, workload, &tamer_ctx, seed)?;
+            (closed_loop(dram, plan, workload, &dram_ctx, seed)?, t)
+        };
         if d.errors + t.errors > 0 {
             return Err(format!(
                 "interleaved {} round {round}: {} dram and {} tamer operations failed",
