@@ -84,7 +84,8 @@ enum Bench {
         /// Executors (cores) of the store; the load generator runs on the last CPU.
         #[arg(long, default_value_t = 1)]
         cores: usize,
-        /// User-level threads per core (the closed loop keeps twice as many jobs outstanding).
+        /// User-level threads per core (the closed loop keeps twice as many jobs outstanding;
+        /// at most 4096 ÷ (2 × cores)).
         #[arg(long, default_value_t = 64)]
         threads: usize,
         /// Turn the store's background cleaner off (misses then write dirty victims back
@@ -241,10 +242,13 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             plan.cores = cores;
-            if !(1..=tamer_runtime::MAX_THREADS_PER_CORE / 2).contains(&threads) {
+            // The closed loop keeps 2 × threads × cores jobs outstanding, all of which must fit
+            // the runtime's shared job queue.
+            let queue = tamer_runtime::RuntimeConfig::default().global_queue;
+            if threads == 0 || 2 * threads * cores > queue {
                 eprintln!(
-                    "error: --threads must be 1..={}",
-                    tamer_runtime::MAX_THREADS_PER_CORE / 2
+                    "error: --threads must be 1..={} with {cores} core(s): the closed loop's 2 × threads × cores jobs must fit the runtime's {queue}-job queue",
+                    queue / (2 * cores)
                 );
                 return ExitCode::FAILURE;
             }

@@ -178,9 +178,6 @@ fn tamer_points(
     result: &mut BenchResult,
 ) -> Result<(), String> {
     let policy = policy_rounds(dev, db, meter, workload)?;
-    if let Some(util) = utilization_rounds(dev, db, meter, workload, result)? {
-        run.utilization.push(util);
-    }
     for (config, m) in [
         (Config::Tamer, policy.tamer.clone()),
         (Config::TamerFifo, policy.fifo.clone()),
@@ -210,6 +207,11 @@ fn tamer_points(
         run.points.push(point);
     }
     run.policy.push((dev.target, policy.rounds));
+    // After the whole-point fio run above, so that one stays right after the slices it
+    // compares with.
+    if let Some(util) = utilization_rounds(dev, db, meter, workload, result)? {
+        run.utilization.push(util);
+    }
     Ok(())
 }
 

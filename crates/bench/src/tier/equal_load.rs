@@ -13,7 +13,7 @@ use super::plan::{workload_seed, Config, Workload};
 
 /// The equal-load rounds of `dev` after its closed-loop `points` (none without YCSB-C or a
 /// `flash-sync` YCSB-C point): the open-loop windows, marked with `fraction` -0.5, in the
-/// order run (`tamer`, `flash-sync`, per round).
+/// order run (per round, `tamer` first in even rounds, `flash-sync` first in odd ones).
 pub(super) fn equal_load(dev: &DeviceCtx, points: &[Point]) -> Result<Vec<LoadPoint>, String> {
     if !dev.plan.workloads.contains(&Workload::YcsbC) {
         return Ok(Vec::new());

@@ -84,6 +84,11 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             plan.cores
         ));
     }
+    result.note(format!(
+        "{} user-level threads per core, {} jobs outstanding in the closed loop",
+        plan.threads_per_core,
+        plan.population()
+    ));
     tamer_runtime::pin_to_cpu(cpus - 1);
     let work = Work::calibrate();
     let fio = fio_path();

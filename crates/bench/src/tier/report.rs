@@ -118,7 +118,9 @@ pub(super) fn report(
     result: &mut BenchResult,
 ) {
     // First: the headline figures copy `device_iops_utilization_ycsb_c_disk` from them.
-    utilization_figures(&run.utilization, result);
+    if plan.disk {
+        utilization_figures(&plan.workloads, &run.utilization, result);
+    }
     figures(&run.points, &run.load, plan.cores, result);
     for target in [Target::Emulated, Target::Disk] {
         let rounds: Vec<&PolicyRounds> = run
@@ -230,8 +232,8 @@ fn closed_loop_figures(
     }
 }
 
-/// `p99_vs_flash_sync_<device>`: the equal-load rounds alternate tamer, flash-sync: pair them
-/// in order, median of the ratios.
+/// `p99_vs_flash_sync_<device>`: the i-th `tamer` window and the i-th `flash-sync` window
+/// are round i's (whichever ran first); the median of the rounds' ratios.
 fn equal_load_figure(load: &[LoadPoint], t: Target, result: &mut BenchResult) {
     let at_equal_load = |c: Config| -> Vec<f64> {
         load.iter()

@@ -57,7 +57,11 @@ pub(super) struct UtilRounds {
 impl UtilRounds {
     /// The per-round ratios of the undisturbed rounds (of all when fewer than 3 are left).
     pub(super) fn ratios(&self) -> Vec<f64> {
-        let calm = self.rounds.iter().filter(|r| !r.disturbed).count();
+        let calm = self
+            .rounds
+            .iter()
+            .filter(|r| !r.disturbed && r.ratio().is_some())
+            .count();
         self.rounds
             .iter()
             .filter(|r| calm < 3 || !r.disturbed)
@@ -96,9 +100,19 @@ pub(super) fn utilization_rounds(
         let block_window = block.finish(start);
         drain(meter)?;
         let Some(bw) = block_window else {
+            result.note(format!(
+                "disk {}: the block device's counters could not be read; no utilization rounds",
+                workload.name()
+            ));
             return Ok(None);
         };
-        let fio = fio_at(dev, fio_queue_depth(bw.queue_depth), result)?;
+        // A window without device I/O (every access a hit, or the store stalled) has no
+        // depth to compare at.
+        let fio = if m.device_iops() > 0.0 {
+            fio_at(dev, fio_queue_depth(bw.queue_depth), result)?
+        } else {
+            None
+        };
         rounds.push(UtilRound {
             store_iops: m.device_iops(),
             device_qd: bw.queue_depth,
@@ -140,7 +154,17 @@ fn print_rounds(dev: &DeviceCtx, run: &UtilRounds) {
 
 /// Per workload on the disk: `device_iops_utilization_<w>_disk` (the median of the rounds'
 /// ratios) with its lowest and highest round, and a row with every round.
-pub(super) fn utilization_figures(all: &[UtilRounds], result: &mut BenchResult) {
+/// A disk workload of the plan without rounds (no fio, no block device) gets `null` figures.
+pub(super) fn utilization_figures(
+    workloads: &[Workload],
+    all: &[UtilRounds],
+    result: &mut BenchResult,
+) {
+    for w in workloads {
+        if !all.iter().any(|run| run.workload == *w) {
+            result.figure(&format!("device_iops_utilization_{}_disk", w.name()), None);
+        }
+    }
     for run in all {
         let sfx = format!("{}_disk", run.workload.name());
         let ratios = run.ratios();
@@ -201,6 +225,23 @@ mod tests {
         };
         assert_eq!(run.ratios(), vec![0.9, 0.8, 1.0]);
         assert_eq!(median(&run.ratios()), Some(0.9));
+    }
+
+    /// Catches: a calm round whose fio failed counted among the 3 calm rounds needed to leave
+    /// the disturbed ones out (the median would then rest on fewer than 3 ratios).
+    #[test]
+    fn calm_rounds_without_fio_do_not_count_as_calm() {
+        let run = UtilRounds {
+            workload: Workload::YcsbC,
+            rounds: vec![
+                round(500.0, Some(1000.0), true),
+                round(900.0, Some(1000.0), false),
+                round(700.0, None, false),
+                round(800.0, None, false),
+                round(600.0, Some(1000.0), true),
+            ],
+        };
+        assert_eq!(run.ratios(), vec![0.5, 0.9, 0.6]);
     }
 
     /// Catches: dropping disturbed rounds even when fewer than 3 calm ones would be left.
