@@ -110,6 +110,10 @@ pub struct IndexStats {
     /// Sets holding more bucket pages than their `index_ways_max` (a bucket's set is its
     /// pattern modulo the sets; buckets of different depths load sets unevenly).
     pub index_sets_over: u64,
+    /// Bucket pages that can be resident together: per set, its bucket pages up to its
+    /// `index_ways_max` (all of them when the index [`fits`](Self::fits)). What the warm-up at
+    /// open reads.
+    pub placeable_index_pages: u64,
     /// Bucket pages resident now.
     pub resident_index_pages: u64,
 }
@@ -516,14 +520,14 @@ impl Db {
         Ok(db)
     }
 
-    /// Reads every bucket page into the cache when the index fits its share, with up to
-    /// `threads / 2` jobs (at most 32) of [`BATCH`] overlapped reads each. Returns the pages
-    /// read (0 when the index does not fit: it is then paged in on use).
+    /// Reads the bucket pages into the cache, every one when the index fits its share, else
+    /// per set the first `index_ways_max` of its bucket pages (the others are paged in on
+    /// use, in turn with them), with up to `threads / 2` jobs (at most 32) of [`BATCH`]
+    /// overlapped reads each. Returns the pages read.
     fn warm_index(&self, threads: usize) -> Result<u64, DbError> {
-        if !self.index_stats()?.fits() {
-            return Ok(0);
-        }
-        let buckets = Arc::new(self.run(|h| h.engine.buckets())??);
+        let all = self.run(|h| h.engine.buckets())??;
+        let cache = &self.engine.cache;
+        let buckets = Arc::new(placeable(&all, cache.sets(), cache.index_ways_max()));
         let jobs = (threads / 2).clamp(1, 32);
         let (tx, rx) = std::sync::mpsc::channel();
         for job in 0..jobs {
@@ -768,6 +772,7 @@ impl DbHandle {
         }
         let ways = cache.index_ways_max();
         let index_sets_over = per_set.iter().filter(|&&n| n > ways).count() as u64;
+        let placeable_index_pages = per_set.iter().map(|&n| u64::from(n.min(ways))).sum();
         let pinned_bytes = u64::from(cache.pinned_frames()) * PAGE_SIZE as u64;
         let directory_bytes = pinned_bytes.saturating_sub(PAGE_SIZE as u64);
         Ok(IndexStats {
@@ -778,6 +783,7 @@ impl DbHandle {
             frames_bytes: u64::from(cache.data_frames()) * PAGE_SIZE as u64,
             index_capacity_pages: u64::from(sets) * u64::from(ways),
             index_sets_over,
+            placeable_index_pages,
             resident_index_pages: u64::from(cache.resident_index_frames()),
         })
     }
@@ -843,5 +849,43 @@ mod tests {
         assert_eq!(idle_pause(35, 32), CLEAN_IDLE_PAUSE * 8);
         assert_eq!(idle_pause(40, 32), CLEAN_IDLE_MAX_PAUSE);
         assert_eq!(idle_pause(usize::MAX, 1), CLEAN_IDLE_MAX_PAUSE);
+    }
+}
+
+/// Of `buckets` ((page, pattern) pairs, a bucket's set being its pattern modulo `sets`), the
+/// first `ways` of each set's, in the given order: the bucket pages that can be resident
+/// together.
+fn placeable(buckets: &[(u64, u64)], sets: u32, ways: u32) -> Vec<(u64, u64)> {
+    let sets = u64::from(sets.max(1));
+    let mut per_set = vec![0u32; sets as usize];
+    let mut out = Vec::with_capacity(buckets.len());
+    for &(page, pattern) in buckets {
+        let n = &mut per_set[(pattern % sets) as usize];
+        if *n < ways {
+            *n += 1;
+            out.push((page, pattern));
+        }
+    }
+    debug_assert!(out.len() as u64 <= sets * u64::from(ways));
+    out
+}
+
+#[cfg(test)]
+mod placeable_tests {
+    use super::placeable;
+
+    /// Catches: a set given more than its ways, a set that has room left out, or the set
+    /// taken from the page number instead of the pattern.
+    #[test]
+    fn each_set_gets_at_most_its_ways_in_order() {
+        // 2 sets, 2 ways: patterns 0, 2, 4 go to set 0; 1, 3 to set 1.
+        let buckets = [(10, 0), (11, 1), (12, 2), (13, 3), (14, 4)];
+        assert_eq!(
+            placeable(&buckets, 2, 2),
+            vec![(10, 0), (11, 1), (12, 2), (13, 3)]
+        );
+        assert_eq!(placeable(&buckets, 2, 3), buckets.to_vec());
+        assert_eq!(placeable(&buckets, 1, 2), vec![(10, 0), (11, 1)]);
+        assert!(placeable(&buckets, 2, 0).is_empty());
     }
 }

@@ -69,7 +69,8 @@
 //! pages are the cache's *index pages* ([`tamer_cache::PageClass::Index`]), placed in the set
 //! their hash pattern names (so they spread evenly over the sets) and kept ahead of data
 //! pages: a set gives up a data frame while it holds at most `ways - 1` index frames. At open
-//! every bucket page is read in when they fit ([`DbOptions::warm_index`]). So a point lookup of
+//! every bucket page is read in when they fit, else each set's first `ways - 1`
+//! ([`DbOptions::warm_index`], [`IndexStats::placeable_index_pages`]). So a point lookup of
 //! a record not in DRAM costs exactly one device read, its own page; at 9 bytes an entry and
 //! ~70-85 % bucket fill the index costs ≈ 11-13 bytes per key (the tier bench reports it). An
 //! index larger than its share is paged like anything else (CLOCK among a set's index frames),

@@ -150,9 +150,10 @@ fn the_budget_split_and_bytes_per_key_are_reported() {
 /// Keys whose buckets split unevenly (found by search: 39 buckets, some at depth 6).
 const KEYS_UNEVEN: u64 = 14_000;
 
-/// Mutation caught: an index said to fit because its total fits, while buckets of different
+/// Mutations caught: an index said to fit because its total fits, while buckets of different
 /// depths crowd one set beyond its index ways (warmed at open, then pushed out by data pages:
-/// a cold read there costs two device reads).
+/// a cold read there costs two device reads); a warm-up at open that reads nothing when the
+/// index does not fit, or more of a set's bucket pages than its index ways.
 #[test]
 fn the_index_fits_only_when_every_set_holds_its_buckets() {
     let device = loaded(KEYS_UNEVEN);
@@ -165,6 +166,15 @@ fn the_index_fits_only_when_every_set_holds_its_buckets() {
         let db = Db::open("unused", options).unwrap();
         let stats = db.index_stats().unwrap();
         uneven_seen |= stats.buckets <= stats.index_capacity_pages && stats.index_sets_over > 0;
+        // The warm-up read each set's bucket pages up to its index ways, fitting or not.
+        assert_eq!(
+            stats.resident_index_pages, stats.placeable_index_pages,
+            "{sets} sets: {stats:?}"
+        );
+        assert_eq!(stats.fits(), stats.placeable_index_pages == stats.buckets);
+        if !stats.fits() {
+            assert!(stats.placeable_index_pages > 0, "{sets} sets: {stats:?}");
+        }
         // Data misses through every set.
         for k in (0..KEYS_UNEVEN).step_by(13) {
             db.get(&key(k)).unwrap().expect("stored");

@@ -227,7 +227,11 @@ fn print_budget(dev: &DeviceCtx, s: &IndexStats) {
         mib(s.resident_index_pages * PAGE_SIZE as u64),
         s.resident_index_pages,
         s.buckets,
-        if s.fits() { "fits its share" } else { "does not fit: paged" },
+        if s.fits() {
+            "fits its share".to_string()
+        } else {
+            format!("does not fit: {} placeable, the rest paged", s.placeable_index_pages)
+        },
         s.bytes_per_key(),
         s.keys,
         mib(s.data_frames_bytes()),

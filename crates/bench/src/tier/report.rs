@@ -278,6 +278,7 @@ fn budget_figures(plan: &Plan, budget: &[(Target, IndexStats)], result: &mut Ben
             "data_frames_bytes": s.data_frames_bytes(),
             "buckets": s.buckets,
             "index_capacity_pages": s.index_capacity_pages,
+            "placeable_index_pages": s.placeable_index_pages,
             "keys": s.keys,
             "index_bytes_per_key": s.bytes_per_key(),
             "fits": s.fits(),
