@@ -182,15 +182,7 @@ fn tamer_points(
         (Config::Tamer, policy.tamer.clone()),
         (Config::TamerFifo, policy.fifo.clone()),
     ] {
-        if m.errors > 0 {
-            result.note(format!(
-                "{} {} {}: {} operations failed",
-                dev.target.name(),
-                config.name(),
-                workload.name(),
-                m.errors
-            ));
-        }
+        note_errors(dev, config, workload, &m, result);
         let fio = if config == Config::Tamer {
             fio_beside(dev, config, &m, result)?
         } else {
@@ -277,6 +269,25 @@ fn closed_point(
     let ctx = dev.job_context(db, meter.clone(), dev.payloads.of(workload));
     let seed = workload_seed(dev.options.seed, workload);
     let m = closed_loop(db, dev.plan, workload, &ctx, seed)?;
+    note_errors(dev, config, workload, &m, result);
+    let fio = fio_beside(dev, config, &m, result)?;
+    Ok(Point {
+        target: dev.target,
+        config,
+        workload,
+        m,
+        fio,
+    })
+}
+
+/// A note when some of the point's operations failed.
+fn note_errors(
+    dev: &DeviceCtx,
+    config: Config,
+    workload: Workload,
+    m: &Measurement,
+    result: &mut BenchResult,
+) {
     if m.errors > 0 {
         result.note(format!(
             "{} {} {}: {} operations failed",
@@ -286,14 +297,6 @@ fn closed_point(
             m.errors
         ));
     }
-    let fio = fio_beside(dev, config, &m, result)?;
-    Ok(Point {
-        target: dev.target,
-        config,
-        workload,
-        m,
-        fio,
-    })
 }
 
 /// Disk, tiered configurations with misses, fio installed: fio on the store's file at the

@@ -116,6 +116,18 @@ pub(super) fn median(values: &[f64]) -> Option<f64> {
     sorted.get(sorted.len() / 2).copied()
 }
 
+/// Per-round ratios as printed: `median M (lo..hi)`.
+pub(super) fn spread(values: &[f64]) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "median {:.3} ({:.2}..{:.2})",
+        median(values).unwrap_or(f64::NAN),
+        lo,
+        hi
+    )
+}
+
 /// What [`policy_rounds`] returns: the rounds, and each policy's slices combined.
 pub(super) struct PolicyRun {
     pub(super) rounds: PolicyRounds,
@@ -194,16 +206,6 @@ pub(super) fn policy_rounds(
 
 /// One line per workload: the medians and the spread of the per-round ratios.
 fn print_rounds(dev: &DeviceCtx, rounds: &PolicyRounds) {
-    let spread = |values: &[f64]| {
-        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        format!(
-            "median {:.3} ({:.2}..{:.2})",
-            median(values).unwrap_or(f64::NAN),
-            lo,
-            hi
-        )
-    };
     println!(
         "  {:<5} policies   {:<6} {} rounds of {} ms slices ({} disturbed, left out): tamer/fifo throughput {}  fifo p99/tamer p99 {}",
         dev.target.name(),

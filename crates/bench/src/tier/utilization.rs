@@ -21,7 +21,7 @@ use super::driver::{drain, Window};
 use super::jobs::Meter;
 use super::measurement::{fio_queue_depth, ratio, FioPoint};
 use super::plan::{workload_seed, Workload};
-use super::policy_rounds::{disturbed, median, Feeder};
+use super::policy_rounds::{disturbed, median, spread, Feeder};
 use crate::output::BenchResult;
 
 /// The most rounds a workload runs (the plan asks for fewer).
@@ -127,8 +127,6 @@ pub(super) fn utilization_rounds(
 
 fn print_rounds(dev: &DeviceCtx, run: &UtilRounds) {
     let ratios = run.ratios();
-    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let store: Vec<f64> = run.rounds.iter().map(|r| r.store_iops).collect();
     let fio: Vec<f64> = run
         .rounds
@@ -137,15 +135,13 @@ fn print_rounds(dev: &DeviceCtx, run: &UtilRounds) {
         .collect();
     let qd: Vec<f64> = run.rounds.iter().map(|r| r.device_qd).collect();
     println!(
-        "  {:<5} util       {:<6} {} rounds of {} ms, fio after each at its disk QD ({} disturbed): store ÷ fio median {:.3} ({:.2}..{:.2}); store IOPS median {:.0}, fio {:.0}, disk QD {:.1}",
+        "  {:<5} util       {:<6} {} rounds of {} ms, fio after each at its disk QD ({} disturbed): store ÷ fio {}; store IOPS median {:.0}, fio {:.0}, disk QD {:.1}",
         dev.target.name(),
         run.workload.name(),
         run.rounds.len(),
         dev.plan.fio_duration.as_millis(),
         run.rounds.iter().filter(|r| r.disturbed).count(),
-        median(&ratios).unwrap_or(f64::NAN),
-        lo,
-        hi,
+        spread(&ratios),
         median(&store).unwrap_or(f64::NAN),
         median(&fio).unwrap_or(f64::NAN),
         median(&qd).unwrap_or(f64::NAN),
