@@ -532,22 +532,12 @@ impl Db {
         let (tx, rx) = std::sync::mpsc::channel();
         for job in 0..jobs {
             let (buckets, tx, handle) = (buckets.clone(), tx.clone(), self.handle());
-            let mut work = Job::new(move || {
+            let work = Job::new(move || {
                 let stripe: Vec<(u64, u64)> =
                     buckets.iter().skip(job).step_by(jobs).copied().collect();
                 let _ = tx.send(handle.engine.warm_buckets(&stripe));
             });
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                match self.runtime().spawn_job(work) {
-                    Ok(()) => break,
-                    Err(SpawnError::Full(back)) if Instant::now() < deadline => {
-                        work = back;
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    Err(err) => return Err(DbError::Runtime(err.to_string())),
-                }
-            }
+            spawn_retrying(self.runtime(), work)?;
         }
         drop(tx);
         let mut read = 0;
@@ -610,20 +600,10 @@ impl Db {
         let runtime = self.runtime.as_ref().ok_or(DbError::Closed)?;
         let handle = self.handle();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let mut job = Job::new(move || {
+        let job = Job::new(move || {
             let _ = tx.send(f(&handle));
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match runtime.spawn_job(job) {
-                Ok(()) => break,
-                Err(SpawnError::Full(back)) if Instant::now() < deadline => {
-                    job = back;
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                Err(err) => return Err(DbError::Runtime(err.to_string())),
-            }
-        }
+        spawn_retrying(runtime, job)?;
         rx.recv()
             .map_err(|_| DbError::Runtime("the job ended without a result (it panicked?)".into()))
     }
@@ -849,6 +829,21 @@ mod tests {
         assert_eq!(idle_pause(35, 32), CLEAN_IDLE_PAUSE * 8);
         assert_eq!(idle_pause(40, 32), CLEAN_IDLE_MAX_PAUSE);
         assert_eq!(idle_pause(usize::MAX, 1), CLEAN_IDLE_MAX_PAUSE);
+    }
+}
+
+/// Spawns `job` on `runtime`, retrying every 50 µs while its queue is full, for up to 10 s.
+fn spawn_retrying(runtime: &Runtime, mut job: Job) -> Result<(), DbError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match runtime.spawn_job(job) {
+            Ok(()) => return Ok(()),
+            Err(SpawnError::Full(back)) if Instant::now() < deadline => {
+                job = back;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Err(err) => return Err(DbError::Runtime(err.to_string())),
+        }
     }
 }
 

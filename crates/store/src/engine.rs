@@ -1080,8 +1080,10 @@ impl Engine {
                     let same = old.page == expect.page
                         && old.offset() == expect.offset
                         && !old.is_extent()
-                        && self.record_bytes(&old, expect.record.len())?
-                            == (expect.record.to_vec(), expect.record.len());
+                        && {
+                            let (bytes, len) = self.record_bytes(&old, expect.record.len())?;
+                            len == expect.record.len() && bytes == expect.record
+                        };
                     if !same {
                         return Ok(Link::Unchanged);
                     }
