@@ -314,6 +314,7 @@ fn run_point(
     // The clock starts once the executors and their stacks exist: set-up is not measured.
     let blocks = match spec {
         DeviceSpec::Emulated { model } => model.capacity_bytes(),
+        DeviceSpec::Faulty { state } => state.model().capacity_bytes(),
         DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
         DeviceSpec::Mmap { map, .. } => map.capacity_bytes(),
     } / BLOCK_SIZE as u64;

@@ -104,6 +104,11 @@ pub struct EmulatorConfig {
     /// Account the polling cores' completion time ([`EmulatorModel::completion_cpu_ns`]): one
     /// extra clock read per batch of completions, so off by default.
     pub completion_accounting: bool,
+    /// Time a flush ([`IoKind::Flush`]) takes from admission to completion, jitter added: what
+    /// the drive spends making its write cache durable. It takes a queue slot but not the
+    /// transfer pipe. Default: `latency_ns` (one round trip; an NVMe drive with power-loss
+    /// protection acknowledges a flush in about that, ≈ 10-20 µs on flash).
+    pub flush_latency_ns: u64,
 }
 
 impl EmulatorConfig {
@@ -119,6 +124,7 @@ impl EmulatorConfig {
             capacity_bytes: 64 << 20,
             dma_offload: false,
             completion_accounting: false,
+            flush_latency_ns: latency_ns,
         }
     }
 
@@ -170,6 +176,12 @@ impl EmulatorConfig {
     /// See [`EmulatorConfig::dma_offload`].
     pub fn dma_offload(mut self, on: bool) -> Self {
         self.dma_offload = on;
+        self
+    }
+
+    /// See [`EmulatorConfig::flush_latency_ns`].
+    pub fn flush_latency_ns(mut self, flush_latency_ns: u64) -> Self {
+        self.flush_latency_ns = flush_latency_ns;
         self
     }
 
@@ -487,6 +499,7 @@ impl EmulatorModel {
                 match request.kind {
                     IoKind::Read => std::ptr::copy_nonoverlapping(device, frame, BLOCK_SIZE),
                     IoKind::Write => std::ptr::copy_nonoverlapping(frame, device, BLOCK_SIZE),
+                    IoKind::Flush => unreachable!("a flush has no frames"),
                 }
             }
         }
@@ -510,7 +523,7 @@ struct InService {
     frame: u32,
     frames: u32,
     tag: u64,
-    write: bool,
+    kind: IoKind,
     /// The request's DMA slot and its PENDING word, or `NO_DMA` (the poller copies).
     dma_slot: u32,
     dma_word: u64,
@@ -588,17 +601,21 @@ impl EmulatedDevice {
 
     fn admit(&mut self, request: IoRequest, doorbell_ns: u64, admit_ns: u64) {
         let config = &self.model.config;
-        let pipe_end = self
-            .model
-            .reserve_pipe(admit_ns, config.service_ns(request.len_bytes()));
         let jitter = if config.jitter_ns > 0 {
             self.rng.gen_range(0..=config.jitter_ns)
         } else {
             0
         };
         self.sequence += 1;
-        let deadline_ns = pipe_end + config.latency_ns + jitter;
-        let (dma_slot, dma_word) = self.queue_dma(&request);
+        let (deadline_ns, (dma_slot, dma_word)) = if request.kind == IoKind::Flush {
+            // No data moves: no pipe time, no copy.
+            (admit_ns + config.flush_latency_ns + jitter, (NO_DMA, 0))
+        } else {
+            let service_ns = config.service_ns(request.len_bytes());
+            let pipe_end = self.model.reserve_pipe(admit_ns, service_ns);
+            let deadline_ns = pipe_end + config.latency_ns + jitter;
+            (deadline_ns, self.queue_dma(&request))
+        };
         let entry = InService {
             deadline_ns,
             sequence: self.sequence,
@@ -607,7 +624,7 @@ impl EmulatedDevice {
             frame: request.frame,
             frames: request.frames,
             tag: request.tag,
-            write: request.kind == IoKind::Write,
+            kind: request.kind,
             dma_slot,
             dma_word,
         };
@@ -778,11 +795,7 @@ impl Device for EmulatedDevice {
             }
             self.in_service.pop_front();
             let request = IoRequest {
-                kind: if entry.write {
-                    IoKind::Write
-                } else {
-                    IoKind::Read
-                },
+                kind: entry.kind,
                 offset_bytes: entry.offset_bytes,
                 frame: entry.frame,
                 frames: entry.frames,

@@ -18,7 +18,9 @@
 //! - [`UringDevice`]: io_uring over a preallocated file opened with `O_DIRECT` (one ring per core);
 //! - [`EmulatedDevice`]: seed 000's microsecond-latency device emulator, DRAM-backed, with latency
 //!   in nanoseconds, seeded jitter, a queue-depth cap and an IOPS/bandwidth cap;
-//! - [`SyncDevice`]: blocking `pread`/`pwrite`, the baseline where the core waits for the device.
+//! - [`SyncDevice`]: blocking `pread`/`pwrite`, the baseline where the core waits for the device;
+//! - [`FaultyDevice`]: the emulator with power loss (unflushed writes kept, dropped or torn at
+//!   512-byte sectors), read errors and a full device injected, for crash tests.
 //!
 //! # Example
 //! ```
@@ -40,6 +42,7 @@
 mod arena;
 mod emulated;
 mod error;
+mod fault;
 mod file;
 mod mmap;
 mod open;
@@ -50,6 +53,7 @@ mod uring;
 pub use arena::Arena;
 pub use emulated::{EmulatedDevice, EmulatorConfig, EmulatorModel};
 pub use error::DeviceError;
+pub use fault::{CrashPoint, Fate, FaultCounts, FaultPlan, FaultState, FaultyDevice, SECTOR_BYTES};
 pub use file::{fill_with_data, DeviceFile};
 pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
 pub use open::{open_device, uring_available, DeviceSpec};
@@ -66,12 +70,19 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const MAX_REQUEST_FRAMES: u32 = 4096;
 
 /// Direction of one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IoKind {
     /// Device to arena.
     Read,
     /// Arena to device.
     Write,
+    /// Durability barrier, asynchronous: when it completes, every write whose completion was
+    /// reaped (on any handle of the device) before it was pushed is durable. It moves no data
+    /// (`frames` 0) and does not order writes still in flight: a write pushed in the same batch
+    /// may or may not be covered. io_uring: `IORING_OP_FSYNC` with `DATASYNC`; the emulator:
+    /// [`EmulatorConfig::flush_latency_ns`]; sync and mmap: `fdatasync` / `msync` at the
+    /// doorbell.
+    Flush,
 }
 
 /// One block request: `frames` consecutive arena frames starting at `frame`, moved to or from
@@ -108,6 +119,17 @@ impl IoRequest {
             offset_bytes,
             frame,
             frames,
+            tag,
+        }
+    }
+
+    /// A durability barrier (see [`IoKind::Flush`]): no frames, no offset.
+    pub fn flush(tag: u64) -> Self {
+        Self {
+            kind: IoKind::Flush,
+            offset_bytes: 0,
+            frame: 0,
+            frames: 0,
             tag,
         }
     }
@@ -176,7 +198,8 @@ pub trait Device: Send {
     /// For an idle core only; returns what [`Device::poll`] would.
     fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> Result<usize, DeviceError>;
 
-    /// Durability barrier: every write completed before this call is durable when it returns.
+    /// Durability barrier, blocking: every write completed before this call is durable when it
+    /// returns. For tools and close; a core that must not block pushes [`IoRequest::flush`].
     fn flush(&mut self) -> Result<(), DeviceError>;
 
     /// Counters and the latency histogram of this handle.
@@ -193,6 +216,14 @@ pub(crate) fn validate(
     capacity_bytes: u64,
     arena: &Arena,
 ) -> Result<(), DeviceError> {
+    if request.kind == IoKind::Flush {
+        if request.frames != 0 || request.offset_bytes != 0 || request.frame != 0 {
+            return Err(DeviceError::Config(format!(
+                "a flush moves no data: frames, frame and offset must be 0, got {request:?}"
+            )));
+        }
+        return Ok(());
+    }
     if request.frames == 0 {
         return Err(DeviceError::EmptyRequest);
     }

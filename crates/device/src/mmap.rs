@@ -141,6 +141,9 @@ impl MmapDevice {
 impl FileMap {
     /// Copies one validated request between the mapping and its frames (a fault blocks).
     fn perform(&self, arena: &Arena, request: &IoRequest) -> Result<(), DeviceError> {
+        if request.kind == IoKind::Flush {
+            return self.sync();
+        }
         let len = request.len_bytes() as usize;
         let frame = arena.frame_ptr(request.frame);
         // SAFETY: `validate` on push checked offset + len ≤ the file's capacity (which only
@@ -151,6 +154,7 @@ impl FileMap {
             match request.kind {
                 IoKind::Read => std::ptr::copy_nonoverlapping(mapped, frame, len),
                 IoKind::Write => std::ptr::copy_nonoverlapping(frame, mapped, len),
+                IoKind::Flush => unreachable!("handled above"),
             }
         }
         Ok(())

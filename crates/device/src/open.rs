@@ -3,8 +3,8 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::{
-    Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FileMap, MmapDevice,
-    SyncDevice, UringConfig, UringDevice,
+    Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FaultState,
+    FaultyDevice, FileMap, MmapDevice, SyncDevice, UringConfig, UringDevice,
 };
 
 /// Set this environment variable to make tamer behave as if io_uring were unavailable.
@@ -21,6 +21,8 @@ pub enum DeviceSpec {
     },
     /// The microsecond-latency emulator.
     Emulated { model: Arc<EmulatorModel> },
+    /// The emulator under fault injection (power loss, read errors, a full device).
+    Faulty { state: Arc<FaultState> },
     /// Blocking pread/pwrite on a file.
     Sync {
         file: Arc<DeviceFile>,
@@ -83,6 +85,11 @@ pub fn open_device(
                 arena,
                 seed,
             )))
+        }
+        DeviceSpec::Faulty { state } => {
+            let seed =
+                state.model().config().seed ^ (handle_index as u64).wrapping_mul(0x9e37_79b9);
+            Ok(Box::new(FaultyDevice::new(state.clone(), arena, seed)))
         }
         DeviceSpec::Sync { file, queue_depth } => {
             if *queue_depth == 0 {

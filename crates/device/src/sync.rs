@@ -120,6 +120,9 @@ impl SyncDevice {
 
 /// One request with blocking `pread`/`pwrite` on `file`.
 fn perform(file: &DeviceFile, arena: &Arena, request: &IoRequest) -> Result<(), DeviceError> {
+    if request.kind == IoKind::Flush {
+        return file.sync_data();
+    }
     let ptr = arena.frame_ptr(request.frame);
     let len = request.len_bytes() as usize;
     let fd = file.raw_fd();
@@ -129,6 +132,7 @@ fn perform(file: &DeviceFile, arena: &Arena, request: &IoRequest) -> Result<(), 
         match request.kind {
             IoKind::Read => libc::pread(fd, ptr.cast(), len, request.offset_bytes as i64),
             IoKind::Write => libc::pwrite(fd, ptr.cast(), len, request.offset_bytes as i64),
+            IoKind::Flush => unreachable!("handled above"),
         }
     };
     if rc < 0 {

@@ -249,6 +249,9 @@ impl UringDevice {
         let len = request.len_bytes() as u32;
         let fd = types::Fixed(0);
         let entry = match (request.kind, self.fixed_buffers) {
+            (IoKind::Flush, _) => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
             (IoKind::Read, true) => {
                 let index = self.arena.buffer_index(request.frame);
                 opcode::ReadFixed::new(fd, ptr, len, index)

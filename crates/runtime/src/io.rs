@@ -114,7 +114,10 @@ pub fn write(offset_bytes: u64, frame: u32, frames: u32) -> Result<(), DeviceErr
     wait(ticket)
 }
 
-/// The device's durability barrier. Blocks the core (it is rare and off the read path).
+/// The device's durability barrier, parking meanwhile (an asynchronous flush request, never a
+/// blocking call on the core): when it returns, every write this or any thread saw complete
+/// before the call is durable.
 pub fn flush() -> Result<(), DeviceError> {
-    with_core(|core| core.device.borrow_mut().flush()).expect(OUTSIDE)
+    let ticket = submit(IoRequest::flush(0))?;
+    wait(ticket)
 }

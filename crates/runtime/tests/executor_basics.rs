@@ -720,3 +720,41 @@ fn a_core_with_only_far_timers_sleeps_in_the_os() {
         );
     }
 }
+
+/// `io::flush` is an asynchronous device request: the calling thread parks for the device's
+/// flush latency while the core runs other jobs. Catches: a flush that blocks the core (the
+/// other job cannot run meanwhile) and one that never reaches the device (returns at once).
+#[test]
+fn a_flush_parks_and_other_jobs_run_meanwhile() {
+    // The emulator's flush latency defaults to its access latency.
+    const LATENCY_NS: u64 = 20_000_000;
+    let config = RuntimeConfig {
+        initial_latency_ns: 1_000_000_000,
+        ..RuntimeConfig::with_threads(2)
+    };
+    let (mut executor, _arena, tracker) = emulated_executor(config, LATENCY_NS, 64, 2);
+    let flushed_at = Arc::new(AtomicU64::new(0));
+    let other_ran_at = Arc::new(AtomicU64::new(0));
+    let start = now_ns();
+    let flushed = flushed_at.clone();
+    executor
+        .spawn(move || {
+            io::flush().expect("flush");
+            flushed.store(now_ns(), Ordering::SeqCst);
+        })
+        .unwrap();
+    let other = other_ran_at.clone();
+    executor
+        .spawn(move || other.store(now_ns(), Ordering::SeqCst))
+        .unwrap();
+    executor.run_until_idle();
+    let flushed = flushed_at.load(Ordering::SeqCst);
+    let other = other_ran_at.load(Ordering::SeqCst);
+    assert!(
+        flushed >= start + LATENCY_NS,
+        "the flush returned after {} ns, before the device's flush latency",
+        flushed - start
+    );
+    assert!(other < flushed, "the other job ran only after the flush");
+    assert_eq!(tracker.completions.load(Ordering::SeqCst), 1);
+}
