@@ -13,7 +13,7 @@ use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
 use crate::engine::{CompactionStats, Engine, Space, SPARSE_QUEUE};
-use crate::layout::{dir_pages, Superblock, DIR_START};
+use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
 /// Default largest value: 16 MiB.
@@ -90,6 +90,11 @@ pub struct DbOptions {
     /// ([`IndexStats::fits`]), so that the first lookups already cost one device read each
     /// (default on). Off, buckets come in on their first use.
     pub warm_index: bool,
+    /// The index hash's key for a *new* store (an existing store keeps its own). `None`
+    /// (default): 128 random bits, which is what a server must use, or clients could craft
+    /// keys that share a bucket. A fixed key gives reproducible bucket layouts, for tests and
+    /// benchmarks that compare configurations on identical indexes.
+    pub hash_key: Option<[u64; 2]>,
 }
 
 /// The index (hash buckets) and how the DRAM budget is split, from [`Db::index_stats`].
@@ -99,7 +104,7 @@ pub struct IndexStats {
     pub keys: u64,
     /// Bucket pages.
     pub buckets: u64,
-    /// The pinned partition: superblock and directory (never evicted), bytes.
+    /// The pinned partition: the directory (never evicted), bytes.
     pub pinned_bytes: u64,
     /// Bucket pages + directory, bytes: what a DRAM-resident index costs.
     pub index_bytes: u64,
@@ -161,6 +166,7 @@ impl DbOptions {
             cleaner: true,
             read_only: false,
             warm_index: true,
+            hash_key: None,
         }
     }
 
@@ -222,6 +228,11 @@ impl DbOptions {
     }
     pub fn warm_index(mut self, on: bool) -> Self {
         self.warm_index = on;
+        self
+    }
+    /// See [`DbOptions::hash_key`].
+    pub fn hash_key(mut self, key: [u64; 2]) -> Self {
+        self.hash_key = Some(key);
         self
     }
 }
@@ -353,34 +364,74 @@ pub struct DbHandle {
     engine: Arc<Engine>,
 }
 
-fn read_superblock_page(
-    device: &DeviceKind,
+/// The superblock copies (pages `0..SUPERBLOCK_COPIES`) as found on the device: `None` for a
+/// page not there (a short or missing file).
+fn read_superblock_pages(
     path: &Path,
     model: Option<&Arc<EmulatorModel>>,
-) -> Result<Option<Superblock>, DbError> {
-    let mut page = vec![0u8; PAGE_SIZE];
-    match (device, model) {
-        (_, Some(model)) => model.read_at(0, &mut page)?,
-        _ => {
-            use std::os::unix::fs::FileExt;
-            let Ok(file) = std::fs::File::open(path) else {
-                return Ok(None);
-            };
-            let len = file.metadata().map_or(0, |m| m.len());
-            if len < PAGE_SIZE as u64 {
-                return Ok(None);
+) -> Result<Vec<Option<Vec<u8>>>, DbError> {
+    let mut pages = Vec::new();
+    for copy in 0..SUPERBLOCK_COPIES {
+        let mut page = vec![0u8; PAGE_SIZE];
+        let offset = copy * PAGE_SIZE as u64;
+        if let Some(model) = model {
+            model.read_at(offset, &mut page)?;
+            pages.push(Some(page));
+            continue;
+        }
+        use std::os::unix::fs::FileExt;
+        let Ok(file) = std::fs::File::open(path) else {
+            return Ok(vec![None; SUPERBLOCK_COPIES as usize]);
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        if len < offset + PAGE_SIZE as u64 {
+            pages.push(None);
+            continue;
+        }
+        file.read_exact_at(&mut page, offset)
+            .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
+        pages.push(Some(page));
+    }
+    Ok(pages)
+}
+
+/// The current superblock and its page, from the copies read at open: the valid copy with the
+/// higher sequence. A copy whose checksum fails (a torn write) is passed over; a copy with a
+/// valid checksum that is not a superblock of this version refuses the open (another format
+/// or another program's file). `None`: a new store (nothing written yet).
+fn choose_superblock(pages: &[Option<Vec<u8>>]) -> Result<Option<(Superblock, u64)>, DbError> {
+    let mut best: Option<(Superblock, u64)> = None;
+    let mut torn = Vec::new();
+    for (copy, page) in pages.iter().enumerate() {
+        let copy = copy as u64;
+        let Some(page) = page else { continue };
+        if !tamer_cache::checksum::verify_page(copy, page) {
+            torn.push(copy);
+            continue;
+        }
+        if let Some(sb) = Superblock::decode(page).map_err(DbError::Config)? {
+            if best.as_ref().is_none_or(|(b, _)| sb.sequence > b.sequence) {
+                best = Some((sb, copy));
             }
-            file.read_exact_at(&mut page, 0)
-                .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
         }
     }
-    if !tamer_cache::checksum::verify_page(0, &page) {
-        return Err(DbError::Corrupt {
-            page: 0,
-            detail: "superblock checksum mismatch".into(),
-        });
+    match (best, torn.as_slice()) {
+        (Some((sb, copy)), torn) => {
+            if !torn.is_empty() {
+                tracing::warn!(
+                    "superblock copy {torn:?} fails its checksum (a torn write?): using copy \
+                     {copy}, sequence {}",
+                    sb.sequence
+                );
+            }
+            Ok(Some((sb, copy)))
+        }
+        (None, []) => Ok(None),
+        (None, torn) => Err(DbError::Corrupt {
+            page: torn[0],
+            detail: "no valid superblock copy: every copy fails its checksum".into(),
+        }),
     }
-    Superblock::decode(&page).map_err(DbError::Config)
 }
 
 impl Db {
@@ -408,7 +459,7 @@ impl Db {
             DeviceKind::Model(model) => Some(model.clone()),
             _ => None,
         };
-        let existing = read_superblock_page(&options.device, &path, model.as_ref())?;
+        let existing = choose_superblock(&read_superblock_pages(&path, model.as_ref())?)?;
         if options.read_only && existing.is_none() {
             return Err(DbError::Config(format!(
                 "read-only open of {}: no tamer store there yet",
@@ -417,8 +468,9 @@ impl Db {
         }
         let max_depth = existing
             .as_ref()
-            .map_or(options.max_directory_depth, |sb| sb.max_depth);
-        let pinned_pages = DIR_START + dir_pages(max_depth);
+            .map_or(options.max_directory_depth, |(sb, _)| sb.max_depth);
+        // The directory; the superblock copies are written through evictable frames.
+        let pinned_pages = dir_pages(max_depth);
         let pinned_bytes = pinned_pages * PAGE_SIZE as u64;
         let frames_bytes = options
             .cache_bytes
@@ -452,7 +504,7 @@ impl Db {
                 } else {
                     options
                         .initial_file_bytes
-                        .max(PAGE_SIZE as u64 * (pinned_pages + 1))
+                        .max(PAGE_SIZE as u64 * (DIR_START + pinned_pages + 1))
                 };
                 let file = Arc::new(DeviceFile::open_existing(&path, initial_bytes)?);
                 let space = Space::File {
@@ -494,7 +546,14 @@ impl Db {
         };
         let runtime =
             Runtime::start(runtime_config, spec, cache.arena()).map_err(DbError::Runtime)?;
-        let mut engine = Engine::new(cache, space, options.max_value_bytes, max_depth);
+        let mut engine = Engine::new(
+            cache,
+            space,
+            options.max_value_bytes,
+            max_depth,
+            existing,
+            options.hash_key,
+        );
         if options.read_only {
             engine = engine.read_only();
         }
@@ -754,7 +813,7 @@ impl DbHandle {
         let index_sets_over = per_set.iter().filter(|&&n| n > ways).count() as u64;
         let placeable_index_pages = per_set.iter().map(|&n| u64::from(n.min(ways))).sum();
         let pinned_bytes = u64::from(cache.pinned_frames()) * PAGE_SIZE as u64;
-        let directory_bytes = pinned_bytes.saturating_sub(PAGE_SIZE as u64);
+        let directory_bytes = pinned_bytes;
         Ok(IndexStats {
             keys: self.engine.len(),
             buckets,

@@ -82,6 +82,15 @@ impl Drop for YieldGuard<'_> {
 
 pub(crate) struct Engine {
     pub cache: Arc<PageCache>,
+    /// The index hash's key (from the superblock, or random for a new store).
+    hash_key: [u64; 2],
+    /// The superblock read at open (taken by `load`), with the copy (page) it came from.
+    opened_from: Mutex<Option<(Superblock, u64)>>,
+    /// Serializes superblock writes (held across the cache write: it may park).
+    sb_lock: YieldLock,
+    /// The copy holding the newest superblock, and its sequence number.
+    sb_page: AtomicU64,
+    sb_sequence: AtomicU64,
     pub max_value: usize,
     pub max_depth: u32,
     global_depth: AtomicU32,
@@ -174,9 +183,31 @@ fn copy_from_parts(parts: &[&[u8]], mut pos: usize, out: &mut [u8]) {
 }
 
 impl Engine {
-    pub fn new(cache: Arc<PageCache>, space: Space, max_value: usize, max_depth: u32) -> Self {
+    /// An engine over `cache`; `existing` is the superblock found at open and its page;
+    /// `new_hash_key` the key for a new store (random when `None`).
+    pub fn new(
+        cache: Arc<PageCache>,
+        space: Space,
+        max_value: usize,
+        max_depth: u32,
+        existing: Option<(Superblock, u64)>,
+        new_hash_key: Option<[u64; 2]>,
+    ) -> Self {
+        let hash_key = match &existing {
+            Some((sb, _)) => sb.hash_key,
+            None => new_hash_key.unwrap_or_else(rand::random),
+        };
+        // A new store's first write goes to page 0 with sequence 1.
+        let (sb_page, sb_sequence) = existing
+            .as_ref()
+            .map_or((1, 0), |(sb, page)| (*page, sb.sequence));
         Self {
             cache,
+            hash_key,
+            opened_from: Mutex::new(existing),
+            sb_lock: YieldLock(AtomicBool::new(false)),
+            sb_page: AtomicU64::new(sb_page),
+            sb_sequence: AtomicU64::new(sb_sequence),
             max_value,
             max_depth,
             global_depth: AtomicU32::new(0),
@@ -219,8 +250,12 @@ impl Engine {
     /// Creates or loads the store; marks it open (not clean) on the device.
     pub fn load(&self) -> Result<(), DbError> {
         let dir_pages = dir_pages(self.max_depth);
-        let sb_page = self.cache.pin_permanent(0)?;
-        let existing = sb_page.read(Superblock::decode).map_err(DbError::Config)?;
+        let existing = self
+            .opened_from
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .map(|(sb, _)| sb);
         for p in DIR_START..DIR_START + dir_pages {
             self.cache.pin_permanent(p)?;
         }
@@ -312,7 +347,6 @@ impl Engine {
                 }
             }
         }
-        drop(sb_page);
         if self.read_only {
             return Ok(());
         }
@@ -344,8 +378,19 @@ impl Engine {
         self.write_superblock_with(clean, 0)
     }
 
+    /// The index's hash of `key` (keyed by this store's `hash_key`).
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        key_hash(self.hash_key, key)
+    }
+
+    /// Writes the superblock to the copy not holding the newest, with the next sequence.
     fn write_superblock_with(&self, clean: bool, free_head: u64) -> Result<(), DbError> {
+        let _sb = self.sb_lock.lock();
+        let page = SUPERBLOCK_COPIES - 1 - self.sb_page.load(Ordering::Relaxed);
+        let sequence = self.sb_sequence.load(Ordering::Relaxed) + 1;
         let sb = Superblock {
+            sequence,
+            hash_key: self.hash_key,
             max_depth: self.max_depth,
             global_depth: self.global_depth.load(Ordering::Acquire),
             clean,
@@ -354,8 +399,10 @@ impl Engine {
             key_count: self.key_count.load(Ordering::Relaxed),
             max_value_bytes: self.max_value as u64,
         };
-        let page = self.cache.get(0)?;
-        page.write(|b| sb.encode(b));
+        let copy = self.cache.get_for_overwrite(page)?;
+        copy.write(|b| sb.encode(b));
+        self.sb_page.store(page, Ordering::Relaxed);
+        self.sb_sequence.store(sequence, Ordering::Relaxed);
         Ok(())
     }
 
@@ -962,7 +1009,7 @@ impl Engine {
 
     /// `None`: absent; `Some(value)` (the value only when `want_value`).
     fn lookup(&self, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>, DbError> {
-        let hash = hash_key(key);
+        let hash = self.hash(key);
         self.read_bucket_of(hash, |bytes, count| {
             let mut from = 0;
             while let Some(i) = next_hash_match(bytes, count, hash, from) {
@@ -1012,7 +1059,7 @@ impl Engine {
                 max: self.max_value,
             });
         }
-        let hash = hash_key(key);
+        let hash = self.hash(key);
         let mut e = self.write_record(key, value)?;
         e.hash = hash as u32;
         match self.link(hash, key, e, None) {
@@ -1200,7 +1247,7 @@ impl Engine {
     fn relocate(&self, page: u64, offset: usize, record: &[u8]) -> Result<bool, DbError> {
         let klen = get_u32(record, 0) as usize;
         let key = &record[RECORD_HEADER..RECORD_HEADER + klen];
-        let hash = hash_key(key);
+        let hash = self.hash(key);
         // Most records of a sparse page are dead: probe before writing a copy.
         let current = self.entry_of(hash, key)?;
         if current.is_none_or(|e| e.page != page || e.is_extent() || e.offset() != offset) {
@@ -1241,7 +1288,7 @@ impl Engine {
         if self.read_only {
             return Err(DbError::ReadOnly);
         }
-        let hash = hash_key(key);
+        let hash = self.hash(key);
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
@@ -1408,7 +1455,7 @@ mod tests {
         db.put(b"key", b"first").unwrap();
         db.run(|h| -> Result<(), DbError> {
             let e = h.engine();
-            let hash = hash_key(b"key");
+            let hash = e.hash(b"key");
             let first = e.entry_of(hash, b"key")?.expect("stored");
             let (first_bytes, _) = e.record_bytes(&first, usize::MAX)?;
             e.put(b"key", b"second")?;
@@ -1455,7 +1502,7 @@ mod tests {
                 record: &second_bytes,
             };
             let mut copy = e.write_record(b"nokey", b"x")?;
-            let nokey_hash = hash_key(b"nokey");
+            let nokey_hash = e.hash(b"nokey");
             copy.hash = nokey_hash as u32;
             assert!(matches!(
                 e.link(nokey_hash, b"nokey", copy, Some(&gone))?,

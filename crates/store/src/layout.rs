@@ -4,10 +4,15 @@
 pub use tamer_cache::PAGE_PAYLOAD as PAYLOAD;
 
 pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
-/// Version 2: compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a
-/// 16-byte record slot), records aligned to 16 bytes in data pages, directory slots carrying
-/// the bucket's local depth. Version 1 stores (24-byte entries) are refused with a message.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3: two superblock copies (pages 0 and 1, written alternately, the newer valid one
+/// wins) and a per-store random key for the index hash (SipHash-1-3). Version 2 brought
+/// compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a 16-byte record
+/// slot), 16-byte aligned records and directory slots carrying the bucket's local depth.
+/// Older stores are refused with a message.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// Copies of the superblock, at pages `0..SUPERBLOCK_COPIES`.
+pub const SUPERBLOCK_COPIES: u64 = 2;
 
 pub const KIND_BUCKET: u32 = u32::from_le_bytes(*b"BUCK");
 pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
@@ -30,7 +35,7 @@ pub fn dir_slot_parts(slot: u64) -> (u64, u32) {
     (slot & ((1 << 56) - 1), (slot >> 56) as u32)
 }
 /// First directory page.
-pub const DIR_START: u64 = 1;
+pub const DIR_START: u64 = SUPERBLOCK_COPIES;
 
 /// Bucket header: kind u32, local depth u16, count u16, pattern u64.
 pub const BUCKET_HEADER: usize = 16;
@@ -98,9 +103,15 @@ pub fn dir_pages(max_depth: u32) -> u64 {
     (1u64 << max_depth).div_ceil(DIR_PER_PAGE)
 }
 
-/// The superblock (page 0).
+/// The superblock (pages 0 and 1: each write goes to the copy not holding the newest, with
+/// the next sequence number, so a torn write leaves the other copy intact).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// Incremented by every superblock write; the valid copy with the higher one is current.
+    pub sequence: u64,
+    /// The index hash's key, chosen at random when the store is created (so that keys crafted
+    /// to collide cannot be computed without it).
+    pub hash_key: [u64; 2],
     pub max_depth: u32,
     pub global_depth: u32,
     /// 1 when the store was closed cleanly (the free list and high-water mark are current).
@@ -127,6 +138,9 @@ impl Superblock {
         put_u64(b, 40, self.free_head);
         put_u64(b, 48, self.key_count);
         put_u64(b, 56, self.max_value_bytes);
+        put_u64(b, 64, self.sequence);
+        put_u64(b, 72, self.hash_key[0]);
+        put_u64(b, 80, self.hash_key[1]);
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -154,6 +168,8 @@ impl Superblock {
             free_head: get_u64(b, 40),
             key_count: get_u64(b, 48),
             max_value_bytes: get_u64(b, 56),
+            sequence: get_u64(b, 64),
+            hash_key: [get_u64(b, 72), get_u64(b, 80)],
         };
         if sb.max_depth > crate::MAX_DIRECTORY_DEPTH || sb.global_depth > sb.max_depth {
             return Err(format!(
@@ -276,17 +292,12 @@ pub fn bucket_covers(b: &[u8], hash: u64) -> bool {
     hash & mask == bucket_pattern(b)
 }
 
-/// The key hash: FNV-1a 64 over the key, then SplitMix64's finalizer so the low bits (the
-/// directory index) depend on every byte.
-pub fn hash_key(key: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+/// The index's hash of `key`: SipHash-1-3 keyed by the store's 128-bit `hash_key`. Without
+/// the key nobody can compute which keys share a bucket, so a client cannot fill one bucket
+/// (at the maximum depth, 452 entries) and make every later put to it fail.
+pub fn key_hash(hash_key: [u64; 2], key: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = siphasher::sip::SipHasher13::new_with_keys(hash_key[0], hash_key[1]);
+    hasher.write(key);
+    hasher.finish()
 }

@@ -30,14 +30,16 @@
 //! all-zero page (never written) reads as valid-empty.
 //!
 //! ```text
-//! page 0            superblock: magic "TAMERKV\0", version (2), page size, max/global directory
-//!                   depth, directory pages, clean flag, high-water mark (next never-used
-//!                   page), free-list head, key count, max value size
-//! pages 1..=D       directory: 2^max_depth u64 slots, 511 per page, each
+//! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (3),
+//!                   page size, max/global directory depth, directory pages, clean flag,
+//!                   high-water mark (next never-used page), free-list head, key count, max
+//!                   value size, sequence number, hash key (2 × u64); the valid copy (checksum)
+//!                   with the higher sequence is current, so a torn write loses nothing
+//! pages 2..2+D      directory: 2^max_depth u64 slots, 511 per page, each
 //!                   [bucket page: low 56 bits][bucket's local depth: top 8 bits]
 //!                   (D = ceil(2^max_depth / 511): 129 pages for the default depth 16);
 //!                   loaded into the cache's pinned partition at open, never evicted
-//! pages D+1..       buckets, data pages, extents, free-list pages, free pages, mixed:
+//! pages 2+D..       buckets, data pages, extents, free-list pages, free pages, mixed:
 //!
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
 //!           452 × [hash fragment u32]        (the key hash's low 32 bits)
@@ -52,11 +54,12 @@
 //!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
 //! ```
 //!
-//! Version 1 stores (24-byte bucket entries with the full hash and the record length) are
-//! refused at open with a message naming both versions; `docs/format.md` has the details.
+//! Stores of versions 1 and 2 are refused at open with a message naming both versions;
+//! `docs/format.md` has the details.
 //!
-//! **Index**: extendible hashing on the low bits of a 64-bit key hash (FNV-1a 64 + the
-//! SplitMix64 finalizer). The directory has 2^global_depth live slots, at most
+//! **Index**: extendible hashing on the low bits of a 64-bit key hash ([`key_hash`]:
+//! SipHash-1-3 keyed by 128 random bits chosen when the store is created, so that nobody
+//! without the key can craft keys that share a bucket and fill it). The directory has 2^global_depth live slots, at most
 //! 2^max_directory_depth (default 2^16 = 65 536 slots, 512 KiB pinned; 2^20 at most). A full
 //! bucket splits (doubling the directory when needed) instead of chaining, so there are no
 //! overflow chains at all. An entry keeps the hash's low 32 bits, so a split redistributes
@@ -172,7 +175,7 @@ pub use engine::{
     MAX_KEY_BYTES, SPARSE_QUEUE,
 };
 pub use error::DbError;
-pub use layout::{BUCKET_CAP, MAX_SMALL_RECORD};
+pub use layout::{key_hash, BUCKET_CAP, MAX_SMALL_RECORD};
 
 /// Largest `max_directory_depth`: 2^20 slots, an 8 MiB pinned directory.
 pub const MAX_DIRECTORY_DEPTH: u32 = 20;

@@ -24,6 +24,10 @@ impl Drop for TempFile {
     }
 }
 
+/// The index hash key of test stores: reproducible bucket layouts (a test that needs the
+/// default, random key clears `DbOptions::hash_key`).
+pub const TEST_HASH_KEY: [u64; 2] = [0x7a3e_0009, 0x5eed_0003];
+
 pub fn emulated(cache_bytes: u64, capacity_bytes: u64) -> DbOptions {
     DbOptions::new(cache_bytes)
         .device(DeviceKind::Emulated {
@@ -33,6 +37,7 @@ pub fn emulated(cache_bytes: u64, capacity_bytes: u64) -> DbOptions {
         .cores(2)
         .threads_per_core(16)
         .max_directory_depth(12)
+        .hash_key(TEST_HASH_KEY)
 }
 
 pub fn uring(cache_bytes: u64) -> DbOptions {
