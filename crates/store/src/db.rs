@@ -12,7 +12,7 @@ use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMa
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
-use crate::engine::{CompactionStats, Engine, Space, SPARSE_QUEUE};
+use crate::engine::{check_sizes, CompactionStats, Engine, Space, SPARSE_QUEUE};
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
@@ -669,24 +669,29 @@ impl Db {
 
     /// The value of `key`, if any.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
         let key = key.to_vec();
         self.run(move |h| h.get(&key))?
     }
 
     /// Stores `value` under `key` (replacing any value).
+    /// An oversized key or value is refused before it is copied.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+        check_sizes(key, Some(value), self.engine.max_value)?;
         let (key, value) = (key.to_vec(), value.to_vec());
         self.run(move |h| h.put(&key, &value))?
     }
 
     /// Removes `key`; true when it was there.
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
         let key = key.to_vec();
         self.run(move |h| h.delete(&key))?
     }
 
     /// True when `key` is stored (reads the key, not the value).
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
         let key = key.to_vec();
         self.run(move |h| h.contains(&key))?
     }

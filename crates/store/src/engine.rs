@@ -151,6 +151,31 @@ fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
     }
 }
 
+/// The size limits of a key and (for a put) its value: checked before anything is copied or
+/// written.
+pub(crate) fn check_sizes(
+    key: &[u8],
+    value: Option<&[u8]>,
+    max_value: usize,
+) -> Result<(), DbError> {
+    if key.is_empty() {
+        return Err(DbError::EmptyKey);
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(DbError::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    if let Some(value) = value.filter(|v| v.len() > max_value) {
+        return Err(DbError::ValueTooLarge {
+            len: value.len(),
+            max: max_value,
+        });
+    }
+    Ok(())
+}
+
 /// How long `close` waits for operations already in progress.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -502,15 +527,7 @@ impl Engine {
 
     fn check_key(&self, key: &[u8]) -> Result<OpGuard<'_>, DbError> {
         let guard = self.check_open()?;
-        if key.is_empty() {
-            return Err(DbError::EmptyKey);
-        }
-        if key.len() > MAX_KEY_BYTES {
-            return Err(DbError::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_BYTES,
-            });
-        }
+        check_sizes(key, None, self.max_value)?;
         Ok(guard)
     }
 
@@ -1053,12 +1070,7 @@ impl Engine {
         if self.read_only {
             return Err(DbError::ReadOnly);
         }
-        if value.len() > self.max_value {
-            return Err(DbError::ValueTooLarge {
-                len: value.len(),
-                max: self.max_value,
-            });
-        }
+        check_sizes(key, Some(value), self.max_value)?;
         let hash = self.hash(key);
         let mut e = self.write_record(key, value)?;
         e.hash = hash as u32;
