@@ -20,7 +20,7 @@ pub const MAX_FRAMES: u64 = 1 << 20;
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a [`crate::PageCache`] is sized by.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct CacheConfig {
     /// Bytes of evictable data frames: a multiple of 4096, at least `ways` frames. Rounded down
     /// to whole sets (`ways` frames each).
@@ -43,6 +43,11 @@ pub struct CacheConfig {
     /// before it is written back and verify it after it is read; a bad page fails with
     /// [`CacheError::Corrupt`]. Default off (the page is then entirely the user's).
     pub checksum: bool,
+    /// With `checksum`: pages whose bytes, as read, make this return true are not verified
+    /// (they are still sealed on write-back). For pages that validate themselves and are
+    /// rewritten in place by appending, where a torn rewrite must not make the whole page
+    /// unreadable: the store's data pages, whose records carry their own CRC. Default `None`.
+    pub checksum_exempt: Option<fn(&[u8]) -> bool>,
     /// How the thread that issued a miss's read (or a victim's write-back) waits for it:
     /// [`WaitMode::Park`] (default: switch-on-miss, other threads run) or [`WaitMode::Spin`]
     /// (the core waits: a miss blocks the core, the `flash-sync` baseline of seed 002).
@@ -67,6 +72,7 @@ impl CacheConfig {
             device_capacity_bytes: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             checksum: false,
+            checksum_exempt: None,
             miss_wait: WaitMode::Park,
             index_ways_max: None,
         }
@@ -124,6 +130,12 @@ impl CacheConfig {
     /// Sets `checksum`.
     pub fn checksum(mut self, on: bool) -> Self {
         self.checksum = on;
+        self
+    }
+
+    /// Sets `checksum_exempt`.
+    pub fn checksum_exempt(mut self, exempt: fn(&[u8]) -> bool) -> Self {
+        self.checksum_exempt = Some(exempt);
         self
     }
 

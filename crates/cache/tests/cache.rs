@@ -968,3 +968,45 @@ fn words_store_and_load_atomically() {
     common::run(&mut executor);
     assert_eq!(executor.stats().jobs_panicked, 0);
 }
+
+/// With checksums on, a page the exemption predicate accepts (here: first byte 0xDA) is read
+/// even when its trailer does not match (a torn in-place rewrite of a self-validating page);
+/// any other damaged page fails with `Corrupt`. Catches: the predicate ignored (the exempt
+/// page fails), or applied to every page (the damaged one is accepted).
+#[test]
+fn checksum_exempt_pages_are_read_without_verification() {
+    fn exempt(bytes: &[u8]) -> bool {
+        bytes[0] == 0xDA
+    }
+    let (cache, model) = emulated(
+        CacheConfig::new(16 * PAGE as u64)
+            .checksum(true)
+            .checksum_exempt(exempt),
+        1_000,
+        16,
+    );
+    // Pages 2 and 3 on the device with payloads but trailers that do not match.
+    let mut page = vec![0u8; PAGE];
+    page[0] = 0xDA;
+    page[1] = 7;
+    page[PAGE - 1] = 1;
+    model.write_at(2 * PAGE as u64, &page).unwrap();
+    page[0] = 0x11;
+    model.write_at(3 * PAGE as u64, &page).unwrap();
+    let mut executor = common::executor(&cache, &model, 1);
+    let c = cache.clone();
+    let outcome = Arc::new(std::sync::Mutex::new(None));
+    let out = outcome.clone();
+    executor
+        .spawn(move || {
+            let exempt_read = c.get(2).map(|p| p.read(|b| b[1]));
+            let damaged_read = c.get(3).map(|p| p.read(|b| b[1]));
+            *out.lock().unwrap() = Some((exempt_read, damaged_read.map_err(|e| e.to_string())));
+        })
+        .unwrap();
+    executor.run_until_idle();
+    let (exempt_read, damaged_read) = outcome.lock().unwrap().take().unwrap();
+    assert_eq!(exempt_read.unwrap(), 7);
+    let err = damaged_read.unwrap_err();
+    assert!(err.contains("page 3"), "{err}");
+}

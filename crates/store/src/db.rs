@@ -12,7 +12,7 @@ use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMa
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
-use crate::engine::{check_sizes, CompactionStats, Engine, Space, SPARSE_QUEUE};
+use crate::engine::{check_sizes, is_data_page, CompactionStats, Engine, Space, SPARSE_QUEUE};
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
@@ -488,6 +488,7 @@ impl Db {
                 .pinned_bytes(pinned_bytes)
                 .cores(options.cores)
                 .checksum(true)
+                .checksum_exempt(is_data_page)
                 .miss_wait(options.miss_wait),
         )
         .map_err(DbError::from)

@@ -27,7 +27,11 @@
 //! Pages of 4 KiB; bytes 4088..4096 of every page are the cache's CRC-32C trailer
 //! ([`tamer_cache::checksum`]: CRC-32C of page number ‖ payload + magic), verified on every read
 //! from the device (a mismatch is [`DbError::Corrupt`]) and sealed on every write-back. An
-//! all-zero page (never written) reads as valid-empty.
+//! all-zero page (never written) reads as valid-empty. Data pages are the exception: they are
+//! rewritten in place as records are appended, and a torn rewrite (a crash) must not make
+//! their committed records unreadable, so the cache does not verify them
+//! (`CacheConfig::checksum_exempt`) and every read of a record checks the record's own CRC
+//! instead (a mismatch is `Corrupt` too, for `contains` as for `get`).
 //!
 //! ```text
 //! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (3),
