@@ -1,5 +1,5 @@
-//! The page allocator's in-memory state: free extents (by start and by size, coalesced) and the
-//! high-water mark. Guarded by one `std::sync::Mutex` in the engine, held only for short
+//! The page allocator's in-memory state: free extents of logical pages (by start and by size,
+//! coalesced) and the high-water mark. Guarded by one `std::sync::Mutex` in the engine, held only for short
 //! critical sections that never park and make no syscall (the engine grows the file outside
 //! it).
 
@@ -21,6 +21,7 @@ impl FreeExtents {
         self.by_start.len()
     }
 
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.by_start.iter().map(|(&s, &n)| (s, n))
     }

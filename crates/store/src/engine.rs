@@ -3,11 +3,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tamer_cache::{crc32c, PageCache, PageClass, PageRef, BATCH, PAGE_SIZE};
+use tamer_cache::{crc32c, PageCache, PageClass, PageRef, BATCH};
 use tamer_device::DeviceFile;
 use tamer_runtime::thread;
 
 use crate::alloc::{Alloc, FreeExtents, OpenPage};
+
+mod space;
 use crate::layout::*;
 use crate::DbError;
 
@@ -93,6 +95,8 @@ pub(crate) struct Engine {
     sb_sequence: AtomicU64,
     pub max_value: usize,
     pub max_depth: u32,
+    /// First page past the superblocks and the directory: the first group's map page.
+    space_start: u64,
     global_depth: AtomicU32,
     split_lock: YieldLock,
     alloc: Mutex<Alloc>,
@@ -245,6 +249,7 @@ impl Engine {
             sb_sequence: AtomicU64::new(sb_sequence),
             max_value,
             max_depth,
+            space_start: space_start(dir_pages(max_depth)),
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
             alloc: Mutex::new(Alloc {
@@ -276,8 +281,9 @@ impl Engine {
         self.alloc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn first_free_page(&self) -> u64 {
-        DIR_START + dir_pages(self.max_depth)
+    /// The physical page of logical page `l`.
+    fn phys(&self, l: u64) -> u64 {
+        physical(self.space_start, l)
     }
 
     // --- open and close ---
@@ -301,9 +307,7 @@ impl Engine {
         }
         match existing {
             None => {
-                let bucket = self.first_free_page();
-                self.ensure_capacity(bucket + 1, 1)?;
-                self.lock_alloc().next_page = bucket + 1;
+                let bucket = self.alloc_pages(1, MapKind::Bucket)?;
                 let b = self
                     .cache
                     .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
@@ -325,55 +329,15 @@ impl Engine {
                 self.key_count.store(sb.key_count, Ordering::Relaxed);
                 if sb.clean {
                     self.lock_alloc().next_page = sb.next_page;
-                    let mut page = sb.free_head;
-                    let mut list_pages = Vec::new();
-                    while page != 0 {
-                        if page < self.first_free_page() || page >= sb.next_page {
-                            return Err(corrupt(page, "free-list page out of range"));
-                        }
-                        let r = self.cache.get(page)?;
-                        let (next, extents) = r.read(|b| {
-                            if get_u32(b, 0) != KIND_FREE {
-                                return Err(corrupt(page, "not a free-list page"));
-                            }
-                            let count = (get_u32(b, 4) as usize).min(FREE_PER_PAGE);
-                            let extents: Vec<(u64, u64)> = (0..count)
-                                .map(|i| {
-                                    let at = FREE_HEADER + i * 16;
-                                    (get_u64(b, at), get_u64(b, at + 8))
-                                })
-                                .collect();
-                            Ok((get_u64(b, 8), extents))
-                        })?;
-                        let mut alloc = self.lock_alloc();
-                        for (start, n) in extents {
-                            if n == 0
-                                || start < self.first_free_page()
-                                || start.checked_add(n).is_none_or(|end| end > sb.next_page)
-                            {
-                                return Err(corrupt(page, "free extent out of range"));
-                            }
-                            alloc.free.give(start, n);
-                        }
-                        drop(alloc);
-                        list_pages.push(page);
-                        page = next;
-                        if list_pages.len() as u64 > sb.next_page {
-                            return Err(corrupt(page, "free list has a cycle"));
-                        }
-                    }
-                    let mut alloc = self.lock_alloc();
-                    for p in list_pages {
-                        alloc.free.give(p, 1);
-                    }
+                    self.load_free_extents(sb.next_page)?;
                 } else if self.read_only {
-                    // Nothing will be allocated: the stale free list does not matter.
+                    // Nothing will be allocated: free space does not matter.
                     self.lock_alloc().next_page = sb.next_page;
                 } else {
-                    // Not closed cleanly: the free list and high-water mark may be stale. Treat
-                    // every page up to the device's end as in use (free space is leaked, nothing
-                    // live is overwritten). Crash recovery proper is the durability issue's.
-                    let end = self.capacity_bytes() / PAGE_SIZE as u64;
+                    // Not closed cleanly: the map may be behind the index. Treat every page up
+                    // to the device's end as in use (free space is leaked, nothing live is
+                    // overwritten). Crash recovery proper is the durability issue's.
+                    let end = self.capacity_pages();
                     self.lock_alloc().next_page = end.max(sb.next_page);
                     eprintln!(
                         "warning: tamer store was not closed cleanly; its free space is not \
@@ -409,17 +373,13 @@ impl Engine {
         }
     }
 
-    fn write_superblock(&self, clean: bool) -> Result<(), DbError> {
-        self.write_superblock_with(clean, 0)
-    }
-
     /// The index's hash of `key` (keyed by this store's `hash_key`).
     pub fn hash(&self, key: &[u8]) -> u64 {
         key_hash(self.hash_key, key)
     }
 
     /// Writes the superblock to the copy not holding the newest, with the next sequence.
-    fn write_superblock_with(&self, clean: bool, free_head: u64) -> Result<(), DbError> {
+    fn write_superblock(&self, clean: bool) -> Result<(), DbError> {
         let _sb = self.sb_lock.lock();
         let page = SUPERBLOCK_COPIES - 1 - self.sb_page.load(Ordering::Relaxed);
         let sequence = self.sb_sequence.load(Ordering::Relaxed) + 1;
@@ -430,7 +390,6 @@ impl Engine {
             global_depth: self.global_depth.load(Ordering::Acquire),
             clean,
             next_page: self.lock_alloc().next_page,
-            free_head,
             key_count: self.key_count.load(Ordering::Relaxed),
             max_value_bytes: self.max_value as u64,
         };
@@ -441,14 +400,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Clean close: seals the open data page, persists the free list and the superblock,
-    /// writes back every dirty page and syncs. Later calls fail with [`DbError::Closed`].
+    /// Clean close: seals the open data page, writes back every dirty page (the map with
+    /// them) and the superblock marked clean, and syncs. Later calls fail with [`DbError::Closed`].
     pub fn close(&self) -> Result<(), DbError> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Err(DbError::Closed);
         }
         // Operations that got past `enter` before the flag was set finish first: an allocation
-        // after the free list is saved would be recorded as free and handed out twice.
+        // after the final flush would not be on the device.
         let deadline = std::time::Instant::now() + CLOSE_WAIT;
         while self.active_ops.load(Ordering::SeqCst) > 0 {
             if std::time::Instant::now() > deadline {
@@ -466,60 +425,13 @@ impl Engine {
         if let Some(open) = open {
             self.close_page(open)?;
         }
-        let free_head = match self.write_free_list() {
-            Ok(head) => head,
-            Err(DbError::NoSpace { .. }) => {
-                eprintln!("warning: no room to save the free list; its pages are leaked");
-                0
-            }
-            Err(err) => return Err(err),
-        };
         // Everything durable first, marked clean last: a crash in between leaves the store
-        // unclean (and an error stops before the clean mark).
-        self.write_superblock_with(false, free_head)?;
+        // unclean (and an error stops before the clean mark). The map is among the pages.
+        self.write_superblock(false)?;
         self.cache.flush()?;
-        self.write_superblock_with(true, free_head)?;
+        self.write_superblock(true)?;
         self.cache.flush()?;
         Ok(())
-    }
-
-    fn write_free_list(&self) -> Result<u64, DbError> {
-        let extents = self.lock_alloc().free.extents();
-        if extents == 0 {
-            return Ok(0);
-        }
-        let k = extents.div_ceil(FREE_PER_PAGE);
-        let mut pages = Vec::with_capacity(k);
-        for _ in 0..k {
-            match self.alloc_pages(1) {
-                Ok(p) => pages.push(p),
-                Err(err) => {
-                    let mut alloc = self.lock_alloc();
-                    for p in pages {
-                        alloc.free.give(p, 1);
-                    }
-                    return Err(err);
-                }
-            }
-        }
-        // Taking single pages never adds extents, so `k` pages still suffice.
-        let list: Vec<(u64, u64)> = self.lock_alloc().free.iter().collect();
-        for (i, &page) in pages.iter().enumerate() {
-            let chunk = list.chunks(FREE_PER_PAGE).nth(i).map_or(&[][..], |c| c);
-            let next = pages.get(i + 1).copied().unwrap_or(0);
-            let r = self.cache.get_for_overwrite(page)?;
-            r.write(|b| {
-                b[..PAYLOAD].fill(0);
-                put_u32(b, 0, KIND_FREE);
-                put_u32(b, 4, chunk.len() as u32);
-                put_u64(b, 8, next);
-                for (j, &(s, n)) in chunk.iter().enumerate() {
-                    put_u64(b, FREE_HEADER + j * 16, s);
-                    put_u64(b, FREE_HEADER + j * 16 + 8, n);
-                }
-            });
-        }
-        Ok(pages[0])
     }
 
     /// Admits one operation: counted until the guard drops, so that `close` can wait for it.
@@ -553,114 +465,6 @@ impl Engine {
     pub fn space_stats(&self) -> (u64, u64, usize) {
         let alloc = self.lock_alloc();
         (alloc.next_page, alloc.free.pages(), alloc.free.extents())
-    }
-
-    // --- allocation ---
-
-    /// Makes pages `..end` addressable, growing the file if needed.
-    fn ensure_capacity(&self, end: u64, asked: u64) -> Result<(), DbError> {
-        if end > MAX_PAGES {
-            return Err(DbError::NoSpace {
-                pages: asked,
-                detail: format!(
-                    "a store file holds at most {MAX_PAGES} pages (16 TiB): index entries name \
-                     pages in 32 bits"
-                ),
-            });
-        }
-        let bytes = end * PAGE_SIZE as u64;
-        match &self.space {
-            Space::Fixed { capacity_bytes } => {
-                if bytes > *capacity_bytes {
-                    return Err(DbError::NoSpace {
-                        pages: asked,
-                        detail: format!("the device holds {capacity_bytes} bytes"),
-                    });
-                }
-                Ok(())
-            }
-            Space::File { file, max_bytes } => {
-                let current = file.capacity_bytes();
-                if bytes <= current {
-                    return Ok(());
-                }
-                let limit = max_bytes.unwrap_or(u64::MAX);
-                if bytes > limit {
-                    return Err(DbError::NoSpace {
-                        pages: asked,
-                        detail: format!("DbOptions::max_file_bytes is {limit}"),
-                    });
-                }
-                // Grow geometrically (by a quarter, at least 16 MiB) to amortize the syscall.
-                let target = bytes.max(current + (current / 4).max(16 << 20)).min(limit);
-                let grown = file.grow_to(target).or_else(|err| {
-                    if err.is_no_space() && target > bytes {
-                        file.grow_to(bytes)
-                    } else {
-                        Err(err)
-                    }
-                });
-                match grown {
-                    Ok(_) => Ok(()),
-                    Err(err) if err.is_no_space() => Err(DbError::NoSpace {
-                        pages: asked,
-                        detail: err.to_string(),
-                    }),
-                    Err(err) => Err(err.into()),
-                }
-            }
-        }
-    }
-
-    /// `n` consecutive pages: best fit among free extents, else past the high-water mark.
-    /// Growing the file (a `posix_fallocate`) happens outside the allocator's lock, so other
-    /// cores' allocations do not wait for the syscall; the space is then claimed under the lock
-    /// (another thread may have used the growth first: retried, at most
-    /// `ALLOC_GROW_ATTEMPTS` times, then grown under the lock to guarantee progress).
-    fn alloc_pages(&self, n: u64) -> Result<u64, DbError> {
-        const ALLOC_GROW_ATTEMPTS: usize = 8;
-        for attempt in 0..=ALLOC_GROW_ATTEMPTS {
-            let mut alloc = self.lock_alloc();
-            if let Some(start) = alloc.free.take(n) {
-                return Ok(start);
-            }
-            // A free extent at the end of the used range is extended rather than left behind.
-            let high = alloc.next_page;
-            let tail = alloc.free.take_tail(high);
-            let start = tail.unwrap_or(high);
-            let end = start + n;
-            if self.capacity_covers(end) || attempt == ALLOC_GROW_ATTEMPTS {
-                if let Err(err) = self.ensure_capacity(end, n) {
-                    if let Some(tail) = tail {
-                        let len = alloc.next_page - tail;
-                        alloc.free.give(tail, len);
-                    }
-                    return Err(err);
-                }
-                alloc.next_page = end;
-                return Ok(start);
-            }
-            if let Some(tail) = tail {
-                let len = alloc.next_page - tail;
-                alloc.free.give(tail, len);
-            }
-            drop(alloc);
-            self.ensure_capacity(end, n)?;
-        }
-        unreachable!("the last attempt grows under the lock or fails")
-    }
-
-    /// True when pages `..end` are addressable without growing anything.
-    fn capacity_covers(&self, end: u64) -> bool {
-        let bytes = end.saturating_mul(PAGE_SIZE as u64);
-        match &self.space {
-            Space::Fixed { capacity_bytes } => bytes <= *capacity_bytes,
-            Space::File { file, .. } => bytes <= file.capacity_bytes(),
-        }
-    }
-
-    fn free_pages(&self, start: u64, n: u64) {
-        self.lock_alloc().free.give(start, n);
     }
 
     // --- the directory (pinned pages) and buckets (index pages) ---
@@ -853,11 +657,12 @@ impl Engine {
         // The stream of the extent's payloads: bytes EXTENT_HEADER.. are the record.
         let end = EXTENT_HEADER + take;
         let pages: Vec<u64> = (1..end.div_ceil(PAYLOAD) as u64)
-            .map(|i| e.page + i)
-            .collect();
-        for chunk in pages.chunks(BATCH) {
-            for r in self.cache.get_many(chunk)? {
-                let from = (r.page() - e.page) as usize * PAYLOAD;
+            .map(|i| self.extent_page(e.page, i))
+            .collect::<Result<_, _>>()?;
+        for (c, chunk) in pages.chunks(BATCH).enumerate() {
+            for (j, r) in self.cache.get_many(chunk)?.into_iter().enumerate() {
+                debug_assert_eq!(r.page(), chunk[j]);
+                let from = (1 + c * BATCH + j) * PAYLOAD;
                 r.read(|b| out.extend_from_slice(&b[..(end - from).min(PAYLOAD)]));
             }
         }
@@ -886,26 +691,29 @@ impl Engine {
                     b[at..at + part.len()].copy_from_slice(part);
                     at += part.len();
                 }
-                put_u32(b, 4, get_u32(b, 4) + span);
                 put_u32(b, 8, get_u32(b, 8) + span);
-            });
+                // Counted under the page's latch: the page cannot be freed in between.
+                self.add_live(page, i64::from(span))
+            })?;
             return Ok(Entry::new(0, page, offset));
         }
         let n = extent_pages(len);
-        let first = self.alloc_pages(n)?;
+        let first = self.alloc_pages(n, MapKind::ExtentHead)?;
         let mut kind = [0u8; EXTENT_HEADER];
         put_u32(&mut kind, 0, KIND_EXTENT);
         let parts = [&kind[..], &header[..], key, value];
         for i in 0..n {
-            let written = self.cache.get_for_overwrite(first + i).map(|r| {
+            let written = self.extent_page(first, i).and_then(|page| {
+                let r = self.cache.get_for_overwrite(page)?;
                 r.write(|b| {
                     b[..PAYLOAD].fill(0);
                     copy_from_parts(&parts, i as usize * PAYLOAD, &mut b[..PAYLOAD]);
-                })
+                });
+                Ok(())
             });
             if let Err(err) = written {
-                self.free_pages(first, n);
-                return Err(err.into());
+                self.free_or_leak(first, n);
+                return Err(err);
             }
         }
         Ok(Entry::new(0, first, 0))
@@ -924,7 +732,7 @@ impl Engine {
                 }
             }
         }
-        let page = self.alloc_pages(1)?;
+        let page = self.alloc_pages(1, MapKind::Data)?;
         let init = self.cache.get_for_overwrite(page).map(|r| {
             r.write(|b| {
                 b[..PAYLOAD].fill(0);
@@ -936,7 +744,7 @@ impl Engine {
             })
         });
         if let Err(err) = init {
-            self.free_pages(page, 1);
+            self.free_or_leak(page, 1);
             return Err(err.into());
         }
         let old = self.lock_alloc().open.replace(OpenPage {
@@ -958,17 +766,18 @@ impl Engine {
     /// it once every reserved record has been written.
     fn close_page(&self, open: OpenPage) -> Result<(), DbError> {
         let r = self.cache.get(open.page)?;
-        let (free, sparse) = r.write(|b| {
+        let (free, sparse) = r.write(|b| -> Result<(bool, bool), DbError> {
             put_u32(b, 12, open.reserved);
-            let (live, all_written) = (get_u32(b, 4), get_u32(b, 8) == open.reserved);
-            (
+            let all_written = get_u32(b, 8) == open.reserved;
+            let live = self.live_bytes(open.page)?;
+            Ok((
                 all_written && live == 0,
                 all_written && live > 0 && live <= COMPACT_LIVE_BYTES,
-            )
-        });
+            ))
+        })?;
         drop(r);
         if free {
-            self.free_pages(open.page, 1);
+            self.free_pages(open.page, 1)?;
         } else if sparse {
             self.note_sparse(open.page);
         }
@@ -986,8 +795,7 @@ impl Engine {
     fn free_record(&self, e: &Entry) -> Result<(), DbError> {
         if e.is_extent() {
             let (_, len) = self.record_bytes(e, RECORD_HEADER)?;
-            self.free_pages(e.page, extent_pages(len));
-            return Ok(());
+            return self.free_pages(e.page, extent_pages(len));
         }
         let off = e.offset();
         if off < DATA_HEADER || off + RECORD_HEADER > PAYLOAD {
@@ -999,12 +807,8 @@ impl Engine {
                 return Err(corrupt(e.page, "released record is not in a data page"));
             }
             let span = record_span(off, self.record_len(e, b, off, PAYLOAD - off)?) as u32;
-            let before = get_u32(b, 4);
-            if before < span {
-                return Err(corrupt(e.page, "live bytes below a live record's"));
-            }
-            let live = before - span;
-            put_u32(b, 4, live);
+            let live = self.add_live(e.page, -i64::from(span))?;
+            let before = live + span;
             let closed = get_u32(b, 12);
             let settled = closed != OPEN && get_u32(b, 8) == closed;
             Ok((
@@ -1015,11 +819,19 @@ impl Engine {
         })?;
         drop(r);
         if free {
-            self.free_pages(e.page, 1);
+            self.free_pages(e.page, 1)?;
         } else if sparse {
             self.note_sparse(e.page);
         }
         Ok(())
+    }
+
+    /// Frees pages that were never linked (a failed write's); counts them as leaked when even
+    /// that fails.
+    fn free_or_leak(&self, start: u64, n: u64) {
+        if self.free_pages(start, n).is_err() {
+            self.leaked_pages.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     fn release(&self, e: &Entry) {
@@ -1215,7 +1027,7 @@ impl Engine {
         if self.sparse.is_empty() {
             return false;
         }
-        let end_pages = self.capacity_bytes() / PAGE_SIZE as u64;
+        let end_pages = self.capacity_pages();
         let alloc = self.lock_alloc();
         let room = alloc.free.pages() + end_pages.saturating_sub(alloc.next_page);
         let reserve = COMPACT_RESERVE_MIN_PAGES.max(alloc.next_page / COMPACT_RESERVE_FRACTION);
@@ -1236,15 +1048,22 @@ impl Engine {
     /// and reused since it was queued), is left alone.
     fn compact_page(&self, page: u64) -> Result<u64, DbError> {
         let r = self.cache.get(page)?;
-        let snapshot = r.read(|b| {
-            let (live, written, closed) = (get_u32(b, 4), get_u32(b, 8), get_u32(b, 12));
+        let snapshot = r.read(|b| -> Result<Option<Vec<u8>>, DbError> {
+            let (written, closed) = (get_u32(b, 8), get_u32(b, 12));
             let settled = get_u32(b, 0) == KIND_DATA
                 && closed != OPEN
                 && written == closed
                 && closed as usize <= PAYLOAD;
-            (settled && live > 0 && live <= COMPACT_LIVE_BYTES)
-                .then(|| b[..closed as usize].to_vec())
-        });
+            if !settled {
+                return Ok(None);
+            }
+            // Freed and reused since it was queued: the map no longer says data.
+            let entry = self.map_get(self.logical_of(page)?)?;
+            let live = map_live(entry);
+            let sparse =
+                MapKind::of(entry) == Some(MapKind::Data) && live > 0 && live <= COMPACT_LIVE_BYTES;
+            Ok(sparse.then(|| b[..closed as usize].to_vec()))
+        })?;
         drop(r);
         let Some(bytes) = snapshot else {
             return Ok(0);
@@ -1380,7 +1199,7 @@ impl Engine {
             if depth == global {
                 self.double_directory(global)?;
             }
-            let new_page = self.alloc_pages(1)?;
+            let new_page = self.alloc_pages(1, MapKind::Bucket)?;
             let bit = 1u64 << depth;
             let entries: Vec<Entry> = (0..bucket_count(bytes))
                 .map(|i| Entry::read(bytes, i))
@@ -1401,7 +1220,7 @@ impl Engine {
                 })
             });
             if let Err(err) = written {
-                self.free_pages(new_page, 1);
+                self.free_or_leak(new_page, 1);
                 return Err(err.into());
             }
             // The slots of the new bucket's pattern now point to it; the old bucket's keep

@@ -17,7 +17,7 @@ pub const SUPERBLOCK_COPIES: u64 = 2;
 pub const KIND_BUCKET: u32 = u32::from_le_bytes(*b"BUCK");
 pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
 pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
-pub const KIND_FREE: u32 = u32::from_le_bytes(*b"FREE");
+pub const KIND_MAP: u32 = u32::from_le_bytes(*b"PMAP");
 
 /// Directory entries per directory page: 4088 / 8. Each is a u64: the bucket's page number in
 /// the low 56 bits and its local depth in the top 8 ([`dir_slot`]), so that a lookup knows the
@@ -75,9 +75,93 @@ pub const MAX_SMALL_RECORD: usize = PAYLOAD - DATA_HEADER;
 /// An extent's stream starts with kind u32 + reserved u32; the record follows.
 pub const EXTENT_HEADER: usize = 8;
 
-/// Free-list page: kind u32, count u32, next page u64, then (start u64, pages u64) pairs.
-pub const FREE_HEADER: usize = 16;
-pub const FREE_PER_PAGE: usize = (PAYLOAD - FREE_HEADER) / 16;
+// --- the space region and its page map ---
+//
+// Past the directory, the file is a sequence of *groups*: [map copy 0][map copy 1] then
+// MAP_ENTRIES managed pages. A managed page has a *logical* number (managed pages counted
+// from 0, map pages skipped) used by the allocator and extents, and its physical page
+// number, used everywhere else (entries, the cache, the device). The map page of a group says
+// of each of its pages whether it is free, and a data page's live bytes; it replaces a free
+// list written at close, so the allocator's state is on the device at all times (issue 9).
+// Copy 1 is reserved for the checkpoints that alternate copies.
+
+/// Copies of each group's map page.
+pub const MAP_COPIES: u64 = 2;
+/// Map page: kind u32 "PMAP", group u32, epoch u64, then one u32 entry per managed page.
+pub const MAP_HEADER: usize = 16;
+/// Managed pages per group: (4088 - 16) / 4 = 1018.
+pub const MAP_ENTRIES: u64 = ((PAYLOAD - MAP_HEADER) / 4) as u64;
+/// Physical pages per group.
+pub const GROUP_PAGES: u64 = MAP_COPIES + MAP_ENTRIES;
+const _: () = assert!(MAP_ENTRIES == 1018 && MAP_HEADER + 4 * MAP_ENTRIES as usize <= PAYLOAD);
+
+/// A map entry's kind (top 4 bits); the low 16 bits hold a data page's live bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    Free = 0,
+    Bucket = 1,
+    Data = 2,
+    /// The first page of an extent.
+    ExtentHead = 3,
+    /// Any later page of an extent.
+    ExtentTail = 4,
+}
+
+impl MapKind {
+    pub fn of(entry: u32) -> Option<MapKind> {
+        Some(match entry >> 28 {
+            0 => MapKind::Free,
+            1 => MapKind::Bucket,
+            2 => MapKind::Data,
+            3 => MapKind::ExtentHead,
+            4 => MapKind::ExtentTail,
+            _ => return None,
+        })
+    }
+}
+
+/// A map entry of `kind` with `live` bytes.
+pub fn map_entry(kind: MapKind, live: u32) -> u32 {
+    debug_assert!(live <= PAYLOAD as u32 && (live == 0 || kind == MapKind::Data));
+    (kind as u32) << 28 | live
+}
+
+/// The live bytes of a map entry.
+pub fn map_live(entry: u32) -> u32 {
+    entry & 0xffff
+}
+
+/// First page of the space region (the first group's map copy 0), after the superblocks and
+/// a directory of `dir_pages` pages.
+pub fn space_start(dir_pages: u64) -> u64 {
+    DIR_START + dir_pages
+}
+
+/// The physical page of logical page `l`.
+pub fn physical(space_start: u64, l: u64) -> u64 {
+    space_start + (l / MAP_ENTRIES) * GROUP_PAGES + MAP_COPIES + l % MAP_ENTRIES
+}
+
+/// The logical page of physical page `p`, `None` for a page outside the managed pages (a
+/// superblock, the directory, a map page).
+pub fn logical(space_start: u64, p: u64) -> Option<u64> {
+    let offset = p.checked_sub(space_start)?;
+    let (group, at) = (offset / GROUP_PAGES, offset % GROUP_PAGES);
+    (at >= MAP_COPIES).then(|| group * MAP_ENTRIES + at - MAP_COPIES)
+}
+
+/// The physical page of copy `copy` of group `group`'s map page.
+pub fn map_page(space_start: u64, group: u64, copy: u64) -> u64 {
+    debug_assert!(copy < MAP_COPIES);
+    space_start + group * GROUP_PAGES + copy
+}
+
+/// Managed pages whose physical page is below `end` (the file's size in pages).
+pub fn logical_below(space_start: u64, end: u64) -> u64 {
+    let offset = end.saturating_sub(space_start);
+    let (group, at) = (offset / GROUP_PAGES, offset % GROUP_PAGES);
+    group * MAP_ENTRIES + at.saturating_sub(MAP_COPIES)
+}
 
 pub fn get_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
@@ -116,10 +200,8 @@ pub struct Superblock {
     pub global_depth: u32,
     /// 1 when the store was closed cleanly (the free list and high-water mark are current).
     pub clean: bool,
-    /// First page never allocated (the high-water mark).
+    /// First logical page never allocated (the high-water mark).
     pub next_page: u64,
-    /// First free-list page, 0 for none.
-    pub free_head: u64,
     pub key_count: u64,
     pub max_value_bytes: u64,
 }
@@ -135,7 +217,6 @@ impl Superblock {
         put_u32(b, 24, dir_pages(self.max_depth) as u32);
         put_u32(b, 28, u32::from(self.clean));
         put_u64(b, 32, self.next_page);
-        put_u64(b, 40, self.free_head);
         put_u64(b, 48, self.key_count);
         put_u64(b, 56, self.max_value_bytes);
         put_u64(b, 64, self.sequence);
@@ -165,7 +246,6 @@ impl Superblock {
             global_depth: get_u32(b, 20),
             clean: get_u32(b, 28) == 1,
             next_page: get_u64(b, 32),
-            free_head: get_u64(b, 40),
             key_count: get_u64(b, 48),
             max_value_bytes: get_u64(b, 56),
             sequence: get_u64(b, 64),
@@ -300,4 +380,46 @@ pub fn key_hash(hash_key: [u64; 2], key: &[u8]) -> u64 {
     let mut hasher = siphasher::sip::SipHasher13::new_with_keys(hash_key[0], hash_key[1]);
     hasher.write(key);
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logical and physical numbering are inverse, skip exactly the map pages, and stay in
+    /// order. Catches an off-by-one at a group's edge.
+    #[test]
+    fn logical_and_physical_pages_round_trip_across_groups() {
+        let start = 11;
+        let mut last = None;
+        for l in 0..3 * MAP_ENTRIES + 5 {
+            let p = physical(start, l);
+            assert_eq!(logical(start, p), Some(l), "logical {l} -> physical {p}");
+            assert!(last.is_none_or(|q| p > q), "physical pages increase");
+            assert_eq!(logical_below(start, p), l, "pages below {p}");
+            assert_eq!(logical_below(start, p + 1), l + 1);
+            last = Some(p);
+        }
+        for group in 0..3 {
+            for copy in 0..MAP_COPIES {
+                assert_eq!(logical(start, map_page(start, group, copy)), None);
+            }
+        }
+        assert_eq!(
+            physical(start, MAP_ENTRIES),
+            start + GROUP_PAGES + MAP_COPIES
+        );
+        assert_eq!(logical(start, start - 1), None);
+    }
+
+    #[test]
+    fn map_entries_keep_kind_and_live_bytes() {
+        let e = map_entry(MapKind::Data, 4000);
+        assert_eq!((MapKind::of(e), map_live(e)), (Some(MapKind::Data), 4000));
+        assert_eq!(
+            MapKind::of(map_entry(MapKind::ExtentTail, 0)),
+            Some(MapKind::ExtentTail)
+        );
+        assert_eq!(MapKind::of(0xf000_0000), None);
+    }
 }

@@ -36,25 +36,31 @@
 //! ```text
 //! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (3),
 //!                   page size, max/global directory depth, directory pages, clean flag,
-//!                   high-water mark (next never-used page), free-list head, key count, max
-//!                   value size, sequence number, hash key (2 × u64); the valid copy (checksum)
+//!                   high-water mark (next never-used logical page), 0 (was the free-list
+//!                   head), key count, max value size, sequence number, hash key (2 × u64);
+//!                   the valid copy (checksum)
 //!                   with the higher sequence is current, so a torn write loses nothing
 //! pages 2..2+D      directory: 2^max_depth u64 slots, 511 per page, each
 //!                   [bucket page: low 56 bits][bucket's local depth: top 8 bits]
 //!                   (D = ceil(2^max_depth / 511): 129 pages for the default depth 16);
 //!                   loaded into the cache's pinned partition at open, never evicted
-//! pages 2+D..       buckets, data pages, extents, free-list pages, free pages, mixed:
+//! pages 2+D..       groups of 2 + 1018 pages: [map copy 0][map copy 1 (reserved)] then
+//!                   1018 managed pages, numbered *logically* by the allocator and extents
+//!                   (map pages skipped) and physically everywhere else: buckets, data pages,
+//!                   extents, free pages, mixed:
 //!
+//!  map      [kind "PMAP" u32][group u32][epoch u64 (0 for now)]
+//!           1018 × [kind: top 4 bits (0 free, 1 bucket, 2 data, 3 extent head, 4 extent
+//!                   tail)][a data page's live bytes: low 16 bits]    (u32 each)
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
 //!           452 × [hash fragment u32]        (the key hash's low 32 bits)
 //!           452 × [page u32][slot u8]        (record offset / 16; slot 0: an extent)
 //!           (9 bytes an entry; the first `count` of each array are in use)
-//!  data     [kind "DATA" u32][live bytes u32][written bytes u32][closed-at u32]
+//!  data     [kind "DATA" u32][0 u32][written bytes u32][closed-at u32]
 //!           records at 16-byte aligned offsets: [key len u32][value len u32]
 //!           [crc32c(key‖value) u32][0 u32][key][value]     (records of ≤ 4072 bytes)
 //!  extent   n consecutive pages whose payloads form one stream:
 //!           [kind "EXTN" u32][0 u32][record header][key][value]  (larger records)
-//!  free     [kind "FREE" u32][count u32][next page u64] count × [start u64][pages u64]
 //!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
 //! ```
 //!
@@ -99,10 +105,12 @@
 //!
 //! # Space reuse
 //!
-//! Page-granular. A data page counts its live bytes; once closed for appends (the allocator
-//! moved on) and with every reserved record written, it returns to the free list when its live
-//! bytes reach zero. An extent returns all its pages when its record dies. Free pages form
-//! coalesced extents (in DRAM, best fit by size), persisted in free-list pages at close.
+//! Page-granular. The page map counts a data page's live bytes (changed under the data page's
+//! latch, so a page cannot be freed between a record's write and its count); once closed for
+//! appends (the allocator moved on) and with every reserved record written, a data page is
+//! free again when its live bytes reach zero. An extent frees all its pages when its record
+//! dies. A free page is marked in the map first, then handed to the in-DRAM free extents
+//! (coalesced, best fit by size), which a clean open rebuilds from the map.
 //! **Compaction** reclaims the dead bytes of data pages that still hold live records: a
 //! settled page whose live bytes fall to [`COMPACT_LIVE_BYTES`] (a quarter of a page) or fewer
 //! is queued (in DRAM, at most [`SPARSE_QUEUE`] pages; a full queue drops the hint), and the
@@ -154,15 +162,9 @@
 //!
 //! Today a crash between close points leaves the store marked unclean: it reopens with free
 //! space leaked (every page up to the file end is treated as used), but the index may hold
-//! entries whose records or split buckets never reached the device. The next issue must:
-//! order write-backs (record pages before the bucket page that points to them; a split's new
-//! bucket and directory slots before the old bucket's rewrite; directory upper half before the
-//! depth in the superblock), persist the allocator state atomically with the pointers (or
-//! rebuild live bytes and the free list by scanning buckets at recovery), and make the
-//! in-place counters of data pages (`live`, `written`, `closed-at`) recomputable (they are
-//! derivable from the index). A freed data page reused as a bucket page must not meet a stale
-//! copy of its old contents: the cache drops the data-class copy when the page is overwritten
-//! as an index page, so a write-back order must cover that hand-over too.
+//! entries whose records or split buckets never reached the device. `docs/durability.md` has
+//! the design being built: staged index deltas, atomic checkpoints of the index pages and the
+//! page map (whose second copies are reserved for it), and recovery.
 
 mod alloc;
 mod db;

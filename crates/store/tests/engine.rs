@@ -342,8 +342,9 @@ fn a_file_size_limit_fails_cleanly() {
     db.close().unwrap();
 }
 
-/// A closed store of 200 records of 300 bytes (in format 3: the first bucket is page 11, the
-/// superblock copies and 9 directory pages at depth 12 before it, the first data page 12).
+/// A closed store of 200 records of 300 bytes (in format 3: the first bucket is page 13, after
+/// the superblock copies, 9 directory pages at depth 12 and the first group's two map pages;
+/// the first data page is 14).
 fn flip_store(name: &str) -> (TempFile, Model) {
     let file = TempFile(temp_path(name));
     let db = Db::open(&file.0, uring(1 << 20)).unwrap();
@@ -358,7 +359,7 @@ fn flip_store(name: &str) -> (TempFile, Model) {
     (file, model)
 }
 
-const FIRST_BUCKET: u64 = 2 + 9;
+const FIRST_BUCKET: u64 = 2 + 9 + 2;
 const FIRST_DATA: u64 = FIRST_BUCKET + 1;
 
 /// XORs `mask` into byte `at` of page `page` of the file.
