@@ -24,6 +24,15 @@ enum Command {
         #[command(subcommand)]
         which: Bench,
     },
+    /// Verify a store's every checksum and structure (opened read-only) and report what is
+    /// wrong. Exit status: 0 clean, 1 damaged, 2 could not check.
+    Check {
+        /// The store file.
+        path: PathBuf,
+        /// MiB of cache to check with (at least the directory's size).
+        #[arg(long, default_value_t = 64)]
+        cache_mib: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -152,7 +161,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let Command::Bench { which } = cli.command;
+    let which = match cli.command {
+        Command::Bench { which } => which,
+        Command::Check { path, cache_mib } => return check(&path, cache_mib),
+    };
     let (options, result) = match which {
         Bench::Runtime(common) => {
             let options = common.options();
@@ -286,4 +298,58 @@ fn main() -> ExitCode {
         println!("plot: {plot}");
     }
     ExitCode::SUCCESS
+}
+
+/// `tamer check PATH`.
+fn check(path: &std::path::Path, cache_mib: u64) -> ExitCode {
+    if !path.is_file() {
+        eprintln!("error: {}: no such store file", path.display());
+        return ExitCode::from(2);
+    }
+    let options = tamer_store::DbOptions::new(cache_mib.max(1) << 20)
+        .read_only(true)
+        .cleaner(false)
+        .warm_index(false)
+        .cores(1);
+    let db = match tamer_store::Db::open(path, options) {
+        Ok(db) => db,
+        Err(err) => {
+            eprintln!("error: opening {}: {err}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let report = match db.check() {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: checking {}: {err}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "{}: {} keys, {} records verified, {} buckets, {} data pages, {} extent pages, {} free \
+         pages, {} leaked pages",
+        path.display(),
+        report.keys,
+        report.records,
+        report.buckets,
+        report.data_pages,
+        report.extent_pages,
+        report.free_pages,
+        report.leaked_pages
+    );
+    if report.is_clean() {
+        println!("ok: no problems");
+        return ExitCode::SUCCESS;
+    }
+    for problem in &report.problems {
+        println!("page {}: {}", problem.page, problem.what);
+    }
+    if report.problems_total > report.problems.len() as u64 {
+        println!(
+            "... and {} more",
+            report.problems_total - report.problems.len() as u64
+        );
+    }
+    println!("DAMAGED: {} problems", report.problems_total);
+    ExitCode::from(1)
 }

@@ -12,7 +12,9 @@ use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMa
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
-use crate::engine::{check_sizes, is_data_page, CompactionStats, Engine, Space, SPARSE_QUEUE};
+use crate::engine::{
+    check_sizes, is_data_page, CheckReport, CompactionStats, Engine, Space, SPARSE_QUEUE,
+};
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
@@ -668,6 +670,17 @@ impl Db {
             .map_err(|_| DbError::Runtime("the job ended without a result (it panicked?)".into()))
     }
 
+    /// Verifies every checksum and structure of the store and reports what is wrong: the
+    /// superblock's counts, every directory slot, every bucket (header, entries in the bucket's
+    /// hash range), every record (where its entry says, its CRC, its key hashing to its entry,
+    /// named once, its key stored once) and every map entry against what the index references
+    /// (kinds, a data page's live bytes; pages in use that nothing references are counted as
+    /// leaked). Reads the whole store; run it while nothing writes (`tamer check PATH` opens
+    /// the store read-only). An error only when the check cannot go on (a device error).
+    pub fn check(&self) -> Result<CheckReport, DbError> {
+        self.run(|h| h.check())?
+    }
+
     /// The value of `key`, if any.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         check_sizes(key, None, self.engine.max_value)?;
@@ -795,6 +808,10 @@ impl DbHandle {
     /// and the slot to continue from (`None`: done). See [`Db::cursor`] for the guarantees.
     pub fn scan_keys_from(&self, start: u64) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
         self.engine.scan_keys_from(start)
+    }
+    /// Verifies the whole store (see [`Db::check`]).
+    pub fn check(&self) -> Result<CheckReport, DbError> {
+        self.engine.check()
     }
     /// (high-water mark in pages, free pages, free extents, pages leaked by failed frees).
     pub fn space_stats(&self) -> (u64, u64, usize, u64) {

@@ -9,9 +9,12 @@ use tamer_runtime::thread;
 
 use crate::alloc::{Alloc, FreeExtents, OpenPage};
 
+mod check;
 mod space;
+
 use crate::layout::*;
 use crate::DbError;
+pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 
 /// Largest key, bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;

@@ -89,3 +89,23 @@ pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Prints a test's seed if the test panics while this guard is alive.
+pub struct SeedGuardLite {
+    test: &'static str,
+    seed: u64,
+}
+
+impl SeedGuardLite {
+    pub fn new(test: &'static str, seed: u64) -> Self {
+        Self { test, seed }
+    }
+}
+
+impl Drop for SeedGuardLite {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{} failed with seed {}", self.test, self.seed);
+        }
+    }
+}

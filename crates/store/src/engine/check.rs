@@ -1,0 +1,341 @@
+//! `tamer check`: verifies every checksum and structure of a store and reports what is wrong
+//! (as SQLite's `integrity_check` and redb's `check_integrity` do). It reads the whole store:
+//! the directory, every bucket, every record (its CRC, its key's hash against its entry) and
+//! every map page, and compares the map with what the index references.
+//!
+//! Memory: one entry per referenced data page and extent (≈ 40 bytes each) plus one bucket's
+//! keys at a time. Run it on a store nobody writes meanwhile (the CLI opens it read-only).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{mask, Engine};
+use crate::layout::*;
+use crate::DbError;
+
+/// Most problems a report lists; more are counted in [`CheckReport::problems_total`].
+pub const MAX_PROBLEMS_LISTED: usize = 100;
+
+/// One thing wrong, on one page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub page: u64,
+    pub what: String,
+}
+
+/// What [`crate::Db::check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Index entries (one per key).
+    pub keys: u64,
+    pub buckets: u64,
+    pub data_pages: u64,
+    /// Pages of extents (large records), heads and tails.
+    pub extent_pages: u64,
+    pub free_pages: u64,
+    /// Pages the map says are in use that nothing references (space lost, not data).
+    pub leaked_pages: u64,
+    /// Records read and verified.
+    pub records: u64,
+    /// The first [`MAX_PROBLEMS_LISTED`] problems.
+    pub problems: Vec<Problem>,
+    pub problems_total: u64,
+}
+
+impl CheckReport {
+    /// True when nothing is wrong (leaked pages are space, not damage: reported, not wrong).
+    pub fn is_clean(&self) -> bool {
+        self.problems_total == 0
+    }
+
+    fn problem(&mut self, page: u64, what: impl Into<String>) {
+        self.problems_total += 1;
+        if self.problems.len() < MAX_PROBLEMS_LISTED {
+            self.problems.push(Problem {
+                page,
+                what: what.into(),
+            });
+        }
+    }
+}
+
+/// What the index references, per physical page.
+#[derive(Default)]
+struct Referenced {
+    /// Data page → the spans of the records entries point to.
+    data_live: HashMap<u64, u32>,
+    /// Extent head → its pages.
+    extents: HashMap<u64, u64>,
+    buckets: HashSet<u64>,
+    /// (page, slot) of every record named, to find two entries naming one record.
+    records: HashSet<(u64, u8)>,
+}
+
+impl Engine {
+    /// Checks the whole store; an error only when the check itself cannot go on (a device
+    /// error); damage is reported in the [`CheckReport`].
+    pub fn check(&self) -> Result<CheckReport, DbError> {
+        let _op = self.check_open()?;
+        let mut report = CheckReport::default();
+        let mut seen = Referenced::default();
+        let next_page = self.lock_alloc().next_page;
+        self.check_directory(next_page, &mut report, &mut seen)?;
+        self.check_map(next_page, &mut report, &seen)?;
+        if report.keys != self.len() {
+            report.problem(
+                0,
+                format!(
+                    "the superblock counts {} keys, the index holds {}",
+                    self.len(),
+                    report.keys
+                ),
+            );
+        }
+        Ok(report)
+    }
+
+    /// Every directory slot, and every bucket once (at its lowest slot).
+    fn check_directory(
+        &self,
+        next_page: u64,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+    ) -> Result<(), DbError> {
+        let global = self.global_depth.load(std::sync::atomic::Ordering::Acquire);
+        for index in 0..1u64 << global {
+            let (page, depth) = self.dir_get(index)?;
+            let slot_page = DIR_START + index / DIR_PER_PAGE;
+            if depth > global {
+                report.problem(slot_page, format!("slot {index}: depth {depth} > {global}"));
+                continue;
+            }
+            if !self.managed_below(page, next_page) {
+                report.problem(
+                    slot_page,
+                    format!("slot {index}: bucket page {page} invalid"),
+                );
+                continue;
+            }
+            let pattern = index & mask(depth);
+            if index != pattern {
+                // Visited at its lowest slot: the slot must agree with it.
+                let (lowest, lowest_depth) = self.dir_get(pattern)?;
+                if (lowest, lowest_depth) != (page, depth) {
+                    report.problem(
+                        slot_page,
+                        format!("slot {index} names bucket {page}, its slot {pattern} {lowest}"),
+                    );
+                }
+                continue;
+            }
+            if !seen.buckets.insert(page) {
+                report.problem(page, "one bucket named by two patterns");
+                continue;
+            }
+            report.buckets += 1;
+            self.check_bucket(page, pattern, depth, next_page, report, seen)?;
+        }
+        Ok(())
+    }
+
+    /// True when physical page `page` is a managed page below the high-water mark.
+    fn managed_below(&self, page: u64, next_page: u64) -> bool {
+        logical(self.space_start, page).is_some_and(|l| l < next_page)
+    }
+
+    fn check_bucket(
+        &self,
+        page: u64,
+        pattern: u64,
+        depth: u32,
+        next_page: u64,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+    ) -> Result<(), DbError> {
+        let r = match self.bucket(page, pattern) {
+            Ok(r) => r,
+            Err(DbError::Corrupt { detail, .. }) => {
+                report.problem(page, format!("bucket unreadable: {detail}"));
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        };
+        let header = r.read(|b| {
+            (
+                get_u32(b, 0),
+                bucket_depth(b),
+                get_u16(b, 6) as usize,
+                bucket_pattern(b),
+            )
+        });
+        let entries: Vec<Entry> = r.read(|b| {
+            (0..header.2.min(BUCKET_CAP))
+                .map(|i| Entry::read(b, i))
+                .collect()
+        });
+        drop(r);
+        let (kind, bucket_depth, count, bucket_pattern) = header;
+        if kind != KIND_BUCKET || bucket_depth != depth || bucket_pattern != pattern {
+            report.problem(
+                page,
+                format!(
+                    "bucket header (kind {kind:#x}, depth {bucket_depth}, pattern \
+                     {bucket_pattern}) disagrees with its slot (depth {depth}, pattern {pattern})"
+                ),
+            );
+            return Ok(());
+        }
+        if count > BUCKET_CAP {
+            report.problem(page, format!("count {count} > {BUCKET_CAP}"));
+        }
+        let mut keys = HashSet::new();
+        for e in entries {
+            report.keys += 1;
+            if u64::from(e.hash) & mask(depth) != pattern {
+                report.problem(page, format!("entry hash {:#x} outside the bucket", e.hash));
+                continue;
+            }
+            self.check_entry(&e, page, next_page, report, seen, &mut keys)?;
+        }
+        Ok(())
+    }
+
+    /// One entry: its record is where it says, whole (CRC), its key hashes to the entry, no
+    /// other entry names it, and its key is not stored twice.
+    fn check_entry(
+        &self,
+        e: &Entry,
+        bucket: u64,
+        next_page: u64,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+        keys: &mut HashSet<Vec<u8>>,
+    ) -> Result<(), DbError> {
+        if !self.managed_below(e.page, next_page) {
+            report.problem(
+                bucket,
+                format!("entry names page {} (not a record page)", e.page),
+            );
+            return Ok(());
+        }
+        if !seen.records.insert((e.page, e.slot)) {
+            report.problem(
+                bucket,
+                format!("two entries name the record at {}/{}", e.page, e.slot),
+            );
+            return Ok(());
+        }
+        let (bytes, len) = match self.record_bytes(e, usize::MAX) {
+            Ok(found) => found,
+            Err(DbError::Corrupt { page, detail }) => {
+                report.problem(page, detail);
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        };
+        report.records += 1;
+        if e.is_extent() && crc32c_of_record(&bytes) != get_u32(&bytes, 8) {
+            report.problem(e.page, "extent record checksum mismatch");
+            return Ok(());
+        }
+        let klen = get_u32(&bytes, 0) as usize;
+        let key = &bytes[RECORD_HEADER..RECORD_HEADER + klen];
+        if self.hash(key) as u32 != e.hash {
+            report.problem(e.page, "record's key does not hash to its entry");
+        }
+        if !keys.insert(key.to_vec()) {
+            report.problem(bucket, "one key stored twice");
+        }
+        if e.is_extent() {
+            seen.extents.insert(e.page, extent_pages(len));
+        } else {
+            *seen.data_live.entry(e.page).or_default() += record_span(e.offset(), len) as u32;
+        }
+        Ok(())
+    }
+
+    /// Every map page against what the index references.
+    fn check_map(
+        &self,
+        next_page: u64,
+        report: &mut CheckReport,
+        seen: &Referenced,
+    ) -> Result<(), DbError> {
+        let mut extent_tails = HashSet::new();
+        for (&head, &pages) in &seen.extents {
+            for i in 1..pages {
+                match self.extent_page(head, i) {
+                    Ok(p) => extent_tails.insert(p),
+                    Err(_) => {
+                        report.problem(head, "extent runs past the managed pages");
+                        break;
+                    }
+                };
+            }
+        }
+        for l in 0..next_page {
+            let page = self.phys(l);
+            let entry = match self.map_get(l) {
+                Ok(entry) => entry,
+                Err(DbError::Corrupt { page, detail }) => {
+                    report.problem(page, detail);
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let kind = MapKind::of(entry);
+            let want = if seen.buckets.contains(&page) {
+                Some(MapKind::Bucket)
+            } else if seen.data_live.contains_key(&page) {
+                Some(MapKind::Data)
+            } else if seen.extents.contains_key(&page) {
+                Some(MapKind::ExtentHead)
+            } else if extent_tails.contains(&page) {
+                Some(MapKind::ExtentTail)
+            } else {
+                None
+            };
+            match (kind, want) {
+                (None, _) => report.problem(page, format!("map entry {entry:#x} of no kind")),
+                (Some(MapKind::Free), None) => report.free_pages += 1,
+                (Some(_), None) => report.leaked_pages += 1,
+                (Some(k), Some(w)) if k != w => report.problem(
+                    page,
+                    format!("the map says {k:?}, the index uses it as {w:?}"),
+                ),
+                (Some(k), Some(_)) => self.count_used(k, page, entry, seen, report),
+            }
+        }
+        Ok(())
+    }
+
+    fn count_used(
+        &self,
+        kind: MapKind,
+        page: u64,
+        entry: u32,
+        seen: &Referenced,
+        report: &mut CheckReport,
+    ) {
+        match kind {
+            MapKind::Data => {
+                report.data_pages += 1;
+                let live = seen.data_live[&page];
+                if map_live(entry) != live {
+                    report.problem(
+                        page,
+                        format!(
+                            "the map counts {} live bytes, the index's records {live}",
+                            map_live(entry)
+                        ),
+                    );
+                }
+            }
+            MapKind::ExtentHead | MapKind::ExtentTail => report.extent_pages += 1,
+            MapKind::Bucket | MapKind::Free => {}
+        }
+    }
+}
+
+fn crc32c_of_record(record: &[u8]) -> u32 {
+    tamer_cache::crc32c(&record[RECORD_HEADER..])
+}

@@ -1,0 +1,79 @@
+//! `tamer check PATH` as a user runs it: the real binary on a real store file.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use tamer_store::{Db, DbOptions, DeviceKind};
+
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn tamer_check(path: &std::path::Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+        .arg("check")
+        .arg(path)
+        .args(["--cache-mib", "4"])
+        .output()
+        .expect("running tamer check");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Exit status 0 and "ok" on a sound store; 1 and the damaged page on a damaged one; 2 on a
+/// file that is no store. Catches a check command that always succeeds.
+#[test]
+fn tamer_check_reports_a_sound_and_a_damaged_store() {
+    let path = std::env::temp_dir().join(format!("tamer-check-cli-{}", std::process::id()));
+    let _cleanup = TempFile(path.clone());
+    let db = Db::open(
+        &path,
+        DbOptions::new(4 << 20)
+            .device(DeviceKind::Sync)
+            .cores(1)
+            .max_directory_depth(8)
+            .initial_file_bytes(1 << 20),
+    )
+    .unwrap();
+    for k in 0..300u32 {
+        db.put(&k.to_be_bytes(), &[k as u8; 200]).unwrap();
+    }
+    db.close().unwrap();
+    let (code, text) = tamer_check(&path);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("300 keys") && text.contains("ok: no problems"),
+        "{text}"
+    );
+
+    // Flip a value byte of the first record of the first data page: superblocks (2), the
+    // directory at depth 8 (1 page), the map copies (2), the first bucket (1).
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let at = 6 * 4096 + 40;
+        let mut byte = [0u8; 1];
+        file.read_exact_at(&mut byte, at).unwrap();
+        byte[0] ^= 1;
+        file.write_all_at(&byte, at).unwrap();
+    }
+    let (code, text) = tamer_check(&path);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("page 6: record checksum mismatch") && text.contains("DAMAGED"),
+        "{text}"
+    );
+
+    std::fs::write(&path, vec![7u8; 8192]).unwrap();
+    let (code, text) = tamer_check(&path);
+    assert_eq!(code, 2, "{text}");
+}
