@@ -164,6 +164,8 @@ struct Begin {
 struct Load {
     frame: u32,
     page: u64,
+    /// The device page read (the page itself unless `CacheConfig::addresses` says otherwise).
+    address: u64,
     ticket: Ticket,
     started_ns: u64,
 }
@@ -554,6 +556,10 @@ impl PageCache {
             if page == NO_PAGE {
                 continue;
             }
+            // Held back by its user (a checkpoint writes it with `write_back_to`).
+            let Some(target) = self.write_address(page) else {
+                continue;
+            };
             if !frame.try_pin(page, false) {
                 // Claimed by an evictor between the checks above: its write-back makes the page
                 // durable before the barrier only if we wait for it.
@@ -609,9 +615,9 @@ impl PageCache {
                 continue;
             }
             if self.config.checksum {
-                self.seal(index, page);
+                self.seal(index, target);
             }
-            match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
+            match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
                 Ok(ticket) => batch.push((index, ticket, held)),
                 Err(err) => {
                     frame.dirty.store(true, Ordering::Release);
@@ -631,6 +637,77 @@ impl PageCache {
         }
         io::flush()?;
         Ok(())
+    }
+
+    /// Writes `page`, if it is resident (placed as `class`) and dirty, to device page `target`
+    /// (sealed with that number) and marks it clean: how a checkpoint writes a page its
+    /// [`crate::PageAddresses`] holds back, to the copy it chooses. Returns whether it wrote.
+    /// The write holds the page's exclusive latch (readers and writers of this page wait for
+    /// it); the caller orders it with changes to other pages. No durability barrier: the
+    /// caller flushes the device when its writes are all done.
+    pub fn write_back_to(
+        &self,
+        page: u64,
+        class: PageClass,
+        target: u64,
+    ) -> Result<bool, CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        self.check(target)?;
+        let Some(index) = self.lookup_pin(page, class) else {
+            return Ok(false);
+        };
+        let frame = &self.frames[index as usize];
+        let deadline = self.deadline();
+        let mut exclusive = None;
+        let held = loop {
+            if exclusive.is_none() {
+                exclusive = frame.try_lock_exclusive();
+            }
+            if let Some(held) = exclusive.filter(|_| frame.readers_drained()) {
+                break Ok(held);
+            }
+            let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                page,
+                waited_ms: self.waited_ms(),
+            });
+            if let Err(err) = waited {
+                break Err(err);
+            }
+        };
+        let held = match held {
+            Ok(held) => held,
+            Err(err) => {
+                if let Some(version) = exclusive {
+                    frame.unlock_exclusive(version);
+                }
+                frame.unpin();
+                return Err(err);
+            }
+        };
+        let result = if frame.dirty.swap(false, Ordering::AcqRel) {
+            if self.config.checksum {
+                self.seal(index, target);
+            }
+            let written = io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0))
+                .and_then(io::wait);
+            match written {
+                Ok(()) => {
+                    Counters::bump(&self.counters.write_backs);
+                    Ok(true)
+                }
+                Err(err) => {
+                    frame.dirty.store(true, Ordering::Release);
+                    Err(self.device_error(err, page))
+                }
+            }
+        } else {
+            Ok(false)
+        };
+        frame.unlock_exclusive(held);
+        frame.unpin();
+        result
     }
 
     /// Background cleaning, off the misses' path: writes back up to `max_frames` (at most
@@ -687,14 +764,15 @@ impl PageCache {
                 // Claimed unpinned: nobody holds or can take a reference to its bytes, and the
                 // tag cannot change until it is handed back.
                 let page = frame.tag.load(Ordering::Acquire);
-                if !frame.dirty.load(Ordering::Acquire) {
+                let target = self.write_address(page);
+                let Some(target) = target.filter(|_| frame.dirty.load(Ordering::Acquire)) else {
                     frame.control.store(control(READY, 0), Ordering::Release);
                     continue;
-                }
+                };
                 if self.config.checksum {
-                    self.seal(index, page);
+                    self.seal(index, target);
                 }
-                match io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0)) {
+                match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
                     Ok(ticket) => {
                         claimed.push((index, page, ticket));
                         wanted -= 1;
@@ -799,6 +877,22 @@ impl PageCache {
                 None => frame.unlock_shared(),
             }
             frame.unpin();
+        }
+    }
+
+    /// The device page a miss on `page` reads.
+    fn read_address(&self, page: u64) -> u64 {
+        self.config
+            .addresses
+            .as_ref()
+            .map_or(page, |a| a.0.read_from(page))
+    }
+
+    /// The device page a write-back of `page` goes to; `None`: held back.
+    fn write_address(&self, page: u64) -> Option<u64> {
+        match &self.config.addresses {
+            None => Some(page),
+            Some(a) => a.0.write_to(page),
         }
     }
 
@@ -1358,7 +1452,13 @@ impl PageCache {
                 continue;
             }
             if frame.dirty.load(Ordering::Acquire) {
-                dirty.get_or_insert(index);
+                // A held dirty page is no victim until its user releases it.
+                if self
+                    .write_address(frame.tag.load(Ordering::Acquire))
+                    .is_some()
+                {
+                    dirty.get_or_insert(index);
+                }
                 continue;
             }
             if frame.try_claim(LOADING, 1) {
@@ -1386,11 +1486,16 @@ impl PageCache {
         let frame = &self.frames[index as usize];
         let page = frame.tag.load(Ordering::Acquire);
         debug_assert_eq!(frame.control.load(Ordering::Relaxed), control(WRITEBACK, 0));
+        let Some(target) = self.write_address(page) else {
+            // Held back since it was chosen: hand it back dirty; the miss picks again.
+            frame.control.store(control(READY, 0), Ordering::Release);
+            return Ok(());
+        };
         if self.config.checksum {
             // Unpinned and claimed: nobody else holds or can take a reference to its bytes.
-            self.seal(index, page);
+            self.seal(index, target);
         }
-        let result = io::submit(IoRequest::write(page * BLOCK_SIZE as u64, index, 1, 0))
+        let result = io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0))
             .and_then(|ticket| io::wait_all_with(&[ticket], self.config.miss_wait));
         if result.is_ok() {
             frame.dirty.store(false, Ordering::Release);
@@ -1409,10 +1514,12 @@ impl PageCache {
             Counters::bump(&self.counters.index_misses);
         }
         let started_ns = now_ns();
-        match io::submit(IoRequest::read(page * BLOCK_SIZE as u64, frame, 1, 0)) {
+        let address = self.read_address(page);
+        match io::submit(IoRequest::read(address * BLOCK_SIZE as u64, frame, 1, 0)) {
             Ok(ticket) => Ok(Load {
                 frame,
                 page,
+                address,
                 ticket,
                 started_ns,
             }),
@@ -1431,7 +1538,7 @@ impl PageCache {
             .record(now_ns().saturating_sub(load.started_ns));
         let frame = &self.frames[load.frame as usize];
         let result = match result {
-            Ok(()) if self.config.checksum && !self.verify(load.frame, load.page) => {
+            Ok(()) if self.config.checksum && !self.verify(load.frame, load.address) => {
                 Err(CacheError::Corrupt { page: load.page })
             }
             Ok(()) => Ok(()),

@@ -1,5 +1,6 @@
 //! Cache configuration with stated bounds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tamer_device::BLOCK_SIZE;
@@ -18,6 +19,28 @@ pub const MAX_FRAMES: u64 = 1 << 20;
 /// Default bound on every wait for another thread (a merged miss, a full miss-status table, a
 /// fully pinned set).
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the device holds a page (see [`CacheConfig::addresses`]). Called on misses and
+/// write-backs (under a set's lock, so an implementation must not call into the cache).
+pub trait PageAddresses: Send + Sync {
+    /// The device page a miss on `page` reads (its checksum is verified against that number).
+    fn read_from(&self, page: u64) -> u64;
+    /// The device page a write-back of `page` goes to (sealed with that number), or `None` to
+    /// hold the dirty page back: it is then neither written back (by a victim's eviction, the
+    /// cleaner or [`crate::PageCache::flush`]) nor evicted until this says where, or the page
+    /// is written with [`crate::PageCache::write_back_to`].
+    fn write_to(&self, page: u64) -> Option<u64>;
+}
+
+/// A shared [`PageAddresses`].
+#[derive(Clone)]
+pub struct Addresses(pub Arc<dyn PageAddresses>);
+
+impl std::fmt::Debug for Addresses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Addresses(..)")
+    }
+}
 
 /// What a [`crate::PageCache`] is sized by.
 #[derive(Clone, Debug)]
@@ -48,6 +71,10 @@ pub struct CacheConfig {
     /// rewritten in place by appending, where a torn rewrite must not make the whole page
     /// unreadable: the store's data pages, whose records carry their own CRC. Default `None`.
     pub checksum_exempt: Option<fn(&[u8]) -> bool>,
+    /// Where the device holds each page, for a user that keeps some pages in two copies and
+    /// decides which copy a read or a write-back uses, or holds a dirty page back (a
+    /// checkpoint protocol). `None` (default): page `p` is at device page `p`.
+    pub addresses: Option<Addresses>,
     /// How the thread that issued a miss's read (or a victim's write-back) waits for it:
     /// [`WaitMode::Park`] (default: switch-on-miss, other threads run) or [`WaitMode::Spin`]
     /// (the core waits: a miss blocks the core, the `flash-sync` baseline of seed 002).
@@ -73,6 +100,7 @@ impl CacheConfig {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             checksum: false,
             checksum_exempt: None,
+            addresses: None,
             miss_wait: WaitMode::Park,
             index_ways_max: None,
         }
@@ -130,6 +158,12 @@ impl CacheConfig {
     /// Sets `checksum`.
     pub fn checksum(mut self, on: bool) -> Self {
         self.checksum = on;
+        self
+    }
+
+    /// Sets `addresses`.
+    pub fn addresses(mut self, addresses: Arc<dyn PageAddresses>) -> Self {
+        self.addresses = Some(Addresses(addresses));
         self
     }
 

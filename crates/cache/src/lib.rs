@@ -92,7 +92,8 @@ mod stats;
 pub use cache::{PageCache, PageClass, PageRef, Prefetch, BATCH, CLEAN_VICTIMS_WANTED};
 pub use checksum::{crc32c, PAGE_PAYLOAD};
 pub use config::{
-    CacheConfig, DEFAULT_MISSES_PER_CORE, DEFAULT_WAIT_TIMEOUT, DEFAULT_WAYS, MAX_FRAMES, MAX_WAYS,
+    Addresses, CacheConfig, PageAddresses, DEFAULT_MISSES_PER_CORE, DEFAULT_WAIT_TIMEOUT,
+    DEFAULT_WAYS, MAX_FRAMES, MAX_WAYS,
 };
 pub use error::CacheError;
 pub use stats::CacheStats;

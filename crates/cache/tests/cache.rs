@@ -1010,3 +1010,93 @@ fn checksum_exempt_pages_are_read_without_verification() {
     let err = damaged_read.unwrap_err();
     assert!(err.contains("page 3"), "{err}");
 }
+
+/// Two copies per page, as a checkpointing store keeps them: page `p` is read from device page
+/// `p + 100`; an even page is written back to `p + 200`; an odd page is held (never written
+/// back nor evicted while dirty) until `write_back_to` writes it where the caller says.
+struct TwoCopies;
+
+impl tamer_cache::PageAddresses for TwoCopies {
+    fn read_from(&self, page: u64) -> u64 {
+        page + 100
+    }
+    fn write_to(&self, page: u64) -> Option<u64> {
+        page.is_multiple_of(2).then_some(page + 200)
+    }
+}
+
+/// Catches: a miss reading the page's own number instead of its address, a write-back (or a
+/// checksum seal) to the page's own number, a held page written by `flush` or evicted by
+/// misses, `write_back_to` not marking the page clean.
+#[test]
+fn page_addresses_redirect_reads_and_writes_and_hold_pages_back() {
+    use tamer_cache::PageClass;
+    let (cache, model) = emulated(
+        CacheConfig::new(8 * PAGE as u64)
+            .checksum(true)
+            .addresses(Arc::new(TwoCopies)),
+        1_000,
+        512,
+    );
+    // Device page 105 holds page 5's content, sealed for 105.
+    let mut page = vec![0u8; PAGE];
+    page[0] = 55;
+    tamer_cache::checksum::seal_page(105, &mut page);
+    model.write_at(105 * PAGE as u64, &page).unwrap();
+    let mut executor = common::executor(&cache, &model, 2);
+    let c = cache.clone();
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out = failures.clone();
+    executor
+        .spawn(move || {
+            let fail = |what: String| out.lock().unwrap().push(what);
+            match c.get(5).map(|p| p.read(|b| b[0])) {
+                Ok(55) => {}
+                other => fail(format!("page 5 read from 105: {other:?}")),
+            }
+            c.get(4).unwrap().write(|b| b[0] = 44);
+            c.get(7).unwrap().write(|b| b[0] = 77);
+            c.flush().unwrap();
+            // Every other page of the one set's 8 ways: page 7, held, must stay.
+            for p in (10..60).step_by(2) {
+                c.get(p).unwrap().read(|b| std::hint::black_box(b[0]));
+            }
+            let misses = c.stats().misses;
+            match c.get(7).map(|p| p.read(|b| b[0])) {
+                Ok(77) => {}
+                other => fail(format!("held page 7 after misses: {other:?}")),
+            }
+            if c.stats().misses != misses {
+                fail("the held page was evicted and read again".into());
+            }
+            match c.write_back_to(7, PageClass::Data, 307) {
+                Ok(true) => {}
+                other => fail(format!("write_back_to(7): {other:?}")),
+            }
+            match c.write_back_to(7, PageClass::Data, 307) {
+                Ok(false) => {}
+                other => fail(format!("write_back_to(7) again (clean now): {other:?}")),
+            }
+        })
+        .unwrap();
+    executor.run_until_idle();
+    let failures = failures.lock().unwrap().clone();
+    assert!(failures.is_empty(), "{failures:?}");
+    let read = |p: u64| {
+        let mut bytes = vec![0u8; PAGE];
+        model.read_at(p * PAGE as u64, &mut bytes).unwrap();
+        bytes
+    };
+    let copy = read(204);
+    assert_eq!(copy[0], 44, "page 4 written back to 204");
+    assert!(
+        tamer_cache::checksum::verify_page(204, &copy),
+        "sealed for 204"
+    );
+    assert_eq!(read(4)[0], 0, "page 4's own number untouched");
+    for p in [7, 107, 207] {
+        assert_eq!(read(p)[0], 0, "held page 7 not written to {p} by flush");
+    }
+    let written = read(307);
+    assert!(written[0] == 77 && tamer_cache::checksum::verify_page(307, &written));
+}
