@@ -18,6 +18,9 @@ use crate::{CacheConfig, CacheError};
 /// user-level thread 16 ([`tamer_runtime::MAX_OUTSTANDING_PER_THREAD`]); 8 leaves room for the
 /// caller's own unwaited [`Prefetch`]es.
 pub const BATCH: usize = 8;
+/// Writes in flight at a time in [`PageCache::write_back_many`] (a user-level thread holds at
+/// most 16 accesses).
+pub const WRITE_BACK_BATCH: usize = 16;
 
 /// Clean unreferenced frames per set the background cleaner keeps ready for misses
 /// ([`PageCache::clean_some`]).
@@ -637,6 +640,88 @@ impl PageCache {
         }
         io::flush()?;
         Ok(())
+    }
+
+    /// [`PageCache::write_back_to`] for many pages, [`WRITE_BACK_BATCH`] writes in flight at a
+    /// time (a checkpoint's thousands of pages would otherwise take one device round trip
+    /// each). Each write holds its page's exclusive latch until it completes; before waiting
+    /// for any latch the writes in flight are drained, so it never holds latches while it
+    /// waits for one. Returns how many pages it wrote (resident and dirty ones).
+    pub fn write_back_many(&self, pages: &[(u64, PageClass, u64)]) -> Result<usize, CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        let deadline = self.deadline();
+        let mut batch: Vec<(u32, Ticket, Option<u64>)> = Vec::with_capacity(WRITE_BACK_BATCH);
+        let mut first_error: Option<CacheError> = None;
+        let mut written = 0;
+        for &(page, class, target) in pages {
+            if let Err(err) = self.check(target) {
+                first_error.get_or_insert(err);
+                break;
+            }
+            let Some(index) = self.lookup_pin(page, class) else {
+                continue;
+            };
+            let frame = &self.frames[index as usize];
+            let mut exclusive = None;
+            let held = loop {
+                if exclusive.is_none() {
+                    exclusive = frame.try_lock_exclusive();
+                }
+                if let Some(held) = exclusive.filter(|_| frame.readers_drained()) {
+                    break Ok(held);
+                }
+                self.drain_writes(&mut batch, &mut first_error);
+                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                    page,
+                    waited_ms: self.waited_ms(),
+                });
+                if let Err(err) = waited {
+                    break Err(err);
+                }
+            };
+            let held = match held {
+                Ok(held) => held,
+                Err(err) => {
+                    if let Some(version) = exclusive {
+                        frame.unlock_exclusive(version);
+                    }
+                    frame.unpin();
+                    first_error.get_or_insert(err);
+                    break;
+                }
+            };
+            if !frame.dirty.swap(false, Ordering::AcqRel) {
+                frame.unlock_exclusive(held);
+                frame.unpin();
+                continue;
+            }
+            if self.config.checksum {
+                self.seal(index, target);
+            }
+            match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
+                Ok(ticket) => {
+                    batch.push((index, ticket, Some(held)));
+                    written += 1;
+                }
+                Err(err) => {
+                    frame.dirty.store(true, Ordering::Release);
+                    frame.unlock_exclusive(held);
+                    frame.unpin();
+                    first_error.get_or_insert(self.device_error(err, page));
+                    break;
+                }
+            }
+            if batch.len() == WRITE_BACK_BATCH {
+                self.drain_writes(&mut batch, &mut first_error);
+            }
+        }
+        self.drain_writes(&mut batch, &mut first_error);
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(written),
+        }
     }
 
     /// Writes `page`, if it is resident (placed as `class`) and dirty, to device page `target`

@@ -89,7 +89,9 @@ mod frame;
 mod sketch;
 mod stats;
 
-pub use cache::{PageCache, PageClass, PageRef, Prefetch, BATCH, CLEAN_VICTIMS_WANTED};
+pub use cache::{
+    PageCache, PageClass, PageRef, Prefetch, BATCH, CLEAN_VICTIMS_WANTED, WRITE_BACK_BATCH,
+};
 pub use checksum::{crc32c, PAGE_PAYLOAD};
 pub use config::{
     Addresses, CacheConfig, PageAddresses, DEFAULT_MISSES_PER_CORE, DEFAULT_WAIT_TIMEOUT,
