@@ -13,7 +13,8 @@ use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
 use crate::engine::{
-    check_sizes, is_data_page, CheckReport, CompactionStats, Engine, Space, SPARSE_QUEUE,
+    check_sizes, is_data_page, CheckReport, CheckpointStats, CompactionStats, Engine, EngineSetup,
+    Space, SPARSE_QUEUE,
 };
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
@@ -44,6 +45,10 @@ pub enum DeviceKind {
     /// An existing emulator model, e.g. [`Db::emulator_model`] of a closed Db, to reopen a
     /// store within the process.
     Model(Arc<EmulatorModel>),
+    /// The emulator under fault injection ([`tamer_device::FaultState`]: power loss with torn
+    /// writes, read errors, a full device), for crash tests; reopen on
+    /// [`tamer_device::FaultState::crash_model`].
+    Faulty(Arc<tamer_device::FaultState>),
 }
 
 /// How to open a [`Db`].
@@ -239,6 +244,10 @@ impl DbOptions {
     }
 }
 
+/// Longest time between checkpoints while the store changes (with the cleaner on): what a
+/// crash loses at most, besides the writes of the checkpoint in progress.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Sets one cleaner pass scans (of the sets its core takes).
 const CLEAN_SETS_PER_PASS: usize = 64;
 /// Pause of a cleaner whose pass found nothing to write.
@@ -292,6 +301,7 @@ impl Cleaners {
                 // Empty passes in a row: after a whole empty sweep the pause doubles per pass
                 // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
                 let mut empty = 0usize;
+                let mut last_checkpoint = Instant::now();
                 while !stop.load(Ordering::Acquire) {
                     // Under space pressure, sparse data pages first (their moves dirty the
                     // open page, which this pass or a later one writes back). After close
@@ -309,6 +319,15 @@ impl Cleaners {
                             0
                         }
                     };
+                    // Core 0's cleaner also bounds what a crash loses: a checkpoint at least
+                    // every `CHECKPOINT_INTERVAL` while anything changed.
+                    if core == 0 && last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
+                        match engine.checkpoint_if_dirty() {
+                            Ok(()) | Err(DbError::Closed) => {}
+                            Err(err) => tracing::warn!("periodic checkpoint failed: {err}"),
+                        }
+                        last_checkpoint = Instant::now();
+                    }
                     let result = cache
                         .clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH)
                         .map(|written| written + compacted);
@@ -364,6 +383,32 @@ pub struct Db {
 #[derive(Clone)]
 pub struct DbHandle {
     engine: Arc<Engine>,
+}
+
+/// Device page `page` read outside the cache (zeros past the end of the file), for recovery's
+/// choice of copies before the cache exists.
+fn read_raw_page(
+    path: &Path,
+    model: Option<&Arc<EmulatorModel>>,
+    page: u64,
+) -> Result<Vec<u8>, DbError> {
+    let mut bytes = vec![0u8; PAGE_SIZE];
+    let offset = page * PAGE_SIZE as u64;
+    if let Some(model) = model {
+        if offset + PAGE_SIZE as u64 <= model.capacity_bytes() {
+            model.read_at(offset, &mut bytes)?;
+        }
+        return Ok(bytes);
+    }
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)
+        .map_err(|err| DbError::Config(format!("opening {}: {err}", path.display())))?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    if offset + PAGE_SIZE as u64 <= len {
+        file.read_exact_at(&mut bytes, offset)
+            .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
+    }
+    Ok(bytes)
 }
 
 /// The superblock copies (pages `0..SUPERBLOCK_COPIES`) as found on the device: `None` for a
@@ -459,6 +504,7 @@ impl Db {
                     .build()?,
             ),
             DeviceKind::Model(model) => Some(model.clone()),
+            DeviceKind::Faulty(state) => Some(state.model().clone()),
             _ => None,
         };
         let existing = choose_superblock(&read_superblock_pages(&path, model.as_ref())?)?;
@@ -473,6 +519,17 @@ impl Db {
             .map_or(options.max_directory_depth, |(sb, _)| sb.max_depth);
         // The directory; the superblock copies are written through evictable frames.
         let pinned_pages = dir_pages(max_depth);
+        // Recovery's first step: which copy of each index page the last checkpoint wrote.
+        let (copies, next_epoch) = match &existing {
+            Some((sb, _)) => {
+                crate::copies::recover(sb, |page| read_raw_page(&path, model.as_ref(), page))?
+            }
+            None => (
+                crate::copies::CopyState::new(max_depth, vec![0; pinned_pages as usize], vec![]),
+                1,
+            ),
+        };
+        let copies = Arc::new(copies);
         let pinned_bytes = pinned_pages * PAGE_SIZE as u64;
         let frames_bytes = options
             .cache_bytes
@@ -491,6 +548,7 @@ impl Db {
                 .cores(options.cores)
                 .checksum(true)
                 .checksum_exempt(is_data_page)
+                .addresses(copies.clone())
                 .miss_wait(options.miss_wait),
         )
         .map_err(DbError::from)
@@ -507,7 +565,7 @@ impl Db {
                 } else {
                     options
                         .initial_file_bytes
-                        .max(PAGE_SIZE as u64 * (DIR_START + pinned_pages + 1))
+                        .max(PAGE_SIZE as u64 * (DIR_START + 2 * pinned_pages + 4))
                 };
                 let file = Arc::new(DeviceFile::open_existing(&path, initial_bytes)?);
                 let space = Space::File {
@@ -533,10 +591,13 @@ impl Db {
             _ => {
                 let model = model.clone().expect("emulated");
                 let capacity_bytes = model.capacity_bytes();
-                (
-                    DeviceSpec::Emulated { model },
-                    Space::Fixed { capacity_bytes },
-                )
+                let spec = match &options.device {
+                    DeviceKind::Faulty(state) => DeviceSpec::Faulty {
+                        state: state.clone(),
+                    },
+                    _ => DeviceSpec::Emulated { model },
+                };
+                (spec, Space::Fixed { capacity_bytes })
             }
         };
         let runtime_config = RuntimeConfig {
@@ -549,14 +610,16 @@ impl Db {
         };
         let runtime =
             Runtime::start(runtime_config, spec, cache.arena()).map_err(DbError::Runtime)?;
-        let mut engine = Engine::new(
+        let mut engine = Engine::new(EngineSetup {
             cache,
             space,
-            options.max_value_bytes,
+            max_value: options.max_value_bytes,
             max_depth,
             existing,
-            options.hash_key,
-        );
+            new_hash_key: options.hash_key,
+            copies,
+            next_epoch,
+        });
         if options.read_only {
             engine = engine.read_only();
         }
@@ -722,11 +785,11 @@ impl Db {
         }
     }
 
-    /// Writes the superblock (with the index's current depth) and every dirty page of the
-    /// cache back to the device and waits for the device's durability barrier: afterwards the
-    /// device holds every write made before the call, so a read-only [`Db`] opened on it sees
-    /// them. It does not mark the store clean (the free list is saved at `close`); atomicity
-    /// across a crash is the durability issue's.
+    /// A checkpoint: when it returns, every write made before the call is durable, and a
+    /// crash from then on reopens the store with them (or with a later checkpoint's state);
+    /// a read-only [`Db`] opened on the device sees them too. It writes the changed data pages,
+    /// then each changed index page to its other copy, then the superblock, with a device
+    /// flush after each step; writers wait for it (readers do not).
     pub fn flush(&self) -> Result<(), DbError> {
         self.run(|h| h.engine.flush())?
     }
@@ -812,6 +875,10 @@ impl DbHandle {
     /// Verifies the whole store (see [`Db::check`]).
     pub fn check(&self) -> Result<CheckReport, DbError> {
         self.engine.check()
+    }
+    /// What checkpoints did since open (see [`Db::flush`]).
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.engine.checkpoint_stats()
     }
     /// (high-water mark in pages, free pages, free extents, pages leaked by failed frees).
     pub fn space_stats(&self) -> (u64, u64, usize, u64) {

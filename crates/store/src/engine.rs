@@ -8,13 +8,18 @@ use tamer_device::DeviceFile;
 use tamer_runtime::thread;
 
 use crate::alloc::{Alloc, FreeExtents, OpenPage};
+use crate::copies::CopyState;
 
 mod check;
+mod checkpoint;
 mod space;
+
+use checkpoint::{CheckpointLatch, Dirty};
 
 use crate::layout::*;
 use crate::DbError;
 pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
+pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
 
 /// Largest key, bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
@@ -100,6 +105,23 @@ pub(crate) struct Engine {
     pub max_depth: u32,
     /// First page past the superblocks and the directory: the first group's map page.
     space_start: u64,
+    /// Pages of one copy of the directory.
+    dir_pages: u64,
+    /// Which copy of each index page is current (shared with the cache's addresses).
+    copies: Arc<CopyState>,
+    /// Held shared by every change to an index page, exclusive by a checkpoint.
+    ckpt: CheckpointLatch,
+    /// The last checkpoint's epoch, and the next one's.
+    epoch: AtomicU64,
+    next_epoch: AtomicU64,
+    /// What changed since the last checkpoint.
+    dirty: Mutex<Dirty>,
+    /// A change that finds this many index pages dirty runs a checkpoint first.
+    dirty_index_pages_max: usize,
+    /// What checkpoints did since open.
+    checkpoint_stats: Mutex<checkpoint::CheckpointStats>,
+    /// Why the store stopped taking writes (a checkpoint failed).
+    failed: Mutex<Option<String>>,
     global_depth: AtomicU32,
     split_lock: YieldLock,
     alloc: Mutex<Alloc>,
@@ -116,6 +138,22 @@ pub(crate) struct Engine {
     pages_compacted: AtomicU64,
     records_moved: AtomicU64,
     hints_dropped: AtomicU64,
+}
+
+/// What [`Engine::new`] starts from.
+pub(crate) struct EngineSetup {
+    pub cache: Arc<PageCache>,
+    pub space: Space,
+    pub max_value: usize,
+    pub max_depth: u32,
+    /// The superblock found at open and its page (`None`: a new store).
+    pub existing: Option<(Superblock, u64)>,
+    /// The hash key of a new store (random when `None`).
+    pub new_hash_key: Option<[u64; 2]>,
+    /// Which copy of each index page is current (recovery's choice at open).
+    pub copies: Arc<CopyState>,
+    /// The next checkpoint's epoch: above any found on the device.
+    pub next_epoch: u64,
 }
 
 enum Link {
@@ -225,16 +263,24 @@ fn copy_from_parts(parts: &[&[u8]], mut pos: usize, out: &mut [u8]) {
 }
 
 impl Engine {
-    /// An engine over `cache`; `existing` is the superblock found at open and its page;
-    /// `new_hash_key` the key for a new store (random when `None`).
-    pub fn new(
-        cache: Arc<PageCache>,
-        space: Space,
-        max_value: usize,
-        max_depth: u32,
-        existing: Option<(Superblock, u64)>,
-        new_hash_key: Option<[u64; 2]>,
-    ) -> Self {
+    /// An engine as `setup` says.
+    pub fn new(setup: EngineSetup) -> Self {
+        let EngineSetup {
+            cache,
+            space,
+            max_value,
+            max_depth,
+            existing,
+            new_hash_key,
+            copies,
+            next_epoch,
+        } = setup;
+        let epoch = existing.as_ref().map_or(0, |(sb, _)| sb.epoch);
+        debug_assert!(next_epoch > epoch);
+        // Dirty index pages cannot be evicted: a checkpoint runs well before they could fill
+        // the sets (half the frames, at least 16 pages; index pages take at most
+        // `ways - 1` of a set's frames, so data pages always keep one to be evicted).
+        let dirty_index_pages_max = (cache.data_frames() as usize / 2).max(16);
         let hash_key = match &existing {
             Some((sb, _)) => sb.hash_key,
             None => new_hash_key.unwrap_or_else(rand::random),
@@ -253,6 +299,15 @@ impl Engine {
             max_value,
             max_depth,
             space_start: space_start(dir_pages(max_depth)),
+            dir_pages: dir_pages(max_depth),
+            copies,
+            ckpt: CheckpointLatch::new(),
+            epoch: AtomicU64::new(epoch),
+            next_epoch: AtomicU64::new(next_epoch),
+            dirty: Mutex::new(Dirty::default()),
+            dirty_index_pages_max,
+            checkpoint_stats: Mutex::new(checkpoint::CheckpointStats::default()),
+            failed: Mutex::new(None),
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
             alloc: Mutex::new(Alloc {
@@ -284,6 +339,61 @@ impl Engine {
         self.alloc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn lock_dirty(&self) -> MutexGuard<'_, Dirty> {
+        self.dirty.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops taking writes: the last checkpoint stays the store's crash point.
+    fn fail(&self, why: String) {
+        tracing::error!("{why}; the store takes no more writes: reopen it to recover");
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+    }
+
+    fn check_failed(&self) -> Result<(), DbError> {
+        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(()),
+            Some(why) => Err(DbError::Runtime(format!(
+                "{why}; the store takes no more writes: reopen it to recover"
+            ))),
+        }
+    }
+
+    /// Marks a bucket changed since the last checkpoint (no lock: a bit in `CopyState`).
+    fn dirty_bucket(&self, page: u64, _pattern: u64) {
+        if let Some(l) = logical(self.space_start, page) {
+            self.copies.mark_bucket_changed(l);
+        }
+    }
+
+    /// Enters a change of the index (a put, a delete, a compaction move): a checkpoint first
+    /// if too many index pages are dirty, then the checkpoint latch, shared, until the guard
+    /// drops, so that a checkpoint sees whole changes only.
+    fn begin_change(&self) -> Result<checkpoint::SharedGuard<'_>, DbError> {
+        self.checkpoint_if_over()?;
+        let guard = self.ckpt.shared();
+        self.check_failed()?;
+        Ok(guard)
+    }
+
+    /// True when pages were freed since the last checkpoint (reusable after the next one).
+    fn frees_pending(&self) -> bool {
+        !self.lock_dirty().freed.is_empty()
+    }
+
+    fn lock_checkpoint_stats(&self) -> MutexGuard<'_, checkpoint::CheckpointStats> {
+        self.checkpoint_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What checkpoints did since open.
+    pub fn checkpoint_stats(&self) -> checkpoint::CheckpointStats {
+        *self.lock_checkpoint_stats()
+    }
+
     /// The physical page of logical page `l`.
     fn phys(&self, l: u64) -> u64 {
         physical(self.space_start, l)
@@ -300,8 +410,9 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .map(|(sb, _)| sb);
-        for p in DIR_START..DIR_START + dir_pages {
-            self.cache.pin_permanent(p)?;
+        for i in 0..dir_pages {
+            // The cache reads the current copy (`CopyState`).
+            self.cache.pin_permanent(dir_page(dir_pages, i, 0))?;
         }
         if self.read_only && existing.is_none() {
             return Err(DbError::Config(
@@ -310,10 +421,11 @@ impl Engine {
         }
         match existing {
             None => {
-                let bucket = self.alloc_pages(1, MapKind::Bucket)?;
+                let bucket = self.alloc_bucket()?;
                 let b = self
                     .cache
                     .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
+                self.dirty_bucket(bucket, 0);
                 b.write(|bytes| init_bucket(bytes, 0, 0));
                 drop(b);
                 self.dir_set(0, bucket, 0)?;
@@ -330,21 +442,15 @@ impl Engine {
                 }
                 self.global_depth.store(sb.global_depth, Ordering::Release);
                 self.key_count.store(sb.key_count, Ordering::Relaxed);
-                if sb.clean {
-                    self.lock_alloc().next_page = sb.next_page;
-                    self.load_free_extents(sb.next_page)?;
-                } else if self.read_only {
-                    // Nothing will be allocated: free space does not matter.
-                    self.lock_alloc().next_page = sb.next_page;
-                } else {
-                    // Not closed cleanly: the map may be behind the index. Treat every page up
-                    // to the device's end as in use (free space is leaked, nothing live is
-                    // overwritten). Crash recovery proper is the durability issue's.
-                    let end = self.capacity_pages();
-                    self.lock_alloc().next_page = end.max(sb.next_page);
-                    eprintln!(
-                        "warning: tamer store was not closed cleanly; its free space is not \
-                         reused until it is rebuilt"
+                // The last checkpoint, whether the store was closed or crashed: its map,
+                // high-water mark and index are consistent (recovery is choosing the copies).
+                self.lock_alloc().next_page = sb.next_page;
+                self.load_free_extents(sb.next_page)?;
+                if !sb.clean && !self.read_only {
+                    tracing::warn!(
+                        "the store was not closed cleanly: opened at its last checkpoint \
+                         (epoch {})",
+                        sb.epoch
                     );
                 }
             }
@@ -352,21 +458,18 @@ impl Engine {
         if self.read_only {
             return Ok(());
         }
-        self.write_superblock(false)?;
-        self.cache.flush()?;
-        Ok(())
+        // Marked open (not clean) from here on.
+        self.checkpoint(false)
     }
 
-    /// Writes the superblock (still marked open: the free list is only saved at close) and
-    /// every dirty page back, then the device's barrier: the device then holds the index and
-    /// every record written so far, so another (read-only) opener sees them.
+    /// A checkpoint: everything done so far is durable, and is what the store reopens with
+    /// after a crash. Another (read-only) opener then sees it.
     pub fn flush(&self) -> Result<(), DbError> {
         let _op = self.check_open()?;
-        if !self.read_only {
-            self.write_superblock(false)?;
+        if self.read_only {
+            return Ok(());
         }
-        self.cache.flush()?;
-        Ok(())
+        self.checkpoint(false)
     }
 
     fn capacity_bytes(&self) -> u64 {
@@ -392,6 +495,7 @@ impl Engine {
             max_depth: self.max_depth,
             global_depth: self.global_depth.load(Ordering::Acquire),
             clean,
+            epoch: self.epoch.load(Ordering::Acquire),
             next_page: self.lock_alloc().next_page,
             key_count: self.key_count.load(Ordering::Relaxed),
             max_value_bytes: self.max_value as u64,
@@ -426,15 +530,11 @@ impl Engine {
         }
         let open = self.lock_alloc().open.take();
         if let Some(open) = open {
+            let _s = self.ckpt.shared();
             self.close_page(open)?;
         }
-        // Everything durable first, marked clean last: a crash in between leaves the store
-        // unclean (and an error stops before the clean mark). The map is among the pages.
-        self.write_superblock(false)?;
-        self.cache.flush()?;
-        self.write_superblock(true)?;
-        self.cache.flush()?;
-        Ok(())
+        // The last checkpoint, marked clean.
+        self.checkpoint(true)
     }
 
     /// Admits one operation: counted until the guard drops, so that `close` can wait for it.
@@ -474,19 +574,24 @@ impl Engine {
 
     /// Directory slot `index`: (bucket page, the bucket's local depth).
     fn dir_get(&self, index: u64) -> Result<(u64, u32), DbError> {
-        let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
-        let at = (index % DIR_PER_PAGE) as usize * 8;
+        let page = self
+            .cache
+            .get(dir_page(self.dir_pages, index / DIR_PER_PAGE, 0))?;
+        let at = dir_slot_offset(index);
         let slot = page
             .load_u64_optimistic(at)
             .unwrap_or_else(|| page.read(|b| get_u64(b, at)));
         Ok(dir_slot_parts(slot))
     }
 
+    /// Points slot `index` at `bucket` (its current copy from `CopyState`) at `depth`.
     fn dir_set(&self, index: u64, bucket: u64, depth: u32) -> Result<(), DbError> {
-        let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
-        let at = (index % DIR_PER_PAGE) as usize * 8;
+        let i = index / DIR_PER_PAGE;
+        let page = self.cache.get(dir_page(self.dir_pages, i, 0))?;
+        let copy = self.copies.bucket_copy(self.logical_of(bucket)?);
+        self.copies.mark_dir_changed(i);
         // One atomic store: `dir_get` reads the slot optimistically with one atomic load.
-        page.store_u64(at, dir_slot(bucket, depth));
+        page.store_u64(dir_slot_offset(index), dir_slot(bucket, copy, depth));
         Ok(())
     }
 
@@ -512,17 +617,22 @@ impl Engine {
     fn double_directory(&self, depth: u32) -> Result<(), DbError> {
         let half = 1u64 << depth;
         let lower: Vec<u64> = (0..half)
-            .map(|i| self.dir_get(i).map(|(page, d)| dir_slot(page, d)))
-            .collect::<Result<_, _>>()?;
+            .map(|i| {
+                let (page, d) = self.dir_get(i)?;
+                let copy = self.copies.bucket_copy(self.logical_of(page)?);
+                Ok(dir_slot(page, copy, d))
+            })
+            .collect::<Result<_, DbError>>()?;
         let mut i = 0u64;
         while i < half {
             let index = half + i;
-            let page = self.cache.get(DIR_START + index / DIR_PER_PAGE)?;
+            let page_index = index / DIR_PER_PAGE;
+            let page = self.cache.get(dir_page(self.dir_pages, page_index, 0))?;
             let room = (DIR_PER_PAGE - index % DIR_PER_PAGE).min(half - i);
+            self.copies.mark_dir_changed(page_index);
             page.write(|b| {
                 for j in 0..room {
-                    let at = ((index + j) % DIR_PER_PAGE) as usize * 8;
-                    put_u64(b, at, lower[(i + j) as usize]);
+                    put_u64(b, dir_slot_offset(index + j), lower[(i + j) as usize]);
                 }
             });
             i += room;
@@ -903,6 +1013,18 @@ impl Engine {
             return Err(DbError::ReadOnly);
         }
         check_sizes(key, Some(value), self.max_value)?;
+        match self.put_once(key, value) {
+            // Space freed since the last checkpoint is reusable only after the next one.
+            Err(DbError::NoSpace { .. }) if self.frees_pending() => {
+                self.checkpoint(false)?;
+                self.put_once(key, value)
+            }
+            other => other,
+        }
+    }
+
+    fn put_once(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+        let _s = self.begin_change()?;
         let hash = self.hash(key);
         let mut e = self.write_record(key, value)?;
         e.hash = hash as u32;
@@ -955,6 +1077,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
+            self.dirty_bucket(bucket, pattern);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1015,7 +1138,10 @@ impl Engine {
                 break;
             };
             taken += 1;
-            let moved = self.compact_page(page)?;
+            let moved = {
+                let _s = self.begin_change()?;
+                self.compact_page(page)?
+            };
             if moved > 0 {
                 self.pages_compacted.fetch_add(1, Ordering::Relaxed);
                 self.records_moved.fetch_add(moved, Ordering::Relaxed);
@@ -1143,10 +1269,12 @@ impl Engine {
         if self.read_only {
             return Err(DbError::ReadOnly);
         }
+        let _s = self.begin_change()?;
         let hash = self.hash(key);
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
+            self.dirty_bucket(bucket, pattern);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1182,6 +1310,7 @@ impl Engine {
     fn split(&self, bucket: u64, pattern: u64, hash: u64) -> Result<(), DbError> {
         let _split = self.split_lock.lock();
         let b = self.bucket(bucket, pattern)?;
+        self.dirty_bucket(bucket, pattern);
         b.write(|bytes| {
             if !bucket_covers(bytes, hash) || bucket_count(bytes) < BUCKET_CAP {
                 return Ok(()); // split (or emptied) by another thread meanwhile
@@ -1202,8 +1331,9 @@ impl Engine {
             if depth == global {
                 self.double_directory(global)?;
             }
-            let new_page = self.alloc_pages(1, MapKind::Bucket)?;
+            let new_page = self.alloc_bucket()?;
             let bit = 1u64 << depth;
+            self.dirty_bucket(new_page, pattern | bit);
             let entries: Vec<Entry> = (0..bucket_count(bytes))
                 .map(|i| Entry::read(bytes, i))
                 .collect();
@@ -1223,7 +1353,7 @@ impl Engine {
                 })
             });
             if let Err(err) = written {
-                self.free_or_leak(new_page, 1);
+                self.free_or_leak(new_page, 2);
                 return Err(err.into());
             }
             // The slots of the new bucket's pattern now point to it; the old bucket's keep

@@ -19,20 +19,45 @@ pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
 pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
 pub const KIND_MAP: u32 = u32::from_le_bytes(*b"PMAP");
 
-/// Directory entries per directory page: 4088 / 8. Each is a u64: the bucket's page number in
-/// the low 56 bits and its local depth in the top 8 ([`dir_slot`]), so that a lookup knows the
-/// bucket's hash pattern (its cache placement) before it reads the bucket.
-pub const DIR_PER_PAGE: u64 = (PAYLOAD / 8) as u64;
+/// A directory page: `[epoch u64]` then [`DIR_PER_PAGE`] slots. The directory has two copies
+/// (regions of `D` pages each); a checkpoint writes a changed page to the copy not holding its
+/// last checkpointed image, with the checkpoint's epoch, and open takes, per page, the valid
+/// copy with the highest epoch not above the superblock's.
+pub const DIR_HEADER: usize = 8;
+/// Directory entries per directory page: (4088 - 8) / 8 = 510. Each is a u64: the bucket's
+/// first page in the low 55 bits, which of the bucket's two copies holds its last checkpointed
+/// image in bit 55, its local depth in the top 8 ([`dir_slot`]): a lookup knows the bucket's
+/// hash pattern (its cache placement) before it reads the bucket.
+pub const DIR_PER_PAGE: u64 = ((PAYLOAD - DIR_HEADER) / 8) as u64;
+const _: () = assert!(DIR_PER_PAGE == 510);
+/// The bit of a directory slot saying which copy of the bucket is current.
+pub const DIR_COPY_BIT: u64 = 1 << 55;
 
-/// A directory slot: bucket `page` at local `depth`.
-pub fn dir_slot(page: u64, depth: u32) -> u64 {
-    debug_assert!(page < 1 << 56 && depth < 256);
-    page | u64::from(depth) << 56
+/// A directory slot: bucket `page` (its first copy) at local `depth`, copy `copy` current.
+pub fn dir_slot(page: u64, copy: u64, depth: u32) -> u64 {
+    debug_assert!(page < DIR_COPY_BIT && copy < 2 && depth < 256);
+    page | (copy * DIR_COPY_BIT) | (u64::from(depth) << 56)
 }
 
 /// The (page, local depth) of a directory slot.
 pub fn dir_slot_parts(slot: u64) -> (u64, u32) {
-    (slot & ((1 << 56) - 1), (slot >> 56) as u32)
+    (slot & (DIR_COPY_BIT - 1), (slot >> 56) as u32)
+}
+
+/// Which copy of its bucket a directory slot names.
+pub fn dir_slot_copy(slot: u64) -> u64 {
+    u64::from(slot & DIR_COPY_BIT != 0)
+}
+
+/// Byte offset of slot `index` in its directory page.
+pub fn dir_slot_offset(index: u64) -> usize {
+    DIR_HEADER + (index % DIR_PER_PAGE) as usize * 8
+}
+
+/// The page of copy `copy` of directory page `i`, for a directory of `dir_pages` pages.
+pub fn dir_page(dir_pages: u64, i: u64, copy: u64) -> u64 {
+    debug_assert!(i < dir_pages && copy < 2);
+    DIR_START + copy * dir_pages + i
 }
 /// First directory page.
 pub const DIR_START: u64 = SUPERBLOCK_COPIES;
@@ -105,6 +130,8 @@ pub enum MapKind {
     ExtentHead = 3,
     /// Any later page of an extent.
     ExtentTail = 4,
+    /// A bucket's second copy (the page after its first, [`MapKind::Bucket`]).
+    BucketCopy = 5,
 }
 
 impl MapKind {
@@ -115,6 +142,7 @@ impl MapKind {
             2 => MapKind::Data,
             3 => MapKind::ExtentHead,
             4 => MapKind::ExtentTail,
+            5 => MapKind::BucketCopy,
             _ => return None,
         })
     }
@@ -132,9 +160,9 @@ pub fn map_live(entry: u32) -> u32 {
 }
 
 /// First page of the space region (the first group's map copy 0), after the superblocks and
-/// a directory of `dir_pages` pages.
+/// the two copies of a directory of `dir_pages` pages.
 pub fn space_start(dir_pages: u64) -> u64 {
-    DIR_START + dir_pages
+    DIR_START + 2 * dir_pages
 }
 
 /// The physical page of logical page `l`.
@@ -182,7 +210,7 @@ pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Pages of the directory region for `max_depth`.
+/// Pages of one copy of the directory for `max_depth`.
 pub fn dir_pages(max_depth: u32) -> u64 {
     (1u64 << max_depth).div_ceil(DIR_PER_PAGE)
 }
@@ -193,6 +221,9 @@ pub fn dir_pages(max_depth: u32) -> u64 {
 pub struct Superblock {
     /// Incremented by every superblock write; the valid copy with the higher one is current.
     pub sequence: u64,
+    /// The last checkpoint: index pages (directory and map pages) with a higher epoch on the
+    /// device are from a checkpoint that did not complete and are ignored.
+    pub epoch: u64,
     /// The index hash's key, chosen at random when the store is created (so that keys crafted
     /// to collide cannot be computed without it).
     pub hash_key: [u64; 2],
@@ -222,6 +253,7 @@ impl Superblock {
         put_u64(b, 64, self.sequence);
         put_u64(b, 72, self.hash_key[0]);
         put_u64(b, 80, self.hash_key[1]);
+        put_u64(b, 88, self.epoch);
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -250,6 +282,7 @@ impl Superblock {
             max_value_bytes: get_u64(b, 56),
             sequence: get_u64(b, 64),
             hash_key: [get_u64(b, 72), get_u64(b, 80)],
+            epoch: get_u64(b, 88),
         };
         if sb.max_depth > crate::MAX_DIRECTORY_DEPTH || sb.global_depth > sb.max_depth {
             return Err(format!(

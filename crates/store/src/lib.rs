@@ -37,21 +37,22 @@
 //! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (3),
 //!                   page size, max/global directory depth, directory pages, clean flag,
 //!                   high-water mark (next never-used logical page), 0 (was the free-list
-//!                   head), key count, max value size, sequence number, hash key (2 × u64);
-//!                   the valid copy (checksum)
-//!                   with the higher sequence is current, so a torn write loses nothing
-//! pages 2..2+D      directory: 2^max_depth u64 slots, 511 per page, each
-//!                   [bucket page: low 56 bits][bucket's local depth: top 8 bits]
-//!                   (D = ceil(2^max_depth / 511): 129 pages for the default depth 16);
-//!                   loaded into the cache's pinned partition at open, never evicted
-//! pages 2+D..       groups of 2 + 1018 pages: [map copy 0][map copy 1 (reserved)] then
-//!                   1018 managed pages, numbered *logically* by the allocator and extents
-//!                   (map pages skipped) and physically everywhere else: buckets, data pages,
-//!                   extents, free pages, mixed:
+//!                   head), key count, max value size, sequence number, hash key (2 × u64),
+//!                   the last checkpoint's epoch; the valid copy (checksum) with the higher
+//!                   sequence is current, so a torn write loses nothing
+//! pages 2..2+2D     directory, two copies of D pages: [epoch u64] then 510 u64 slots each
+//!                   [bucket's first page: low 55 bits][its current copy: bit 55]
+//!                   [bucket's local depth: top 8 bits]
+//!                   (D = ceil(2^max_depth / 510): 129 pages for the default depth 16); the
+//!                   current copy of each page is loaded into the cache's pinned partition
+//! pages 2+2D..      groups of 2 + 1018 pages: [map copy 0][map copy 1] then 1018 managed
+//!                   pages, numbered *logically* by the allocator and extents (map pages
+//!                   skipped) and physically everywhere else: buckets (two pages: its two
+//!                   copies), data pages, extents, free pages, mixed:
 //!
-//!  map      [kind "PMAP" u32][group u32][epoch u64 (0 for now)]
+//!  map      [kind "PMAP" u32][group u32][epoch u64]
 //!           1018 × [kind: top 4 bits (0 free, 1 bucket, 2 data, 3 extent head, 4 extent
-//!                   tail)][a data page's live bytes: low 16 bits]    (u32 each)
+//!                   tail, 5 bucket copy)][a data page's live bytes: low 16 bits]  (u32 each)
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
 //!           452 × [hash fragment u32]        (the key hash's low 32 bits)
 //!           452 × [page u32][slot u8]        (record offset / 16; slot 0: an extent)
@@ -158,27 +159,36 @@
 //! free-extent map (≈ 100 bytes per free extent) and transient per-operation buffers (a value
 //! being read or written). An emulated device adds its whole capacity in DRAM.
 //!
-//! # For the durability issue (crash atomicity)
+//! # Crash safety
 //!
-//! Today a crash between close points leaves the store marked unclean: it reopens with free
-//! space leaked (every page up to the file end is treated as used), but the index may hold
-//! entries whose records or split buckets never reached the device. `docs/durability.md` has
-//! the design being built: staged index deltas, atomic checkpoints of the index pages and the
-//! page map (whose second copies are reserved for it), and recovery.
+//! The store is **crash-consistent at checkpoints** (`docs/durability.md`): after a crash at
+//! any instant, including torn 512-byte sector writes, [`Db::open`] finds the store exactly
+//! as of its last completed checkpoint (`Db::check` clean, nothing half done). A checkpoint
+//! runs at [`Db::flush`] (so a `flush` that returned is durable), at close, every
+//! [`CHECKPOINT_INTERVAL`] (1 s) while the store changes (with the cleaner on), and when too many
+//! index pages or freed pages wait. Index pages (buckets, directory pages, page map) have two
+//! copies; between checkpoints they change only in DRAM (the cache holds them back), and a
+//! checkpoint writes each changed one to the copy that does not hold the last checkpoint's
+//! image, then the superblock with the new epoch. Freed pages are reused only after the
+//! checkpoint that records them free. Records are written out of place and flushed before
+//! the index that names them. What a crash loses: the changes since the last checkpoint
+//! (per-operation durability comes with issue 9's staging queues).
 
 mod alloc;
+mod copies;
 mod db;
 mod engine;
 mod error;
 mod layout;
 
 pub use db::{
-    Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, DEFAULT_DIRECTORY_DEPTH,
-    DEFAULT_MAX_VALUE_BYTES,
+    Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, CHECKPOINT_INTERVAL,
+    DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
 };
 pub use engine::{
-    CheckReport, CompactionStats, Problem, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION,
-    COMPACT_RESERVE_MIN_PAGES, MAX_KEY_BYTES, MAX_PROBLEMS_LISTED, SPARSE_QUEUE,
+    CheckReport, CheckpointStats, CompactionStats, Problem, COMPACT_LIVE_BYTES,
+    COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, FREED_PAGES_MIN, MAX_KEY_BYTES,
+    MAX_PROBLEMS_LISTED, SPARSE_QUEUE,
 };
 pub use error::DbError;
 pub use layout::{key_hash, BUCKET_CAP, MAX_SMALL_RECORD};

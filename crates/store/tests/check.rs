@@ -12,9 +12,23 @@ use tamer_device::EmulatorModel;
 use tamer_store::{CheckReport, Db, DbOptions, DeviceKind};
 
 const PAGE: usize = 4096;
-/// The first group's map page (copy 0): after the two superblocks and the 9 directory pages
-/// at depth 12.
-const MAP0: u64 = 2 + 9;
+/// The first group's map page (copy 0): after the two superblocks and the two copies of the 9
+/// directory pages at depth 12; copy 1 follows, then the first managed page.
+const MAP0: u64 = 2 + 2 * 9;
+
+/// The copy of the first group's map page written by the last checkpoint (the higher epoch).
+fn current_map(model: &EmulatorModel) -> u64 {
+    let epoch = |page: u64| {
+        let mut bytes = vec![0u8; PAGE];
+        model.read_at(page * PAGE as u64, &mut bytes).unwrap();
+        u64::from_le_bytes(bytes[8..16].try_into().unwrap())
+    };
+    if epoch(MAP0 + 1) > epoch(MAP0) {
+        MAP0 + 1
+    } else {
+        MAP0
+    }
+}
 
 fn options() -> DbOptions {
     emulated(2 << 20, 64 << 20)
@@ -106,7 +120,7 @@ fn a_wrong_live_count_in_the_map_is_reported() {
     let model = written(7, 2_000);
     // The first data page's entry: find a data entry (kind 2) in map page 0 and add 16.
     let mut changed = None;
-    edit_page(&model, MAP0, |b| {
+    edit_page(&model, current_map(&model), |b| {
         for i in 0..1018usize {
             let at = 16 + 4 * i;
             let entry = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());

@@ -342,9 +342,9 @@ fn a_file_size_limit_fails_cleanly() {
     db.close().unwrap();
 }
 
-/// A closed store of 200 records of 300 bytes (in format 3: the first bucket is page 13, after
-/// the superblock copies, 9 directory pages at depth 12 and the first group's two map pages;
-/// the first data page is 14).
+/// A closed store of 200 records of 300 bytes (in format 3: the first bucket's two copies are
+/// pages 22 and 23, after the superblock copies, the two copies of the 9 directory pages at
+/// depth 12 and the first group's two map pages; the first data page is 24).
 fn flip_store(name: &str) -> (TempFile, Model) {
     let file = TempFile(temp_path(name));
     let db = Db::open(&file.0, uring(1 << 20)).unwrap();
@@ -359,8 +359,8 @@ fn flip_store(name: &str) -> (TempFile, Model) {
     (file, model)
 }
 
-const FIRST_BUCKET: u64 = 2 + 9 + 2;
-const FIRST_DATA: u64 = FIRST_BUCKET + 1;
+const FIRST_BUCKET: u64 = 2 + 2 * 9 + 2;
+const FIRST_DATA: u64 = FIRST_BUCKET + 2;
 
 /// XORs `mask` into byte `at` of page `page` of the file.
 fn flip(path: &std::path::Path, page: u64, at: u64, mask: u8) {
@@ -404,7 +404,9 @@ fn expect_corrupt_only_at(db: &Db, model: &Model, page: u64) {
 #[test]
 fn a_flipped_byte_in_a_bucket_is_a_checksum_error() {
     let (file, model) = flip_store("flip-bucket");
+    // Both copies: whichever the last checkpoint wrote is the one read.
     flip(&file.0, FIRST_BUCKET, 40, 0x40);
+    flip(&file.0, FIRST_BUCKET + 1, 40, 0x40);
     let db = Db::open(&file.0, uring(1 << 20)).unwrap();
     expect_corrupt_only_at(&db, &model, FIRST_BUCKET);
     drop(db);
@@ -467,7 +469,8 @@ fn cursor_returns_every_key_once_across_splits() {
 #[test]
 fn data_pages_of_small_records_are_reused() {
     // Only small records: every round fills pages, then deletes everything. Once a round's
-    // pages are dead they must be reused, so the high-water mark stops growing after round 1.
+    // pages are dead, and a checkpoint (here `flush`) made that durable, they must be reused,
+    // so the high-water mark stops growing after round 1.
     let db = Db::open("unused", emulated(1 << 20, 64 << 20)).unwrap();
     let mut marks = Vec::new();
     for round in 0..6 {
@@ -478,6 +481,7 @@ fn data_pages_of_small_records_are_reused() {
         for i in 0..2_000 {
             assert!(db.delete(format!("k-{i}").as_bytes()).unwrap());
         }
+        db.flush().unwrap();
         let (high, _, _, leaked) = db.run(|h| h.space_stats()).unwrap();
         assert_eq!(leaked, 0);
         marks.push(high);
@@ -506,6 +510,8 @@ fn deleted_space_is_reused_not_appended() {
         for i in 0..200 {
             assert!(db.delete(format!("s-{i}").as_bytes()).unwrap());
         }
+        // Freed space is reusable once a checkpoint made the frees durable.
+        db.flush().unwrap();
     }
     let (high, free, _, leaked) = db.run(|h| h.space_stats()).unwrap();
     // Live data: 50 values of 5 pages; the high-water mark stays near it, not 5 rounds' worth.
@@ -645,6 +651,8 @@ fn sparse_pages_are_compacted_and_every_value_survives() {
     let before = pages_in_use(&db);
     let queued = db.compaction_stats().queued;
     let taken = db.compact().unwrap();
+    // Compacted pages are free once a checkpoint made the moves durable.
+    db.flush().unwrap();
     let after = pages_in_use(&db);
     let stats = db.compaction_stats();
     eprintln!(

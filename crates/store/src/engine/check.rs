@@ -260,6 +260,16 @@ impl Engine {
         report: &mut CheckReport,
         seen: &Referenced,
     ) -> Result<(), DbError> {
+        let mut bucket_copies = HashSet::new();
+        for &bucket in &seen.buckets {
+            match self.extent_page(bucket, 1) {
+                Ok(p) => bucket_copies.insert(p),
+                Err(_) => {
+                    report.problem(bucket, "a bucket's second copy is not a managed page");
+                    continue;
+                }
+            };
+        }
         let mut extent_tails = HashSet::new();
         for (&head, &pages) in &seen.extents {
             for i in 1..pages {
@@ -291,6 +301,8 @@ impl Engine {
                 Some(MapKind::ExtentHead)
             } else if extent_tails.contains(&page) {
                 Some(MapKind::ExtentTail)
+            } else if bucket_copies.contains(&page) {
+                Some(MapKind::BucketCopy)
             } else {
                 None
             };
@@ -331,7 +343,7 @@ impl Engine {
                 }
             }
             MapKind::ExtentHead | MapKind::ExtentTail => report.extent_pages += 1,
-            MapKind::Bucket | MapKind::Free => {}
+            MapKind::Bucket | MapKind::BucketCopy | MapKind::Free => {}
         }
     }
 }

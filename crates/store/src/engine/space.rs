@@ -57,6 +57,7 @@ impl Engine {
     ) -> Result<u32, DbError> {
         let (r, at) = self.map_of(l)?;
         let group = (l / MAP_ENTRIES) as u32;
+        self.copies.mark_map_changed(u64::from(group));
         r.write(|b| {
             let new = f(get_u32(b, at))?;
             if get_u32(b, 0) == 0 {
@@ -191,9 +192,21 @@ impl Engine {
     /// claimed under the lock (another thread may have used the growth first: retried, at
     /// most `ALLOC_GROW_ATTEMPTS` times, then grown under the lock to guarantee progress).
     pub(super) fn alloc_pages(&self, n: u64, kind: MapKind) -> Result<u64, DbError> {
-        debug_assert!(n > 0 && kind != MapKind::Free && kind != MapKind::ExtentTail);
+        debug_assert!(n > 0 && matches!(kind, MapKind::Data | MapKind::ExtentHead));
+        self.alloc_marked(n, kind, MapKind::ExtentTail)
+    }
+
+    /// A new bucket: two pages (its two copies; the first is its name, the current copy is
+    /// the first until a checkpoint writes the second).
+    pub(super) fn alloc_bucket(&self) -> Result<u64, DbError> {
+        let page = self.alloc_marked(2, MapKind::Bucket, MapKind::BucketCopy)?;
+        self.copies.set_bucket(self.logical_of(page)?, 0);
+        Ok(page)
+    }
+
+    fn alloc_marked(&self, n: u64, kind: MapKind, rest: MapKind) -> Result<u64, DbError> {
         let l = self.alloc_logical(n)?;
-        let rest = map_entry(MapKind::ExtentTail, 0);
+        let rest = map_entry(rest, 0);
         if let Err(err) = self.map_set(l, n, map_entry(kind, 0), rest) {
             // The map could not say they are used: they stay unused (and unmarked) in DRAM.
             self.lock_alloc().free.give(l, n);
@@ -246,12 +259,13 @@ impl Engine {
     }
 
     /// Frees `n` pages from physical page `start` (consecutive in logical pages): marked free
-    /// in the map first, then handed to the allocator.
+    /// in the map now, handed to the allocator once the next checkpoint is durable (until
+    /// then the last checkpoint may still name them).
     pub(super) fn free_pages(&self, start: u64, n: u64) -> Result<(), DbError> {
         let l = self.logical_of(start)?;
         let free = map_entry(MapKind::Free, 0);
         self.map_set(l, n, free, free)?;
-        self.lock_alloc().free.give(l, n);
+        self.lock_dirty().freed.push((l, n));
         Ok(())
     }
 

@@ -1,0 +1,272 @@
+//! Checkpoints: the index pages (buckets, directory pages, map pages) changed since the last
+//! checkpoint are written to their other copy, then the superblock names the new epoch
+//! (`docs/durability.md`). Until that superblock write is durable, the previous checkpoint is
+//! intact on the device whatever a crash tears; after it, the new one is complete. A store
+//! reopened after a crash is the store as of its last checkpoint.
+//!
+//! Every change to an index page happens under the checkpoint latch held shared (a put, a
+//! delete, a compaction move, a split, from start to end); a checkpoint holds it exclusive,
+//! so it sees whole operations only. Pages freed since the last checkpoint return to the
+//! allocator only once the next checkpoint is durable: the last checkpoint's pages are never
+//! overwritten while it is the one a crash returns to.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use tamer_cache::PageClass;
+use tamer_runtime::thread;
+
+use super::{mask, Engine};
+use crate::layout::*;
+use crate::DbError;
+
+/// Pages freed since the last checkpoint that make the next change run one first (or a
+/// sixteenth of the pages in use, whichever is more): the space deferred frees hold back.
+pub const FREED_PAGES_MIN: u64 = 256;
+
+/// Cores the checkpoint latch keeps a count for (more share counts).
+const LATCH_CORES: usize = 64;
+
+/// One core's count of shared holders, on its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct CoreCount(AtomicUsize);
+
+/// A latch for user-level threads, shared or exclusive; waiting yields the core. Shared
+/// holders count on their own core's line (a put touches no line another core writes); an
+/// exclusive holder raises a flag, which stops new shared holders (checkpoints are not
+/// starved by a stream of puts), then waits for every count to reach zero.
+pub(crate) struct CheckpointLatch {
+    exclusive: AtomicBool,
+    shared: Box<[CoreCount]>,
+}
+
+pub(crate) struct SharedGuard<'a>(&'a CheckpointLatch, usize);
+pub(crate) struct ExclusiveGuard<'a>(&'a CheckpointLatch);
+
+impl CheckpointLatch {
+    pub fn new() -> Self {
+        Self {
+            exclusive: AtomicBool::new(false),
+            shared: (0..LATCH_CORES).map(|_| CoreCount::default()).collect(),
+        }
+    }
+
+    pub fn shared(&self) -> SharedGuard<'_> {
+        let core = thread::core_id().unwrap_or(0) % LATCH_CORES;
+        let count = &self.shared[core].0;
+        loop {
+            // SeqCst on both sides: a sharer that sees no flag after counting itself, and a
+            // checkpoint that sees no count after raising the flag, cannot both go on.
+            count.fetch_add(1, Ordering::SeqCst);
+            if !self.exclusive.load(Ordering::SeqCst) {
+                return SharedGuard(self, core);
+            }
+            count.fetch_sub(1, Ordering::SeqCst);
+            while self.exclusive.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
+        }
+    }
+
+    pub fn exclusive(&self) -> ExclusiveGuard<'_> {
+        while self
+            .exclusive
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            thread::yield_now();
+        }
+        while self.shared.iter().any(|c| c.0.load(Ordering::SeqCst) > 0) {
+            thread::yield_now();
+        }
+        ExclusiveGuard(self)
+    }
+}
+
+impl Drop for SharedGuard<'_> {
+    fn drop(&mut self) {
+        let before = self.0.shared[self.1].0.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(before >= 1, "shared checkpoint latch released twice");
+    }
+}
+
+impl Drop for ExclusiveGuard<'_> {
+    fn drop(&mut self) {
+        let was = self.0.exclusive.swap(false, Ordering::SeqCst);
+        debug_assert!(was, "exclusive checkpoint latch released twice");
+    }
+}
+
+/// What checkpoints have done since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    pub checkpoints: u64,
+    /// Index pages written (each to its other copy).
+    pub index_pages_written: u64,
+    /// Time writers waited for checkpoints in all, and the longest one (ns): a checkpoint
+    /// holds the checkpoint latch for its whole run.
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Pages freed since the last checkpoint (which index pages changed is in `CopyState`).
+#[derive(Default)]
+pub(crate) struct Dirty {
+    /// Logical extents freed: (first, pages).
+    pub freed: Vec<(u64, u64)>,
+}
+
+impl Engine {
+    /// Runs a checkpoint when more index pages changed than the bound, before an operation
+    /// that changes more (the caller holds no latch).
+    pub(super) fn checkpoint_if_over(&self) -> Result<(), DbError> {
+        let over = {
+            if self.copies.changed() >= self.dirty_index_pages_max {
+                true
+            } else {
+                let freed: u64 = self.lock_dirty().freed.iter().map(|&(_, n)| n).sum();
+                // Freed pages wait for the next checkpoint: bound the space they hold back.
+                freed >= FREED_PAGES_MIN.max(self.lock_alloc().next_page / 16)
+            }
+        };
+        if over {
+            self.checkpoint(false)?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint, if anything changed since the last one.
+    pub fn checkpoint_if_dirty(&self) -> Result<(), DbError> {
+        let changed = self.copies.changed() > 0 || !self.lock_dirty().freed.is_empty();
+        if changed {
+            self.checkpoint(false)?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything done so far durable and the store's crash point: data pages written
+    /// and flushed, then every changed index page to its other copy, a flush, the superblock
+    /// with the next epoch (`clean` at close), a flush. Frees since the last checkpoint are
+    /// then reusable. An error leaves the previous checkpoint as the crash point and fails the
+    /// store (later writes fail; reopen it to recover).
+    pub fn checkpoint(&self, clean: bool) -> Result<(), DbError> {
+        let _x = self.ckpt.exclusive();
+        self.check_failed()?;
+        let start = tamer_device::now_ns();
+        let result = self.checkpoint_locked(clean);
+        match &result {
+            Ok(pages) => {
+                let took = tamer_device::now_ns().saturating_sub(start);
+                let mut stats = self.lock_checkpoint_stats();
+                stats.checkpoints += 1;
+                stats.index_pages_written += *pages as u64;
+                stats.total_ns += took;
+                stats.max_ns = stats.max_ns.max(took);
+            }
+            Err(err) => self.fail(format!("a checkpoint failed: {err}")),
+        }
+        result.map(|_| ())
+    }
+
+    /// The checkpoint proper; returns the index pages it wrote.
+    fn checkpoint_locked(&self, clean: bool) -> Result<usize, DbError> {
+        let dirty = std::mem::take(&mut *self.lock_dirty());
+        // Records first: the index about to be made durable names them.
+        self.cache.flush()?;
+        let epoch = self.next_epoch.load(Ordering::Acquire);
+        let buckets = self.take_changed_buckets()?;
+        self.checkpoint_buckets(&buckets)?;
+        let bucket_pages = buckets.len();
+        // Switching bucket copies changed directory slots: those pages go too.
+        let dir = self.copies.take_changed_dir_pages();
+        let mut writes = Vec::with_capacity(dir.len());
+        for &i in &dir {
+            let tag = dir_page(self.dir_pages, i, 0);
+            self.cache.get(tag)?.write(|b| put_u64(b, 0, epoch));
+            let new = 1 - self.copies.dir_copy(i);
+            self.copies.set_dir_copy(i, new);
+            writes.push((tag, PageClass::Data, dir_page(self.dir_pages, i, new)));
+        }
+        for group in self.copies.take_changed_groups() {
+            let tag = map_page(self.space_start, group, 0);
+            self.cache.get(tag)?.write(|b| {
+                if get_u32(b, 0) == 0 {
+                    put_u32(b, 0, KIND_MAP);
+                    put_u32(b, 4, group as u32);
+                }
+                put_u64(b, 8, epoch);
+            });
+            let new = 1 - self.copies.map_copy(group);
+            self.copies.set_map_copy(group, new);
+            writes.push((tag, PageClass::Data, map_page(self.space_start, group, new)));
+        }
+        let written = self.cache.write_back_many(&writes)?;
+        if written != writes.len() {
+            return Err(super::corrupt(
+                0,
+                "a changed index page was not in the cache",
+            ));
+        }
+        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        self.epoch.store(epoch, Ordering::Release);
+        self.next_epoch.store(epoch + 1, Ordering::Release);
+        self.write_superblock(clean)?;
+        let sb_page = self.sb_page.load(Ordering::Acquire);
+        self.cache
+            .write_back_to(sb_page, PageClass::Data, sb_page)?;
+        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        let mut alloc = self.lock_alloc();
+        for (l, n) in dirty.freed {
+            alloc.free.give(l, n);
+        }
+        drop(alloc);
+        Ok(bucket_pages + writes.len())
+    }
+
+    /// The buckets changed since the last checkpoint, (first page, pattern), their marks
+    /// cleared: each bucket is visited at its lowest directory slot, its pattern.
+    fn take_changed_buckets(&self) -> Result<Vec<(u64, u64)>, DbError> {
+        let global = self.global_depth.load(Ordering::Acquire);
+        let mut changed = Vec::new();
+        for index in 0..1u64 << global {
+            let (page, depth) = self.dir_get(index)?;
+            if index < 1u64 << depth.min(global)
+                && self.copies.take_bucket_changed(self.logical_of(page)?)
+            {
+                changed.push((page, index));
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Writes the changed buckets to their other copies and names those copies in their
+    /// directory slots. Each copy is named before its write, while the page is dirty and so
+    /// cannot be evicted: once written it is clean, and a miss then reads the copy written.
+    fn checkpoint_buckets(&self, buckets: &[(u64, u64)]) -> Result<(), DbError> {
+        let mut writes = Vec::with_capacity(buckets.len());
+        for &(page, pattern) in buckets {
+            let l = self.logical_of(page)?;
+            let new = 1 - self.copies.bucket_copy(l);
+            self.copies.set_bucket(l, new);
+            writes.push((
+                page,
+                PageClass::Index { set_key: pattern },
+                self.phys(l + new),
+            ));
+        }
+        let written = self.cache.write_back_many(&writes)?;
+        if written != writes.len() {
+            return Err(super::corrupt(0, "a changed bucket was not in the cache"));
+        }
+        let global = self.global_depth.load(Ordering::Acquire);
+        for &(page, pattern) in buckets {
+            let depth = self.bucket(page, pattern)?.read(bucket_depth).min(global);
+            let mut index = pattern & mask(depth);
+            while index < 1u64 << global {
+                self.dir_set(index, page, depth)?;
+                index += 1u64 << depth;
+            }
+        }
+        Ok(())
+    }
+}

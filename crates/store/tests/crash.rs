@@ -1,0 +1,227 @@
+//! Crash tests on the fault-injecting device: power is cut at a seeded write, every write not
+//! covered by a completed flush is kept, dropped or torn at 512-byte sectors by a seeded
+//! choice, and the store reopened on what the medium then holds must be exactly the store as
+//! of some operation at or after the last `flush` that returned (a checkpoint): nothing
+//! acknowledged by a flush lost, nothing half done, `check` clean.
+//!
+//! A failing case prints its seed; `CRASH_SEED=<seed> cargo test -p tamer-store --test crash`
+//! replays it alone.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{value_for, SeedGuardLite, TEST_HASH_KEY};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
+use tamer_store::{Db, DbOptions, DeviceKind};
+
+type Model = HashMap<Vec<u8>, Vec<u8>>;
+
+/// Seeded crash points of the CI run (issue 9 asks for at least 1,000).
+const CRASH_POINTS: u64 = 1_000;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(Vec<u8>, usize, u64),
+    Delete(Vec<u8>),
+    Flush,
+}
+
+fn options(device: DeviceKind) -> DbOptions {
+    DbOptions::new(512 << 10)
+        .device(device)
+        .cores(1)
+        .threads_per_core(4)
+        .max_directory_depth(8)
+        .max_value_bytes(16 << 10)
+        .cleaner(false)
+        .warm_index(false)
+        .hash_key(TEST_HASH_KEY)
+}
+
+/// `n` seeded operations: puts of small values and some extents over 1,200 keys (enough to
+/// split buckets and double the directory), deletes, a flush every 100 or so (checkpoints
+/// also run when too many index pages or freed pages wait).
+fn workload(seed: u64, n: usize) -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let key = rng.gen_range(0..1_200u32).to_be_bytes().to_vec();
+            match rng.gen_range(0..100) {
+                0 => Op::Flush,
+                1..=15 => Op::Delete(key),
+                16..=19 => Op::Put(key, rng.gen_range(5_000..12_000), rng.gen()),
+                _ => Op::Put(key, rng.gen_range(0..400), rng.gen()),
+            }
+        })
+        .collect()
+}
+
+fn apply(model: &mut Model, op: &Op) {
+    match op {
+        Op::Put(k, len, version) => {
+            model.insert(k.clone(), value_for(k, *version, *len));
+        }
+        Op::Delete(k) => {
+            model.remove(k);
+        }
+        Op::Flush => {}
+    }
+}
+
+/// Every (key, value) of a store.
+fn contents(db: &Db) -> Model {
+    db.cursor()
+        .map(|item| item.expect("a readable record"))
+        .collect()
+}
+
+/// One crash: runs the workload until the power goes (at write `crash_at`, or after the last
+/// operation), reopens on the crash image and checks it. Returns the checkpoint's operation
+/// index the store came back at.
+fn crash_once(seed: u64) -> usize {
+    let _guard = SeedGuardLite::new("crash", seed);
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4a5);
+    let model = EmulatorConfig::with_latency_ns(1_000)
+        .capacity_bytes(32 << 20)
+        .build()
+        .unwrap();
+    let plan = FaultPlan {
+        // The workload writes ≈ 100-170 pages: most crash points fall inside it.
+        crash: CrashPoint::AfterWrites(rng.gen_range(1..150)),
+        write_cache_bytes: rng.gen_range(4..256) << 12,
+    };
+    let state = FaultState::new(model, plan).unwrap();
+    let ops = workload(seed, 600);
+    // Ops completed (in order, up to the first failure) and the count at the last flush that
+    // returned: the store must come back at or after it.
+    let mut done = 0;
+    let mut flushed = 0;
+    if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(state.clone()))) {
+        for op in &ops {
+            let ok = match op {
+                Op::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
+                Op::Delete(k) => db.delete(k).is_ok(),
+                Op::Flush => db.flush().is_ok(),
+            };
+            if !ok {
+                break;
+            }
+            done += 1;
+            if matches!(op, Op::Flush) {
+                flushed = done;
+            }
+        }
+        // Dropped without close: the process dies with the power.
+        state.power_loss();
+        drop(db);
+    }
+    state.power_loss();
+    let fates = state.seeded_fates(seed);
+    let image = state
+        .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
+        .unwrap();
+    let db = Db::open("unused", options(DeviceKind::Model(image)))
+        .unwrap_or_else(|err| panic!("seed {seed}: reopening after the crash: {err}"));
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "seed {seed}: {report:#?}");
+    assert!(report.leaked_pages <= 2, "seed {seed}: {report:?}");
+    let got = contents(&db);
+    assert_eq!(got.len() as u64, db.len(), "seed {seed}: key count");
+    db.close().unwrap();
+    // The state after some op in flushed..=done.
+    let mut expected = Model::new();
+    for op in &ops[..flushed] {
+        apply(&mut expected, op);
+    }
+    // Candidates: the state after op `flushed`, then after each later op up to `done`.
+    let later = ops[flushed..done].iter().map(Some).chain([None]);
+    for (at, next) in (flushed..).zip(later) {
+        if got == expected {
+            if std::env::var_os("CRASH_VERBOSE").is_some() {
+                eprintln!(
+                    "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, {:?}",
+                    state.counts()
+                );
+            }
+            return at;
+        }
+        if let Some(op) = next {
+            apply(&mut expected, op);
+        }
+    }
+    panic!(
+        "seed {seed}: after the crash the store is no state between op {flushed} (the last \
+         flush that returned) and op {done} ({} keys)",
+        got.len()
+    );
+}
+
+/// Catches: index pages written over the last checkpoint's copies, a checkpoint whose
+/// superblock can become durable before its pages, frees reused before the checkpoint that
+/// made them durable, records not flushed before the index naming them, recovery choosing a
+/// copy from a checkpoint that did not complete.
+#[test]
+fn a_crash_at_any_write_reopens_at_a_checkpoint() {
+    let seeds: Vec<u64> = match std::env::var("CRASH_SEED") {
+        Ok(seed) => vec![seed.parse().expect("CRASH_SEED is a number")],
+        Err(_) => (0..CRASH_POINTS).map(|i| 0xc0de_0000 + i).collect(),
+    };
+    let mut at_start = 0;
+    for &seed in &seeds {
+        if crash_once(seed) == 0 {
+            at_start += 1;
+        }
+    }
+    eprintln!(
+        "{} crash points, {at_start} came back at the first state",
+        seeds.len()
+    );
+}
+
+/// Two crashes in a row: a crash while the store reopens (its first checkpoint) still leaves
+/// a store at a checkpoint. Catches a recovery that writes over what it recovers from.
+#[test]
+fn a_crash_during_reopening_is_recovered_from_too() {
+    for seed in 0..20u64 {
+        let _guard = SeedGuardLite::new("crash during reopen", seed);
+        let model = EmulatorConfig::with_latency_ns(1_000)
+            .capacity_bytes(32 << 20)
+            .build()
+            .unwrap();
+        let db = Db::open("unused", options(DeviceKind::Model(model.clone()))).unwrap();
+        let ops = workload(seed, 300);
+        let mut expected = Model::new();
+        for op in &ops {
+            match op {
+                Op::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).unwrap(),
+                Op::Delete(k) => {
+                    db.delete(k).unwrap();
+                }
+                Op::Flush => db.flush().unwrap(),
+            }
+            apply(&mut expected, op);
+        }
+        db.flush().unwrap();
+        drop(db); // a crash after the flush
+        let plan = FaultPlan {
+            crash: CrashPoint::AfterWrites(1 + seed % 7),
+            ..FaultPlan::default()
+        };
+        let state = FaultState::new(model, plan).unwrap();
+        let _ = Db::open("unused", options(DeviceKind::Faulty(state.clone())));
+        state.power_loss();
+        let image = state
+            .crash_model(
+                EmulatorConfig::with_latency_ns(1_000),
+                &state.seeded_fates(seed),
+            )
+            .unwrap();
+        let db = Db::open("unused", options(DeviceKind::Model(image))).unwrap();
+        assert!(db.check().unwrap().is_clean(), "seed {seed}");
+        assert_eq!(contents(&db), expected, "seed {seed}");
+        db.close().unwrap();
+    }
+}
