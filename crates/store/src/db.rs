@@ -744,6 +744,12 @@ impl Db {
         self.run(|h| h.check())?
     }
 
+    /// What checkpoints did since open: how many, the index pages they wrote, how long
+    /// writers waited for them (see [`Db::flush`]).
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        self.engine.checkpoint_stats()
+    }
+
     /// The value of `key`, if any.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         check_sizes(key, None, self.engine.max_value)?;

@@ -162,8 +162,33 @@ fn run_config(
             run.interleaved = interleave(dev, &db, second)?;
         }
     }
+    print_checkpoints(dev, config, &db, result);
     db.close()
         .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
+}
+
+/// What the store's checkpoints (issue 9) cost this configuration: writers wait for each.
+fn print_checkpoints(dev: &DeviceCtx, config: Config, db: &Db, result: &mut BenchResult) {
+    let stats = db.checkpoint_stats();
+    println!(
+        "  {:<5} {:<10} checkpoints {}, index pages written {}, writers waited {:.1} ms in all, \
+         the longest {:.2} ms",
+        dev.target.name(),
+        config.name(),
+        stats.checkpoints,
+        stats.index_pages_written,
+        stats.total_ns as f64 / 1e6,
+        stats.max_ns as f64 / 1e6,
+    );
+    let sfx = format!("{}_{}", config.name().replace('-', "_"), dev.target.name());
+    result.figure(
+        &format!("checkpoint_max_ms_{sfx}"),
+        Some(stats.max_ns as f64 / 1e6),
+    );
+    result.figure(
+        &format!("checkpoints_{sfx}"),
+        Some(stats.checkpoints as f64),
+    );
 }
 
 /// `tamer` and `tamer-fifo` on `workload`: the policy rounds, then each policy's slices
