@@ -24,6 +24,14 @@ enum Command {
         #[command(subcommand)]
         which: Bench,
     },
+    /// Internal: the process crash test's worker (a seeded workload on a store until killed;
+    /// prints `durable <ops>` after each flush).
+    #[command(hide = true)]
+    CrashWorker {
+        path: PathBuf,
+        #[arg(long)]
+        seed: u64,
+    },
     /// Verify a store's every checksum and structure (opened read-only) and report what is
     /// wrong. Exit status: 0 clean, 1 damaged, 2 could not check.
     Check {
@@ -164,6 +172,15 @@ fn main() -> ExitCode {
     let which = match cli.command {
         Command::Bench { which } => which,
         Command::Check { path, cache_mib } => return check(&path, cache_mib),
+        Command::CrashWorker { path, seed } => {
+            return match tamer_bench::crash::run_worker(&path, seed) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("error: crash worker: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     };
     let (options, result) = match which {
         Bench::Runtime(common) => {

@@ -1,0 +1,101 @@
+//! The process crash test's worker (issue 9): a seeded, endless sequence of puts (small and
+//! extent-sized values), deletes and flushes on a store file, each flush that returns printed
+//! as `durable <ops>` (the operations done before it), until the process is killed. The test
+//! (`tests/crash_process.rs`) kills it with SIGKILL at a seeded instant, reopens the file and
+//! checks that the store is the state after some operation at or after the last `durable`
+//! line, with `check` clean. `ops` and `apply` let it rebuild those states.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_store::{Db, DbOptions, DeviceKind};
+
+/// Keys the workload touches.
+pub const KEYS: u32 = 2_000;
+/// Largest value (the store's `max_value_bytes` for this workload).
+pub const MAX_VALUE: usize = 16 << 10;
+
+/// One operation of the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Put { key: u32, len: usize, version: u64 },
+    Delete { key: u32 },
+    Flush,
+}
+
+/// The workload of `seed`, endless: 5 % extent-sized puts, 70 % small puts, 20 % deletes, a
+/// flush in 50.
+pub fn ops(seed: u64) -> impl Iterator<Item = Op> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    std::iter::from_fn(move || {
+        let key = rng.gen_range(0..KEYS);
+        Some(match rng.gen_range(0..100) {
+            0 | 1 => Op::Flush,
+            2..=21 => Op::Delete { key },
+            22..=26 => Op::Put {
+                key,
+                len: rng.gen_range(5_000..MAX_VALUE),
+                version: rng.gen(),
+            },
+            _ => Op::Put {
+                key,
+                len: rng.gen_range(0..600),
+                version: rng.gen(),
+            },
+        })
+    })
+}
+
+/// The bytes a put of `key` at `version` writes.
+pub fn value(key: u32, version: u64, len: usize) -> Vec<u8> {
+    let mut rng = SmallRng::seed_from_u64(version ^ (u64::from(key) << 32));
+    let mut bytes = vec![0u8; len];
+    rng.fill(&mut bytes[..]);
+    bytes
+}
+
+/// The store's contents after `op`, from its contents before.
+pub fn apply(model: &mut HashMap<Vec<u8>, Vec<u8>>, op: &Op) {
+    match *op {
+        Op::Put { key, len, version } => {
+            model.insert(key.to_be_bytes().to_vec(), value(key, version, len));
+        }
+        Op::Delete { key } => {
+            model.remove(&key.to_be_bytes()[..]);
+        }
+        Op::Flush => {}
+    }
+}
+
+/// The options the worker and the checker open the store with.
+pub fn options() -> DbOptions {
+    DbOptions::new(4 << 20)
+        .device(DeviceKind::Uring)
+        .cores(1)
+        .max_directory_depth(10)
+        .max_value_bytes(MAX_VALUE)
+        .initial_file_bytes(4 << 20)
+}
+
+/// Runs the workload of `seed` on the store at `path` until killed (or an error).
+pub fn run_worker(path: &Path, seed: u64) -> Result<(), String> {
+    let db = Db::open(path, options()).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut out = std::io::stdout().lock();
+    for (done, op) in ops(seed).enumerate() {
+        match op {
+            Op::Put { key, len, version } => db.put(&key.to_be_bytes(), &value(key, version, len)),
+            Op::Delete { key } => db.delete(&key.to_be_bytes()).map(|_| ()),
+            Op::Flush => db.flush().and_then(|()| {
+                // The operations before this flush are durable: say so before going on.
+                writeln!(out, "durable {done}")
+                    .and_then(|()| out.flush())
+                    .map_err(|e| tamer_store::DbError::Runtime(e.to_string()))
+            }),
+        }
+        .map_err(|e| format!("operation {done} ({op:?}): {e}"))?;
+    }
+    Ok(())
+}
