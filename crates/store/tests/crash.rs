@@ -5,7 +5,8 @@
 //! acknowledged by a flush lost, nothing half done, `check` clean.
 //!
 //! A failing case prints its seed; `CRASH_SEED=<seed> cargo test -p tamer-store --test crash`
-//! replays it alone.
+//! replays it alone; `CRASH_POINTS=<n>` runs `n` crash points instead of the CI's 1,000 (a long
+//! run).
 
 mod common;
 
@@ -167,7 +168,13 @@ fn crash_once(seed: u64) -> usize {
 fn a_crash_at_any_write_reopens_at_a_checkpoint() {
     let seeds: Vec<u64> = match std::env::var("CRASH_SEED") {
         Ok(seed) => vec![seed.parse().expect("CRASH_SEED is a number")],
-        Err(_) => (0..CRASH_POINTS).map(|i| 0xc0de_0000 + i).collect(),
+        Err(_) => {
+            let points = std::env::var("CRASH_POINTS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(CRASH_POINTS);
+            (0..points).map(|i| 0xc0de_0000 + i).collect()
+        }
     };
     let mut at_start = 0;
     for &seed in &seeds {
