@@ -150,6 +150,9 @@ impl Engine {
     /// then reusable. An error leaves the previous checkpoint as the crash point and fails the
     /// store (later writes fail; reopen it to recover).
     pub fn checkpoint(&self, clean: bool) -> Result<(), DbError> {
+        // Most dirty data pages are written before writers are stopped; under the latch only
+        // those dirtied meanwhile remain. (An error here is seen again under the latch.)
+        let _ = self.cache.flush();
         let _x = self.ckpt.exclusive();
         self.check_failed()?;
         let start = tamer_device::now_ns();
