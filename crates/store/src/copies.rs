@@ -283,6 +283,38 @@ fn choose(epochs: [Option<u64>; 2], epoch: u64) -> Option<u64> {
     }
 }
 
+/// The highest epoch any valid directory or map page copy on the device holds, for a store
+/// created anew after its first checkpoint was torn: its checkpoints must number above what the
+/// torn attempt left (else a stale copy could pass for a new one). Groups are scanned from 0
+/// until both copies of one are empty (a new store allocates from the start).
+pub(crate) fn max_epoch_written(
+    max_depth: u32,
+    mut read: impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
+) -> Result<u64, crate::DbError> {
+    let dirs = dir_pages(max_depth);
+    let start = space_start(dirs);
+    let mut max = 0;
+    for i in 0..dirs {
+        for copy in 0..2 {
+            let page = dir_page(dirs, i, copy);
+            max = max.max(copy_epoch(page, &read(page)?, 0).unwrap_or(0));
+        }
+    }
+    for group in 0.. {
+        let mut any = false;
+        for copy in 0..2 {
+            let page = map_page(start, group, copy);
+            let bytes = read(page)?;
+            any |= bytes.iter().any(|&b| b != 0);
+            max = max.max(copy_epoch(page, &bytes, 8).unwrap_or(0));
+        }
+        if !any {
+            break;
+        }
+    }
+    Ok(max)
+}
+
 /// Recovery's first step: for a store whose current superblock is `sb`, each directory page's
 /// and each map page's current copy, then each bucket's from the chosen directory. `read`
 /// returns a device page (zeros past the end). Returns the state and the next checkpoint's

@@ -442,16 +442,32 @@ fn read_superblock_pages(
     Ok(pages)
 }
 
+/// What the superblock copies say at open.
+enum Found {
+    /// The current superblock (the valid copy with the higher sequence) and its page.
+    Store(Superblock, u64),
+    /// Nothing written yet: a new store.
+    Nothing,
+    /// One copy torn and the other never written: the store's very first checkpoint did not
+    /// complete (a crash while creating it), so nothing was ever durable: a new store, whose
+    /// epochs must start above those the torn attempt left on the device.
+    FirstCheckpointTorn,
+}
+
 /// The current superblock and its page, from the copies read at open: the valid copy with the
 /// higher sequence. A copy whose checksum fails (a torn write) is passed over; a copy with a
 /// valid checksum that is not a superblock of this version refuses the open (another format
-/// or another program's file). `None`: a new store (nothing written yet).
-fn choose_superblock(pages: &[Option<Vec<u8>>]) -> Result<Option<(Superblock, u64)>, DbError> {
+/// or another program's file).
+fn choose_superblock(pages: &[Option<Vec<u8>>]) -> Result<Found, DbError> {
     let mut best: Option<(Superblock, u64)> = None;
     let mut torn = Vec::new();
+    let mut written = 0;
     for (copy, page) in pages.iter().enumerate() {
         let copy = copy as u64;
         let Some(page) = page else { continue };
+        if page.iter().any(|&b| b != 0) {
+            written += 1;
+        }
         if !tamer_cache::checksum::verify_page(copy, page) {
             torn.push(copy);
             continue;
@@ -471,9 +487,17 @@ fn choose_superblock(pages: &[Option<Vec<u8>>]) -> Result<Option<(Superblock, u6
                     sb.sequence
                 );
             }
-            Ok(Some((sb, copy)))
+            Ok(Found::Store(sb, copy))
         }
-        (None, []) => Ok(None),
+        (None, []) => Ok(Found::Nothing),
+        (None, torn) if torn.len() == 1 && written == 1 => {
+            tracing::warn!(
+                "the store's first checkpoint did not complete (superblock copy {} torn, the \
+                 other never written): nothing in it was durable; starting it anew",
+                torn[0]
+            );
+            Ok(Found::FirstCheckpointTorn)
+        }
         (None, torn) => Err(DbError::Corrupt {
             page: torn[0],
             detail: "no valid superblock copy: every copy fails its checksum".into(),
@@ -507,7 +531,12 @@ impl Db {
             DeviceKind::Faulty(state) => Some(state.model().clone()),
             _ => None,
         };
-        let existing = choose_superblock(&read_superblock_pages(&path, model.as_ref())?)?;
+        let found = choose_superblock(&read_superblock_pages(&path, model.as_ref())?)?;
+        let first_torn = matches!(found, Found::FirstCheckpointTorn);
+        let existing = match found {
+            Found::Store(sb, page) => Some((sb, page)),
+            Found::Nothing | Found::FirstCheckpointTorn => None,
+        };
         if options.read_only && existing.is_none() {
             return Err(DbError::Config(format!(
                 "read-only open of {}: no tamer store there yet",
@@ -524,10 +553,21 @@ impl Db {
             Some((sb, _)) => {
                 crate::copies::recover(sb, |page| read_raw_page(&path, model.as_ref(), page))?
             }
-            None => (
-                crate::copies::CopyState::new(max_depth, vec![0; pinned_pages as usize], vec![]),
-                1,
-            ),
+            None => {
+                let state = crate::copies::CopyState::new(
+                    max_depth,
+                    vec![0; pinned_pages as usize],
+                    vec![],
+                );
+                let next_epoch = if first_torn {
+                    1 + crate::copies::max_epoch_written(max_depth, |page| {
+                        read_raw_page(&path, model.as_ref(), page)
+                    })?
+                } else {
+                    1
+                };
+                (state, next_epoch)
+            }
         };
         let copies = Arc::new(copies);
         let pinned_bytes = pinned_pages * PAGE_SIZE as u64;
