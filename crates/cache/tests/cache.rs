@@ -931,6 +931,7 @@ fn flush_does_not_deadlock_with_nested_readers() {
                 .unwrap();
             executor.run_until_idle();
             done.store(true, Ordering::SeqCst);
+            executor.stats().jobs_panicked
         })
     };
     let start = std::time::Instant::now();
@@ -941,7 +942,8 @@ fn flush_does_not_deadlock_with_nested_readers() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    worker.join().unwrap();
+    // A job that panicked (a failed flush or read) ends early and would hide a deadlock.
+    assert_eq!(worker.join().unwrap(), 0, "a job panicked (see above)");
 }
 
 /// A word stored with `store_u64` reads back with one atomic load, and the plain read agrees.
