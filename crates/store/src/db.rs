@@ -855,8 +855,7 @@ impl Db {
         self.engine.compaction_stats()
     }
 
-    /// Clean close: flush the cache, write the free list and superblock, fdatasync, stop the
-    /// runtime.
+    /// Clean close: a last checkpoint marked clean, then the runtime stops.
     pub fn close(mut self) -> Result<(), DbError> {
         self.close_inner()
     }
@@ -889,6 +888,11 @@ impl Drop for Db {
 }
 
 impl DbHandle {
+    /// A checkpoint (see [`Db::flush`]), from a user-level thread.
+    pub fn flush(&self) -> Result<(), DbError> {
+        self.engine.flush()
+    }
+
     /// The engine (the crate's own tests drive its internals through this).
     #[cfg(test)]
     pub(crate) fn engine(&self) -> &Arc<Engine> {

@@ -165,6 +165,18 @@ enum Link {
     Unchanged,
 }
 
+/// What a point lookup found under the bucket's latch.
+enum Lookup {
+    /// The value (a small record's), or absent.
+    Done(Option<Vec<u8>>),
+    /// The key's record is an extent, to be read after the latch is released; the checkpoint
+    /// epoch when it was live.
+    Extent(Entry, u64),
+}
+
+/// Times a large read is tried outside the bucket's latch before it is done under it.
+const LARGE_READ_ATTEMPTS: usize = 4;
+
 /// What [`Engine::link`] did.
 enum Linked {
     Inserted,
@@ -958,7 +970,43 @@ impl Engine {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         let _op = self.check_key(key)?;
-        self.lookup(key, true).map(|found| found.flatten())
+        for _ in 0..LARGE_READ_ATTEMPTS {
+            let (e, epoch) = match self.lookup_value(key)? {
+                Lookup::Done(value) => return Ok(value),
+                Lookup::Extent(e, epoch) => (e, epoch),
+            };
+            // Read outside the bucket's latch: a writer of the bucket need not wait for a large
+            // read. The record may be released meanwhile, but its pages are reused only after
+            // a checkpoint completes: the same epoch after the read means nothing was reused.
+            let read = self.read_record(&e, key, true);
+            if self.epoch.load(Ordering::Acquire) == epoch {
+                return read.map(Option::flatten);
+            }
+        }
+        // A checkpoint at every attempt: read under the latch.
+        self.lookup(key, true).map(Option::flatten)
+    }
+
+    /// A point lookup that reads a small record's value under the bucket's latch but, for a
+    /// record in an extent, only checks its key there and returns its entry with the
+    /// checkpoint epoch seen while the record was certainly live.
+    fn lookup_value(&self, key: &[u8]) -> Result<Lookup, DbError> {
+        let hash = self.hash(key);
+        self.read_bucket_of(hash, |bytes, count| {
+            let mut from = 0;
+            while let Some(i) = next_hash_match(bytes, count, hash, from) {
+                let e = Entry::read(bytes, i);
+                if e.is_extent() {
+                    if self.read_record(&e, key, false)?.is_some() {
+                        return Ok(Lookup::Extent(e, self.epoch.load(Ordering::Acquire)));
+                    }
+                } else if let Some(value) = self.read_record(&e, key, true)? {
+                    return Ok(Lookup::Done(value));
+                }
+                from = i + 1;
+            }
+            Ok(Lookup::Done(None))
+        })
     }
 
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {

@@ -134,8 +134,13 @@
 //! # Concurrency
 //!
 //! Every core's user-level threads share one cache and one index. Readers take the bucket's
-//! shared latch and hold it while reading the record (so the record cannot be released under
-//! them); updates take the bucket's exclusive latch for the entry switch only. Splits are
+//! shared latch and hold it while reading a small record (so the record cannot be released
+//! under them); a record in an extent (over 4072 bytes) is only found under the latch and
+//! read after it is released, with the checkpoint epoch seen under the latch: freed pages are
+//! reused only after a checkpoint, so an unchanged epoch after the read proves the bytes were
+//! the record's (else the lookup is tried again, 4 times, then done under the latch). A writer
+//! of the bucket never waits for a large read. Updates take the bucket's exclusive latch for
+//! the entry switch only. Splits are
 //! serialized by a yield lock (waiters yield their core, never block it) and hold the bucket's
 //! exclusive latch. The allocator is a `std::sync::Mutex` held for in-memory updates only,
 //! never across a park or a syscall (the file grows outside it, and the space is then claimed

@@ -66,9 +66,12 @@ pub fn run_parallel<R: Send + 'static>(
             })
             .unwrap_or_else(|_| panic!("spawn"));
     }
+    // Only the jobs hold senders: a job that panics drops its own, so once the others are
+    // done `recv` fails (the test fails) instead of waiting forever.
+    drop(tx);
     let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
     for _ in 0..n {
-        let (i, r) = rx.recv().expect("a job died");
+        let (i, r) = rx.recv().expect("a job died (panicked: see above)");
         out[i] = Some(r);
     }
     out.into_iter().map(|r| r.expect("every job")).collect()
