@@ -22,6 +22,13 @@
 //! 0..=`max_value_bytes` (default 16 MiB); larger ones fail with [`DbError::KeyTooLarge`] /
 //! [`DbError::ValueTooLarge`] naming the limit. The cursor's order is unspecified (hash order).
 //!
+//! **One runtime per store**, for now: a runtime's per-core device handles are opened on one
+//! device (file) and one arena, the store's cache frames, registered with each io_uring as
+//! fixed buffers, and its executors run that store's cleaners. Two stores in one process
+//! therefore start two runtimes, each with its own cores' threads: on a machine with few
+//! cores, give each store fewer `cores` (or open one store). Serving several stores from one
+//! runtime needs handles per (core, device) and an arena shared by the caches; not built.
+//!
 //! # On the device
 //!
 //! Pages of 4 KiB; bytes 4088..4096 of every page are the cache's CRC-32C trailer
