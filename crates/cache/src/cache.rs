@@ -574,61 +574,11 @@ impl PageCache {
                 }
                 continue;
             }
-            // With checksums the trailer is written into the frame, so the write holds the
-            // exclusive latch (readers of this page wait for it); without, the shared one.
-            let mut exclusive = None;
-            let held = loop {
-                if self.config.checksum {
-                    if exclusive.is_none() {
-                        exclusive = frame.try_lock_exclusive();
-                    }
-                    if exclusive.is_some() && frame.readers_drained() {
-                        break Ok(exclusive);
-                    }
-                } else if frame.try_lock_shared() {
-                    break Ok(None);
-                }
-                self.drain_writes(&mut batch, &mut first_error);
-                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                    page,
-                    waited_ms: self.waited_ms(),
-                });
-                if let Err(err) = waited {
-                    break Err(err);
-                }
-            };
-            let held = match held {
-                Ok(held) => held,
-                Err(err) => {
-                    if let Some(version) = exclusive {
-                        frame.unlock_exclusive(version);
-                    }
-                    frame.unpin();
-                    first_error.get_or_insert(err);
-                    break 'frames;
-                }
-            };
-            let unlatch = |frame: &Frame| match held {
-                Some(held) => frame.unlock_exclusive(held),
-                None => frame.unlock_shared(),
-            };
-            if !frame.dirty.swap(false, Ordering::AcqRel) {
-                unlatch(frame);
-                frame.unpin();
-                continue;
-            }
-            if self.config.checksum {
-                self.seal(index, target);
-            }
-            match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
-                Ok(ticket) => batch.push((index, ticket, held)),
-                Err(err) => {
-                    frame.dirty.store(true, Ordering::Release);
-                    unlatch(frame);
-                    frame.unpin();
-                    first_error.get_or_insert(self.device_error(err, page));
-                    break;
-                }
+            let submitted =
+                self.submit_write_back(index, page, target, deadline, &mut batch, &mut first_error);
+            if let Err(err) = submitted {
+                first_error.get_or_insert(err);
+                break 'frames;
             }
             if batch.len() == BATCH {
                 self.drain_writes(&mut batch, &mut first_error);
@@ -644,7 +594,8 @@ impl PageCache {
 
     /// [`PageCache::write_back_to`] for many pages, [`WRITE_BACK_BATCH`] writes in flight at a
     /// time (a checkpoint's thousands of pages would otherwise take one device round trip
-    /// each). Each write holds its page's exclusive latch until it completes; before waiting
+    /// each). Each write holds its page's latch until it completes (exclusive with checksums,
+    /// as [`PageCache::flush`] does); before waiting
     /// for any latch the writes in flight are drained, so it never holds latches while it
     /// waits for one. Returns how many pages it wrote (resident and dirty ones).
     pub fn write_back_many(&self, pages: &[(u64, PageClass, u64)]) -> Result<usize, CacheError> {
@@ -663,53 +614,18 @@ impl PageCache {
             let Some(index) = self.lookup_pin(page, class) else {
                 continue;
             };
-            let frame = &self.frames[index as usize];
-            let mut exclusive = None;
-            let held = loop {
-                if exclusive.is_none() {
-                    exclusive = frame.try_lock_exclusive();
-                }
-                if let Some(held) = exclusive.filter(|_| frame.readers_drained()) {
-                    break Ok(held);
-                }
-                self.drain_writes(&mut batch, &mut first_error);
-                let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                    page,
-                    waited_ms: self.waited_ms(),
-                });
-                if let Err(err) = waited {
-                    break Err(err);
-                }
-            };
-            let held = match held {
-                Ok(held) => held,
+            match self.submit_write_back(
+                index,
+                page,
+                target,
+                deadline,
+                &mut batch,
+                &mut first_error,
+            ) {
+                Ok(true) => written += 1,
+                Ok(false) => {}
                 Err(err) => {
-                    if let Some(version) = exclusive {
-                        frame.unlock_exclusive(version);
-                    }
-                    frame.unpin();
                     first_error.get_or_insert(err);
-                    break;
-                }
-            };
-            if !frame.dirty.swap(false, Ordering::AcqRel) {
-                frame.unlock_exclusive(held);
-                frame.unpin();
-                continue;
-            }
-            if self.config.checksum {
-                self.seal(index, target);
-            }
-            match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
-                Ok(ticket) => {
-                    batch.push((index, ticket, Some(held)));
-                    written += 1;
-                }
-                Err(err) => {
-                    frame.dirty.store(true, Ordering::Release);
-                    frame.unlock_exclusive(held);
-                    frame.unpin();
-                    first_error.get_or_insert(self.device_error(err, page));
                     break;
                 }
             }
@@ -727,8 +643,8 @@ impl PageCache {
     /// Writes `page`, if it is resident (placed as `class`) and dirty, to device page `target`
     /// (sealed with that number) and marks it clean: how a checkpoint writes a page its
     /// [`crate::PageAddresses`] holds back, to the copy it chooses. Returns whether it wrote.
-    /// The write holds the page's exclusive latch (readers and writers of this page wait for
-    /// it); the caller orders it with changes to other pages. No durability barrier: the
+    /// The write holds the page's latch (writers of this page wait for it; readers too with
+    /// checksums); the caller orders it with changes to other pages. No durability barrier: the
     /// caller flushes the device when its writes are all done.
     pub fn write_back_to(
         &self,
@@ -736,63 +652,8 @@ impl PageCache {
         class: PageClass,
         target: u64,
     ) -> Result<bool, CacheError> {
-        if !thread::in_user_thread() {
-            return Err(CacheError::NotInUserThread);
-        }
-        self.check(target)?;
-        let Some(index) = self.lookup_pin(page, class) else {
-            return Ok(false);
-        };
-        let frame = &self.frames[index as usize];
-        let deadline = self.deadline();
-        let mut exclusive = None;
-        let held = loop {
-            if exclusive.is_none() {
-                exclusive = frame.try_lock_exclusive();
-            }
-            if let Some(held) = exclusive.filter(|_| frame.readers_drained()) {
-                break Ok(held);
-            }
-            let waited = self.wait_step(deadline, || CacheError::MissTimeout {
-                page,
-                waited_ms: self.waited_ms(),
-            });
-            if let Err(err) = waited {
-                break Err(err);
-            }
-        };
-        let held = match held {
-            Ok(held) => held,
-            Err(err) => {
-                if let Some(version) = exclusive {
-                    frame.unlock_exclusive(version);
-                }
-                frame.unpin();
-                return Err(err);
-            }
-        };
-        let result = if frame.dirty.swap(false, Ordering::AcqRel) {
-            if self.config.checksum {
-                self.seal(index, target);
-            }
-            let written = io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0))
-                .and_then(io::wait);
-            match written {
-                Ok(()) => {
-                    Counters::bump(&self.counters.write_backs);
-                    Ok(true)
-                }
-                Err(err) => {
-                    frame.dirty.store(true, Ordering::Release);
-                    Err(self.device_error(err, page))
-                }
-            }
-        } else {
-            Ok(false)
-        };
-        frame.unlock_exclusive(held);
-        frame.unpin();
-        result
+        self.write_back_many(&[(page, class, target)])
+            .map(|written| written == 1)
     }
 
     /// Background cleaning, off the misses' path: writes back up to `max_frames` (at most
@@ -962,6 +823,80 @@ impl PageCache {
                 None => frame.unlock_shared(),
             }
             frame.unpin();
+        }
+    }
+
+    /// Latches the pinned frame `index` (holding `page`) for its write-back (the exclusive
+    /// latch with checksums, since the trailer is written into the frame, so readers of the
+    /// page wait; the shared one without), seals it for device page `target` and submits the
+    /// write into `batch`. Before waiting for the latch it drains `batch`, so it never holds
+    /// latches while it waits for one. `Ok(false)`: the page was clean, nothing submitted. On
+    /// `Ok(false)` or an error the latch and the pin are released; after `Ok(true)`,
+    /// `drain_writes` releases them when the write completes.
+    fn submit_write_back(
+        &self,
+        index: u32,
+        page: u64,
+        target: u64,
+        deadline: u64,
+        batch: &mut Vec<(u32, Ticket, Option<u64>)>,
+        first_error: &mut Option<CacheError>,
+    ) -> Result<bool, CacheError> {
+        let frame = &self.frames[index as usize];
+        let mut exclusive = None;
+        let held = loop {
+            if self.config.checksum {
+                if exclusive.is_none() {
+                    exclusive = frame.try_lock_exclusive();
+                }
+                if exclusive.is_some() && frame.readers_drained() {
+                    break Ok(exclusive);
+                }
+            } else if frame.try_lock_shared() {
+                break Ok(None);
+            }
+            self.drain_writes(batch, first_error);
+            let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                page,
+                waited_ms: self.waited_ms(),
+            });
+            if let Err(err) = waited {
+                break Err(err);
+            }
+        };
+        let held = match held {
+            Ok(held) => held,
+            Err(err) => {
+                if let Some(version) = exclusive {
+                    frame.unlock_exclusive(version);
+                }
+                frame.unpin();
+                return Err(err);
+            }
+        };
+        let unlatch = |frame: &Frame| match held {
+            Some(held) => frame.unlock_exclusive(held),
+            None => frame.unlock_shared(),
+        };
+        if !frame.dirty.swap(false, Ordering::AcqRel) {
+            unlatch(frame);
+            frame.unpin();
+            return Ok(false);
+        }
+        if self.config.checksum {
+            self.seal(index, target);
+        }
+        match io::submit(IoRequest::write(target * BLOCK_SIZE as u64, index, 1, 0)) {
+            Ok(ticket) => {
+                batch.push((index, ticket, held));
+                Ok(true)
+            }
+            Err(err) => {
+                frame.dirty.store(true, Ordering::Release);
+                unlatch(frame);
+                frame.unpin();
+                Err(self.device_error(err, page))
+            }
         }
     }
 
