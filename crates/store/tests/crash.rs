@@ -98,23 +98,9 @@ fn crash_once(seed: u64) -> usize {
     let ops = workload(seed, 600);
     // Ops completed (in order, up to the first failure) and the count at the last flush that
     // returned: the store must come back at or after it.
-    let mut done = 0;
-    let mut flushed = 0;
+    let (mut done, mut flushed) = (0, 0);
     if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(state.clone()))) {
-        for op in &ops {
-            let ok = match op {
-                Op::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
-                Op::Delete(k) => db.delete(k).is_ok(),
-                Op::Flush => db.flush().is_ok(),
-            };
-            if !ok {
-                break;
-            }
-            done += 1;
-            if matches!(op, Op::Flush) {
-                flushed = done;
-            }
-        }
+        (done, flushed) = run_ops(&db, &ops);
         // Dropped without close: the process dies with the power.
         state.power_loss();
         drop(db);
@@ -132,32 +118,58 @@ fn crash_once(seed: u64) -> usize {
     let got = contents(&db);
     assert_eq!(got.len() as u64, db.len(), "seed {seed}: key count");
     db.close().unwrap();
-    // The state after some op in flushed..=done.
+    let Some(at) = state_at(&got, &ops, flushed, done) else {
+        panic!(
+            "seed {seed}: after the crash the store is no state between op {flushed} (the last \
+             flush that returned) and op {done} ({} keys)",
+            got.len()
+        );
+    };
+    if std::env::var_os("CRASH_VERBOSE").is_some() {
+        eprintln!(
+            "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, {:?}",
+            state.counts()
+        );
+    }
+    at
+}
+
+/// Runs `ops` on `db` up to the first that fails; returns the ops done and the count at the
+/// last flush that returned.
+fn run_ops(db: &Db, ops: &[Op]) -> (usize, usize) {
+    let (mut done, mut flushed) = (0, 0);
+    for op in ops {
+        let ok = match op {
+            Op::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
+            Op::Delete(k) => db.delete(k).is_ok(),
+            Op::Flush => db.flush().is_ok(),
+        };
+        if !ok {
+            break;
+        }
+        done += 1;
+        if matches!(op, Op::Flush) {
+            flushed = done;
+        }
+    }
+    (done, flushed)
+}
+
+/// The op count in `flushed..=done` after which the store held exactly `got`, if any.
+fn state_at(got: &Model, ops: &[Op], flushed: usize, done: usize) -> Option<usize> {
     let mut expected = Model::new();
     for op in &ops[..flushed] {
         apply(&mut expected, op);
     }
-    // Candidates: the state after op `flushed`, then after each later op up to `done`.
-    let later = ops[flushed..done].iter().map(Some).chain([None]);
-    for (at, next) in (flushed..).zip(later) {
-        if got == expected {
-            if std::env::var_os("CRASH_VERBOSE").is_some() {
-                eprintln!(
-                    "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, {:?}",
-                    state.counts()
-                );
-            }
-            return at;
+    for at in flushed..=done {
+        if *got == expected {
+            return Some(at);
         }
-        if let Some(op) = next {
+        if let Some(op) = ops[..done].get(at) {
             apply(&mut expected, op);
         }
     }
-    panic!(
-        "seed {seed}: after the crash the store is no state between op {flushed} (the last \
-         flush that returned) and op {done} ({} keys)",
-        got.len()
-    );
+    None
 }
 
 /// Catches: index pages written over the last checkpoint's copies, a checkpoint whose
@@ -310,20 +322,7 @@ fn every_write_of_a_short_workload_and_every_fate() {
         let state = FaultState::new(model, plan).unwrap();
         let (mut done, mut flushed) = (0, 0);
         if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(state.clone()))) {
-            for op in &ops {
-                let ok = match op {
-                    Op::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
-                    Op::Delete(k) => db.delete(k).is_ok(),
-                    Op::Flush => db.flush().is_ok(),
-                };
-                if !ok {
-                    break;
-                }
-                done += 1;
-                if matches!(op, Op::Flush) {
-                    flushed = done;
-                }
-            }
+            (done, flushed) = run_ops(&db, &ops);
             drop(db);
         }
         state.power_loss();
@@ -339,17 +338,8 @@ fn every_write_of_a_short_workload_and_every_fate() {
             let what = format!("crash at write {n} of {writes}, fates {fates:?}");
             let got = reopened_contents(&state, &fates, &what);
             images += 1;
-            let mut expected = Model::new();
-            let mut found = false;
-            for (at, op) in ops[..done].iter().enumerate() {
-                if at >= flushed && got == expected {
-                    found = true;
-                    break;
-                }
-                apply(&mut expected, op);
-            }
             assert!(
-                found || got == expected,
+                state_at(&got, &ops, flushed, done).is_some(),
                 "{what}: the store is no state at or after op {flushed}: {:?}",
                 got.keys().collect::<Vec<_>>()
             );
