@@ -116,6 +116,8 @@ pub(crate) struct Engine {
     next_epoch: AtomicU64,
     /// What changed since the last checkpoint.
     dirty: Mutex<Dirty>,
+    /// `dirty.freed_pages`, readable without the lock (every change checks it).
+    freed_pages: AtomicU64,
     /// A change that finds this many index pages dirty runs a checkpoint first.
     dirty_index_pages_max: usize,
     /// What checkpoints did since open.
@@ -317,6 +319,7 @@ impl Engine {
             epoch: AtomicU64::new(epoch),
             next_epoch: AtomicU64::new(next_epoch),
             dirty: Mutex::new(Dirty::default()),
+            freed_pages: AtomicU64::new(0),
             dirty_index_pages_max,
             checkpoint_stats: Mutex::new(checkpoint::CheckpointStats::default()),
             failed: Mutex::new(None),
@@ -374,7 +377,7 @@ impl Engine {
     }
 
     /// Marks a bucket changed since the last checkpoint (no lock: a bit in `CopyState`).
-    fn dirty_bucket(&self, page: u64, _pattern: u64) {
+    fn dirty_bucket(&self, page: u64) {
         if let Some(l) = logical(self.space_start, page) {
             self.copies.mark_bucket_changed(l);
         }
@@ -392,7 +395,7 @@ impl Engine {
 
     /// True when pages were freed since the last checkpoint (reusable after the next one).
     fn frees_pending(&self) -> bool {
-        !self.lock_dirty().freed.is_empty()
+        self.freed_pages.load(Ordering::Relaxed) > 0
     }
 
     fn lock_checkpoint_stats(&self) -> MutexGuard<'_, checkpoint::CheckpointStats> {
@@ -437,7 +440,7 @@ impl Engine {
                 let b = self
                     .cache
                     .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
-                self.dirty_bucket(bucket, 0);
+                self.dirty_bucket(bucket);
                 b.write(|bytes| init_bucket(bytes, 0, 0));
                 drop(b);
                 self.dir_set(0, bucket, 0)?;
@@ -1125,7 +1128,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
-            self.dirty_bucket(bucket, pattern);
+            self.dirty_bucket(bucket);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1322,7 +1325,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
-            self.dirty_bucket(bucket, pattern);
+            self.dirty_bucket(bucket);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -1358,7 +1361,7 @@ impl Engine {
     fn split(&self, bucket: u64, pattern: u64, hash: u64) -> Result<(), DbError> {
         let _split = self.split_lock.lock();
         let b = self.bucket(bucket, pattern)?;
-        self.dirty_bucket(bucket, pattern);
+        self.dirty_bucket(bucket);
         b.write(|bytes| {
             if !bucket_covers(bytes, hash) || bucket_count(bytes) < BUCKET_CAP {
                 return Ok(()); // split (or emptied) by another thread meanwhile
@@ -1381,7 +1384,7 @@ impl Engine {
             }
             let new_page = self.alloc_bucket()?;
             let bit = 1u64 << depth;
-            self.dirty_bucket(new_page, pattern | bit);
+            self.dirty_bucket(new_page);
             let entries: Vec<Entry> = (0..bucket_count(bytes))
                 .map(|i| Entry::read(bytes, i))
                 .collect();

@@ -114,21 +114,20 @@ pub struct CheckpointStats {
 pub(crate) struct Dirty {
     /// Logical extents freed: (first, pages).
     pub freed: Vec<(u64, u64)>,
+    /// Their pages in all.
+    pub freed_pages: u64,
 }
 
 impl Engine {
     /// Runs a checkpoint when more index pages changed than the bound, before an operation
     /// that changes more (the caller holds no latch).
     pub(super) fn checkpoint_if_over(&self) -> Result<(), DbError> {
-        let over = {
-            if self.copies.changed() >= self.dirty_index_pages_max {
-                true
-            } else {
-                let freed: u64 = self.lock_dirty().freed.iter().map(|&(_, n)| n).sum();
-                // Freed pages wait for the next checkpoint: bound the space they hold back.
-                freed >= FREED_PAGES_MIN.max(self.lock_alloc().next_page / 16)
-            }
-        };
+        // Freed pages wait for the next checkpoint: bound the space they hold back. Read
+        // without a lock (every change comes here): only past the minimum are the exact
+        // bound's locks taken.
+        let freed = self.freed_pages.load(Ordering::Relaxed);
+        let over = self.copies.changed() >= self.dirty_index_pages_max
+            || (freed >= FREED_PAGES_MIN && freed >= self.lock_alloc().next_page / 16);
         if over {
             self.checkpoint(false)?;
         }
@@ -137,7 +136,7 @@ impl Engine {
 
     /// A checkpoint, if anything changed since the last one.
     pub fn checkpoint_if_dirty(&self) -> Result<(), DbError> {
-        let changed = self.copies.changed() > 0 || !self.lock_dirty().freed.is_empty();
+        let changed = self.copies.changed() > 0 || self.freed_pages.load(Ordering::Relaxed) > 0;
         if changed {
             self.checkpoint(false)?;
         }
@@ -173,7 +172,9 @@ impl Engine {
 
     /// The checkpoint proper; returns the index pages it wrote.
     fn checkpoint_locked(&self, clean: bool) -> Result<usize, DbError> {
+        // No change runs meanwhile (the latch is exclusive): the count restarts with the list.
         let dirty = std::mem::take(&mut *self.lock_dirty());
+        self.freed_pages.store(0, Ordering::Relaxed);
         // Records first: the index about to be made durable names them.
         self.cache.flush()?;
         let epoch = self.next_epoch.load(Ordering::Acquire);

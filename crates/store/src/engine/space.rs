@@ -8,6 +8,8 @@
 //! between a record's write and its count); the allocator's mutex is taken with no latch
 //! held by it.
 
+use std::sync::atomic::Ordering;
+
 use tamer_cache::{PageRef, PAGE_SIZE};
 
 use super::{corrupt, Engine, Space};
@@ -265,7 +267,10 @@ impl Engine {
         let l = self.logical_of(start)?;
         let free = map_entry(MapKind::Free, 0);
         self.map_set(l, n, free, free)?;
-        self.lock_dirty().freed.push((l, n));
+        let mut dirty = self.lock_dirty();
+        dirty.freed.push((l, n));
+        dirty.freed_pages += n;
+        self.freed_pages.store(dirty.freed_pages, Ordering::Relaxed);
         Ok(())
     }
 
