@@ -385,30 +385,52 @@ pub struct DbHandle {
     engine: Arc<Engine>,
 }
 
-/// Device page `page` read outside the cache (zeros past the end of the file), for recovery's
-/// choice of copies before the cache exists.
-fn read_raw_page(
-    path: &Path,
-    model: Option<&Arc<EmulatorModel>>,
-    page: u64,
-) -> Result<Vec<u8>, DbError> {
-    let mut bytes = vec![0u8; PAGE_SIZE];
-    let offset = page * PAGE_SIZE as u64;
-    if let Some(model) = model {
-        if offset + PAGE_SIZE as u64 <= model.capacity_bytes() {
-            model.read_at(offset, &mut bytes)?;
+/// The device's pages read outside the cache (zeros past its end), for recovery's choice of
+/// copies before the cache exists: the file is opened once.
+enum RawPages {
+    Model(Arc<EmulatorModel>),
+    File {
+        file: std::fs::File,
+        len: u64,
+        path: PathBuf,
+    },
+}
+
+impl RawPages {
+    fn open(path: &Path, model: Option<&Arc<EmulatorModel>>) -> Result<Self, DbError> {
+        if let Some(model) = model {
+            return Ok(RawPages::Model(model.clone()));
         }
-        return Ok(bytes);
+        let file = std::fs::File::open(path)
+            .map_err(|err| DbError::Config(format!("opening {}: {err}", path.display())))?;
+        let len = file.metadata().map_or(0, |m| m.len());
+        Ok(RawPages::File {
+            file,
+            len,
+            path: path.to_path_buf(),
+        })
     }
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(path)
-        .map_err(|err| DbError::Config(format!("opening {}: {err}", path.display())))?;
-    let len = file.metadata().map_or(0, |m| m.len());
-    if offset + PAGE_SIZE as u64 <= len {
-        file.read_exact_at(&mut bytes, offset)
-            .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
+
+    fn read(&self, page: u64) -> Result<Vec<u8>, DbError> {
+        let mut bytes = vec![0u8; PAGE_SIZE];
+        let offset = page * PAGE_SIZE as u64;
+        match self {
+            RawPages::Model(model) => {
+                if offset + PAGE_SIZE as u64 <= model.capacity_bytes() {
+                    model.read_block(page, &mut bytes)?;
+                }
+            }
+            RawPages::File { file, len, path } => {
+                use std::os::unix::fs::FileExt;
+                if offset + PAGE_SIZE as u64 <= *len {
+                    file.read_exact_at(&mut bytes, offset).map_err(|err| {
+                        DbError::Config(format!("reading {}: {err}", path.display()))
+                    })?;
+                }
+            }
+        }
+        Ok(bytes)
     }
-    Ok(bytes)
 }
 
 /// The superblock copies (pages `0..SUPERBLOCK_COPIES`) as found on the device: `None` for a
@@ -551,7 +573,8 @@ impl Db {
         // Recovery's first step: which copy of each index page the last checkpoint wrote.
         let (copies, next_epoch) = match &existing {
             Some((sb, _)) => {
-                crate::copies::recover(sb, |page| read_raw_page(&path, model.as_ref(), page))?
+                let raw = RawPages::open(&path, model.as_ref())?;
+                crate::copies::recover(sb, |page| raw.read(page))?
             }
             None => {
                 let state = crate::copies::CopyState::new(
@@ -560,9 +583,8 @@ impl Db {
                     vec![],
                 );
                 let next_epoch = if first_torn {
-                    1 + crate::copies::max_epoch_written(max_depth, |page| {
-                        read_raw_page(&path, model.as_ref(), page)
-                    })?
+                    let raw = RawPages::open(&path, model.as_ref())?;
+                    1 + crate::copies::max_epoch_written(max_depth, |page| raw.read(page))?
                 } else {
                     1
                 };
