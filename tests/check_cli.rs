@@ -53,7 +53,7 @@ fn tamer_check_reports_a_sound_and_a_damaged_store() {
 
     // Flip a value byte of the first record of the first data page: superblocks (2), the two
     // copies of the directory at depth 8 (1 page each), the map copies (2), the first
-    // bucket's two copies (2).
+    // bucket's two copies (2), the staging queue of the one core (QUEUE_PAGES_MAX pages).
     {
         use std::os::unix::fs::FileExt;
         let file = std::fs::OpenOptions::new()
@@ -61,7 +61,7 @@ fn tamer_check_reports_a_sound_and_a_damaged_store() {
             .write(true)
             .open(&path)
             .unwrap();
-        let at = 8 * 4096 + 40;
+        let at = (8 + tamer_store::QUEUE_PAGES_MAX) * 4096 + 40;
         let mut byte = [0u8; 1];
         file.read_exact_at(&mut byte, at).unwrap();
         byte[0] ^= 1;
@@ -70,7 +70,10 @@ fn tamer_check_reports_a_sound_and_a_damaged_store() {
     let (code, text) = tamer_check(&path);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains("page 8: record checksum mismatch") && text.contains("DAMAGED"),
+        text.contains(&format!(
+            "page {}: record checksum mismatch",
+            8 + tamer_store::QUEUE_PAGES_MAX
+        )) && text.contains("DAMAGED"),
         "{text}"
     );
 

@@ -640,6 +640,100 @@ impl PageCache {
         }
     }
 
+    /// Makes the device hold what data pages `pages` hold now, up to a durability barrier the
+    /// caller pushes after it returns: each resident dirty page is written back (to its own
+    /// address), and a write of one already in flight by an evictor or the cleaner is waited
+    /// for, so that its completion is reaped before the caller's barrier (a barrier covers only
+    /// completed writes). A page not resident was written (or never changed): nothing to do.
+    /// [`WRITE_BACK_BATCH`] writes in flight at a time; returns how many it wrote. How a group
+    /// commit makes its records durable.
+    pub fn write_back_settled(&self, pages: &[u64]) -> Result<usize, CacheError> {
+        if !thread::in_user_thread() {
+            return Err(CacheError::NotInUserThread);
+        }
+        let deadline = self.deadline();
+        let mut batch: Vec<(u32, Ticket, Option<u64>)> = Vec::with_capacity(WRITE_BACK_BATCH);
+        let mut first_error: Option<CacheError> = None;
+        let mut written = 0;
+        'pages: for &page in pages {
+            // Bounded by the deadline: each turn waits for a write or load of the page.
+            loop {
+                let Some(index) = self.resident_frame(page) else {
+                    continue 'pages;
+                };
+                let frame = &self.frames[index as usize];
+                let state = frame.state();
+                let claimed =
+                    state == WRITEBACK || (state == LOADING && frame.dirty.load(Ordering::Acquire));
+                if claimed {
+                    if let Err(err) =
+                        self.wait_for_evictor(frame, deadline, &mut batch, &mut first_error)
+                    {
+                        first_error.get_or_insert(err);
+                        break 'pages;
+                    }
+                    continue;
+                }
+                if state != READY {
+                    // Being loaded (clean): the device already holds it.
+                    continue 'pages;
+                }
+                if !frame.try_pin(page, false) {
+                    // Claimed between the checks: look again (latches drained before a wait).
+                    self.drain_writes(&mut batch, &mut first_error);
+                    let waited = self.wait_step(deadline, || CacheError::MissTimeout {
+                        page,
+                        waited_ms: self.waited_ms(),
+                    });
+                    if let Err(err) = waited {
+                        first_error.get_or_insert(err);
+                        break 'pages;
+                    }
+                    continue;
+                }
+                let Some(target) = self.write_address(page) else {
+                    frame.unpin();
+                    continue 'pages;
+                };
+                match self.submit_write_back(
+                    index,
+                    page,
+                    target,
+                    deadline,
+                    &mut batch,
+                    &mut first_error,
+                ) {
+                    Ok(true) => written += 1,
+                    Ok(false) => {}
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                        break 'pages;
+                    }
+                }
+                if batch.len() == WRITE_BACK_BATCH {
+                    self.drain_writes(&mut batch, &mut first_error);
+                }
+                continue 'pages;
+            }
+        }
+        self.drain_writes(&mut batch, &mut first_error);
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(written),
+        }
+    }
+
+    /// The frame whose tag is data page `page` (pinned partition first, then its set), in any
+    /// state; no pin taken.
+    fn resident_frame(&self, page: u64) -> Option<u32> {
+        if let Some(frame) = self.pinned.lookup(page) {
+            return Some(frame);
+        }
+        let (_, base) = self.place(page, PageClass::Data);
+        (base..base + self.ways)
+            .find(|&index| self.frames[index as usize].tag.load(Ordering::Acquire) == page)
+    }
+
     /// Writes `page`, if it is resident (placed as `class`) and dirty, to device page `target`
     /// (sealed with that number) and marks it clean: how a checkpoint writes a page its
     /// [`crate::PageAddresses`] holds back, to the copy it chooses. Returns whether it wrote.

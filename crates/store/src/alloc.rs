@@ -68,6 +68,30 @@ impl FreeExtents {
         self.pages += n;
     }
 
+    /// Takes pages `start..start + n` off the list; false (and nothing changed) unless one
+    /// free extent holds them all. Recovery claims the pages a redone record lives in.
+    pub fn remove(&mut self, start: u64, n: u64) -> bool {
+        let Some((&s, &len)) = self.by_start.range(..=start).next_back() else {
+            return false;
+        };
+        if s + len < start + n {
+            return false;
+        }
+        self.by_start.remove(&s);
+        self.by_size.remove(&(len, s));
+        if start > s {
+            self.by_start.insert(s, start - s);
+            self.by_size.insert((start - s, s));
+        }
+        let end = s + len;
+        if end > start + n {
+            self.by_start.insert(start + n, end - start - n);
+            self.by_size.insert((end - start - n, start + n));
+        }
+        self.pages -= n;
+        true
+    }
+
     /// Takes the extent ending at `end` (if any) off the list and returns its start: to lower
     /// the high-water mark.
     pub fn take_tail(&mut self, end: u64) -> Option<u64> {
@@ -118,5 +142,19 @@ mod tests {
         assert_eq!(f.iter().collect::<Vec<_>>(), vec![(10, 3)]);
         assert_eq!(f.take_tail(13), Some(10));
         assert_eq!(f.pages(), 0);
+    }
+
+    #[test]
+    fn remove_claims_a_range_inside_one_extent() {
+        let mut f = FreeExtents::default();
+        f.give(10, 10);
+        assert!(f.remove(12, 3));
+        assert_eq!(f.iter().collect::<Vec<_>>(), vec![(10, 2), (15, 5)]);
+        assert!(!f.remove(11, 2), "page 12 is not free");
+        assert!(f.remove(10, 2));
+        assert!(f.remove(19, 1));
+        assert_eq!(f.iter().collect::<Vec<_>>(), vec![(15, 4)]);
+        assert_eq!(f.pages(), 4);
+        assert_eq!(f.take(4), Some(15));
     }
 }

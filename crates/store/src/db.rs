@@ -13,8 +13,8 @@ use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
 use crate::engine::{
-    check_sizes, is_data_page, CheckReport, CheckpointStats, CompactionStats, Engine, EngineSetup,
-    Space, SPARSE_QUEUE,
+    check_sizes, is_data_page, CheckReport, CheckpointStats, CommitStats, CompactionStats,
+    Durability, Engine, EngineSetup, RecoveryStats, Space, Tx, WriteBatch, SPARSE_QUEUE,
 };
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
@@ -102,6 +102,9 @@ pub struct DbOptions {
     /// keys that share a bucket. A fixed key gives reproducible bucket layouts, for tests and
     /// benchmarks that compare configurations on identical indexes.
     pub hash_key: Option<[u64; 2]>,
+    /// When a write returns: once durable ([`Durability::Commit`], the default), or before
+    /// (`Periodic`, `None`; a crash then loses the last writes but keeps a prefix).
+    pub durability: Durability,
 }
 
 /// The index (hash buckets) and how the DRAM budget is split, from [`Db::index_stats`].
@@ -174,6 +177,7 @@ impl DbOptions {
             read_only: false,
             warm_index: true,
             hash_key: None,
+            durability: Durability::Commit,
         }
     }
 
@@ -242,6 +246,11 @@ impl DbOptions {
         self.hash_key = Some(key);
         self
     }
+    /// See [`DbOptions::durability`].
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
 }
 
 /// Longest time between checkpoints while the store changes (with the cleaner on): what a
@@ -302,6 +311,7 @@ impl Cleaners {
                 // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
                 let mut empty = 0usize;
                 let mut last_checkpoint = Instant::now();
+                let mut last_sync = Instant::now();
                 while !stop.load(Ordering::Acquire) {
                     // Under space pressure, sparse data pages first (their moves dirty the
                     // open page, which this pass or a later one writes back). After close
@@ -321,6 +331,16 @@ impl Cleaners {
                     };
                     // Core 0's cleaner also bounds what a crash loses: a checkpoint at least
                     // every `CHECKPOINT_INTERVAL` while anything changed.
+                    // `Durability::Periodic`: staged writes made durable at least this often.
+                    if let Durability::Periodic(every) = engine.durability() {
+                        if core == 0 && last_sync.elapsed() >= every {
+                            match engine.sync() {
+                                Ok(()) | Err(DbError::Closed) => {}
+                                Err(err) => tracing::warn!("periodic group commit failed: {err}"),
+                            }
+                            last_sync = Instant::now();
+                        }
+                    }
                     if core == 0 && last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
                         match engine.checkpoint_if_dirty() {
                             Ok(()) | Err(DbError::Closed) => {}
@@ -681,6 +701,8 @@ impl Db {
             new_hash_key: options.hash_key,
             copies,
             next_epoch,
+            durability: options.durability,
+            queues: options.cores as u32,
         });
         if options.read_only {
             engine = engine.read_only();
@@ -862,6 +884,62 @@ impl Db {
         self.run(|h| h.engine.flush())?
     }
 
+    /// Runs `f` as a serializable transaction: reads and writes through `tx` see and change
+    /// the store as if no other change ran meanwhile, and its writes are applied atomically
+    /// (all or none, after a crash too). Each key is locked when first touched; when another
+    /// transaction holds one, the attempt stops with [`DbError::Conflict`] (return it, with
+    /// `?`, from `f`) and `f` runs again, up to [`crate::MAX_TX_ATTEMPTS`] times, so `f` must
+    /// not have effects outside `tx`. Another error returned by `f` aborts it (nothing
+    /// written). In [`Durability::Commit`] mode it returns once the transaction is durable.
+    ///
+    /// ```no_run
+    /// # use tamer_store::{Db, DbOptions, DbError};
+    /// # let db = Db::open("bank.tamer", DbOptions::new(64 << 20))?;
+    /// db.transaction(|tx| {
+    ///     let a: u64 = tx.get(b"alice")?.map_or(0, |v| u64::from_le_bytes(v[..8].try_into().unwrap()));
+    ///     tx.put(b"alice", &(a + 10).to_le_bytes())?;
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), DbError>(())
+    /// ```
+    pub fn transaction<T: Send + 'static>(
+        &self,
+        f: impl FnMut(&mut Tx<'_>) -> Result<T, DbError> + Send + 'static,
+    ) -> Result<T, DbError> {
+        self.run(move |h| h.transaction(f))?
+    }
+
+    /// Applies a batch of puts and deletes atomically (durable on return in `Commit` mode).
+    pub fn write(&self, batch: WriteBatch) -> Result<(), DbError> {
+        self.run(move |h| h.write(batch))?
+    }
+
+    /// Puts every (key, value) atomically: a [`WriteBatch`] of puts.
+    pub fn put_many(&self, pairs: &[(&[u8], &[u8])]) -> Result<(), DbError> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in pairs {
+            check_sizes(k, Some(v), self.engine.max_value)?;
+            batch.put(k, v);
+        }
+        self.write(batch)
+    }
+
+    /// Makes every write so far durable (a group commit; in `None` mode a checkpoint), so a
+    /// crash keeps them. Cheaper than [`Db::flush`], which also writes the index.
+    pub fn sync(&self) -> Result<(), DbError> {
+        self.run(|h| h.sync())?
+    }
+
+    /// What the staging queues and group commits did since open.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.engine.commit_stats()
+    }
+
+    /// What recovery from the staging queues redid at open.
+    pub fn recovery_stats(&self) -> RecoveryStats {
+        self.engine.recovery_stats()
+    }
+
     /// Compacts every data page queued as sparse (live bytes ≤ [`crate::COMPACT_LIVE_BYTES`]): their
     /// live records move to the open page and the pages are freed. The background cleaner does
     /// this a few pages per pass when space runs short (free pages and room below the end of the
@@ -931,6 +1009,26 @@ impl DbHandle {
     }
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
         self.engine.contains(key)
+    }
+    /// See [`Db::transaction`].
+    pub fn transaction<T>(
+        &self,
+        f: impl FnMut(&mut Tx<'_>) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        self.engine.transaction(f)
+    }
+    /// See [`Db::write`].
+    pub fn write(&self, batch: WriteBatch) -> Result<(), DbError> {
+        self.engine.write_batch(batch)
+    }
+    /// See [`Db::sync`].
+    pub fn sync(&self) -> Result<(), DbError> {
+        let _op = self.engine.check_open_pub()?;
+        self.engine.sync()
+    }
+    /// See [`Db::commit_stats`].
+    pub fn commit_stats(&self) -> CommitStats {
+        self.engine.commit_stats()
     }
     /// Keys stored.
     pub fn len(&self) -> u64 {

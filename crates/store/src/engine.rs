@@ -12,14 +12,25 @@ use crate::copies::CopyState;
 
 mod check;
 mod checkpoint;
+mod commit;
+mod locks;
+mod recover;
 mod space;
+mod txn;
 
 use checkpoint::{CheckpointLatch, Dirty};
+use commit::{Commit, Delta, DeltaOp, Staged};
+use locks::{KeyGuard, KeyLocks};
 
 use crate::layout::*;
 use crate::DbError;
 pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
+pub use commit::{CommitStats, Durability};
+pub use recover::RecoveryStats;
+pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
+
+const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
 
 /// Largest key, bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
@@ -72,6 +83,14 @@ struct YieldLock(AtomicBool);
 struct YieldGuard<'a>(&'a YieldLock);
 
 impl YieldLock {
+    fn try_lock(&self) -> Option<YieldGuard<'_>> {
+        self.0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            // `then`, not `then_some`: a guard built eagerly would release the holder's lock.
+            .then(|| YieldGuard(self))
+    }
+
     fn lock(&self) -> YieldGuard<'_> {
         while self
             .0
@@ -124,6 +143,12 @@ pub(crate) struct Engine {
     checkpoint_stats: Mutex<checkpoint::CheckpointStats>,
     /// Why the store stopped taking writes (a checkpoint failed).
     failed: Mutex<Option<String>>,
+    /// Staging queues, commit timestamps, group commit.
+    commit: Commit,
+    /// Key locks held by every change.
+    locks: KeyLocks,
+    /// What recovery at open redid.
+    recovery: Mutex<RecoveryStats>,
     global_depth: AtomicU32,
     split_lock: YieldLock,
     alloc: Mutex<Alloc>,
@@ -156,6 +181,10 @@ pub(crate) struct EngineSetup {
     pub copies: Arc<CopyState>,
     /// The next checkpoint's epoch: above any found on the device.
     pub next_epoch: u64,
+    /// When writes are acknowledged.
+    pub durability: Durability,
+    /// Staging queues of a new store (one per core; an existing store keeps its own).
+    pub queues: u32,
 }
 
 enum Link {
@@ -240,9 +269,11 @@ fn record_crc_ok(record: &[u8]) -> bool {
     record.len() >= RECORD_HEADER && crc32c(&record[RECORD_HEADER..]) == get_u32(record, 8)
 }
 
-/// The cache's checksum exemption: data pages validate their records themselves.
+/// The cache's checksum exemption: data pages and queue pages validate their records
+/// themselves (both are rewritten as they fill: a torn rewrite keeps the records before).
 pub(crate) fn is_data_page(bytes: &[u8]) -> bool {
-    get_u32(bytes, 0) == KIND_DATA
+    let kind = get_u32(bytes, 0);
+    kind == KIND_DATA || kind == KIND_QUEUE
 }
 
 /// How long `close` waits for operations already in progress.
@@ -288,7 +319,14 @@ impl Engine {
             new_hash_key,
             copies,
             next_epoch,
+            durability,
+            queues,
         } = setup;
+        let (queues, last_ts) = existing
+            .as_ref()
+            .map_or((queues.clamp(1, MAX_QUEUES as u32), 0), |(sb, _)| {
+                (sb.queues, sb.commit_ts)
+            });
         let epoch = existing.as_ref().map_or(0, |(sb, _)| sb.epoch);
         debug_assert!(next_epoch > epoch);
         // Dirty index pages cannot be evicted: a checkpoint runs well before they could fill
@@ -323,6 +361,9 @@ impl Engine {
             dirty_index_pages_max,
             checkpoint_stats: Mutex::new(checkpoint::CheckpointStats::default()),
             failed: Mutex::new(None),
+            commit: Commit::new(durability, queues, last_ts),
+            locks: KeyLocks::new(),
+            recovery: Mutex::new(RecoveryStats::default()),
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
             alloc: Mutex::new(Alloc {
@@ -436,7 +477,22 @@ impl Engine {
         }
         match existing {
             None => {
+                // The first bucket is the first managed page; the queues follow it.
                 let bucket = self.alloc_bucket()?;
+                let queues = u64::from(self.commit.queues());
+                let limit_pages = match &self.space {
+                    Space::Fixed { capacity_bytes } => capacity_bytes / PAGE_SIZE_BYTES,
+                    Space::File { max_bytes, .. } => {
+                        max_bytes.map_or(u64::MAX, |bytes| bytes / PAGE_SIZE_BYTES)
+                    }
+                };
+                let per_queue = (limit_pages / 64 / queues).clamp(QUEUE_PAGES_MIN, QUEUE_PAGES_MAX);
+                self.commit.pages.store(per_queue, Ordering::Relaxed);
+                let first =
+                    self.alloc_marked(queues * per_queue, MapKind::Queue, MapKind::Queue)?;
+                self.commit
+                    .first
+                    .store(self.logical_of(first)?, Ordering::Relaxed);
                 let b = self
                     .cache
                     .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
@@ -461,6 +517,16 @@ impl Engine {
                 // high-water mark and index are consistent (recovery is choosing the copies).
                 self.lock_alloc().next_page = sb.next_page;
                 self.load_free_extents(sb.next_page)?;
+                self.commit.first.store(sb.queue_first, Ordering::Relaxed);
+                self.commit
+                    .pages
+                    .store(u64::from(sb.queue_pages), Ordering::Relaxed);
+                if !self.read_only {
+                    // Redo what the queues hold beyond the checkpoint; the checkpoint below
+                    // makes it the new crash point.
+                    let stats = self.recover_queues(&sb)?;
+                    *self.recovery.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+                }
                 if !sb.clean && !self.read_only {
                     tracing::warn!(
                         "the store was not closed cleanly: opened at its last checkpoint \
@@ -514,6 +580,11 @@ impl Engine {
             next_page: self.lock_alloc().next_page,
             key_count: self.key_count.load(Ordering::Relaxed),
             max_value_bytes: self.max_value as u64,
+            // Under the exclusive checkpoint latch: every smaller `ts` is applied.
+            commit_ts: self.commit.next_ts.load(Ordering::SeqCst) - 1,
+            queue_first: self.commit.first.load(Ordering::Relaxed),
+            queues: self.commit.queues(),
+            queue_pages: self.commit.pages() as u32,
         };
         let copy = self.cache.get_for_overwrite(page)?;
         copy.write(|b| sb.encode(b));
@@ -550,6 +621,21 @@ impl Engine {
         }
         // The last checkpoint, marked clean.
         self.checkpoint(true)
+    }
+
+    /// [`Engine::check_open`] for the crate's other modules.
+    pub(crate) fn check_open_pub(&self) -> Result<OpGuard<'_>, DbError> {
+        self.check_open()
+    }
+
+    /// When writes are acknowledged.
+    pub fn durability(&self) -> Durability {
+        self.commit.mode
+    }
+
+    /// What recovery from the staging queues redid at open.
+    pub fn recovery_stats(&self) -> RecoveryStats {
+        *self.recovery.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Admits one operation: counted until the guard drops, so that `close` can wait for it.
@@ -798,8 +884,9 @@ impl Engine {
         Ok((out, len))
     }
 
-    /// Writes a record out of place and returns its entry (hash 0).
-    fn write_record(&self, key: &[u8], value: &[u8]) -> Result<Entry, DbError> {
+    /// Writes a record out of place and returns its entry (hash 0) and the pages it is in
+    /// (for the group commit that makes it durable).
+    fn write_record(&self, key: &[u8], value: &[u8]) -> Result<(Entry, Vec<u64>), DbError> {
         let len = RECORD_HEADER + key.len() + value.len();
         let mut header = [0u8; RECORD_HEADER];
         put_u32(&mut header, 0, key.len() as u32);
@@ -823,15 +910,17 @@ impl Engine {
                 // Counted under the page's latch: the page cannot be freed in between.
                 self.add_live(page, i64::from(span))
             })?;
-            return Ok(Entry::new(0, page, offset));
+            return Ok((Entry::new(0, page, offset), vec![page]));
         }
         let n = extent_pages(len);
         let first = self.alloc_pages(n, MapKind::ExtentHead)?;
         let mut kind = [0u8; EXTENT_HEADER];
         put_u32(&mut kind, 0, KIND_EXTENT);
         let parts = [&kind[..], &header[..], key, value];
+        let mut pages = Vec::with_capacity(n as usize);
         for i in 0..n {
             let written = self.extent_page(first, i).and_then(|page| {
+                pages.push(page);
                 let r = self.cache.get_for_overwrite(page)?;
                 r.write(|b| {
                     b[..PAYLOAD].fill(0);
@@ -844,7 +933,7 @@ impl Engine {
                 return Err(err);
             }
         }
-        Ok(Entry::new(0, first, 0))
+        Ok((Entry::new(0, first, 0), pages))
     }
 
     /// Space for a small record of `len` bytes: in the open data page, or in a new one.
@@ -1064,36 +1153,55 @@ impl Engine {
             return Err(DbError::ReadOnly);
         }
         check_sizes(key, Some(value), self.max_value)?;
-        match self.put_once(key, value) {
-            // Space freed since the last checkpoint is reusable only after the next one.
-            Err(DbError::NoSpace { .. }) if self.frees_pending() => {
-                self.checkpoint(false)?;
-                self.put_once(key, value)
-            }
-            other => other,
-        }
+        let hash = self.hash(key);
+        let staged = {
+            let _key = KeyGuard::lock(&self.locks, hash)?;
+            match self.put_once(hash, key, value) {
+                // Space freed since the last checkpoint is reusable only after the next one.
+                Err(DbError::NoSpace { .. }) if self.frees_pending() => {
+                    self.checkpoint(false)?;
+                    self.put_once(hash, key, value)
+                }
+                other => other,
+            }?
+        };
+        self.acknowledge(staged)
     }
 
-    fn put_once(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+    /// Waits, as the durability mode says, for a staged change to be durable (called with no
+    /// latch or key lock held).
+    fn acknowledge(&self, staged: Staged) -> Result<(), DbError> {
+        if self.commit.mode == Durability::Commit || staged.sync_now {
+            self.wait_durable(staged.ts)?;
+        }
+        Ok(())
+    }
+
+    /// The put under its key's lock: the record out of place, the entry switched, the delta
+    /// staged.
+    fn put_once(&self, hash: u64, key: &[u8], value: &[u8]) -> Result<Staged, DbError> {
         let _s = self.begin_change()?;
-        let hash = self.hash(key);
-        let mut e = self.write_record(key, value)?;
+        let (mut e, pages) = self.write_record(key, value)?;
         e.hash = hash as u32;
         match self.link(hash, key, e, None) {
             Ok(Linked::Replaced(old)) => {
                 self.release(&old);
-                Ok(())
             }
             Ok(Linked::Inserted) => {
                 self.key_count.fetch_add(1, Ordering::Relaxed);
-                Ok(())
             }
             Ok(Linked::Unchanged) => unreachable!("an unconditional link always links"),
             Err(err) => {
                 self.release(&e);
-                Err(err)
+                return Err(err);
             }
         }
+        let delta = Delta {
+            op: DeltaOp::Put,
+            hash,
+            entry: e,
+        };
+        Ok(self.stage(&[delta], &pages))
     }
 
     /// The slot and entry of `key` among the first `count` entries of bucket page `bytes`.
@@ -1280,12 +1388,17 @@ impl Engine {
         let klen = get_u32(record, 0) as usize;
         let key = &record[RECORD_HEADER..RECORD_HEADER + klen];
         let hash = self.hash(key);
+        // The caller holds the checkpoint latch: a key lock is only tried (a writer holding it
+        // may be waiting for the latch). A busy key's record stays; the page stays sparse.
+        let Some(_key) = KeyGuard::try_lock(&self.locks, hash) else {
+            return Ok(false);
+        };
         // Most records of a sparse page are dead: probe before writing a copy.
         let current = self.entry_of(hash, key)?;
         if current.is_none_or(|e| e.page != page || e.is_extent() || e.offset() != offset) {
             return Ok(false);
         }
-        let mut e = self.write_record(key, &record[RECORD_HEADER + klen..])?;
+        let (mut e, pages) = self.write_record(key, &record[RECORD_HEADER + klen..])?;
         e.hash = hash as u32;
         let expect = Expect {
             page,
@@ -1295,6 +1408,14 @@ impl Engine {
         match self.link(hash, key, e, Some(&expect)) {
             Ok(Linked::Replaced(old)) => {
                 self.release(&old);
+                let delta = Delta {
+                    op: DeltaOp::Put,
+                    hash,
+                    entry: e,
+                };
+                // Made durable by a later write's group commit or the next checkpoint: a
+                // move changes no value, so nobody waits for it.
+                self.stage(&[delta], &pages);
                 Ok(true)
             }
             Ok(Linked::Inserted | Linked::Unchanged) => {
@@ -1320,8 +1441,27 @@ impl Engine {
         if self.read_only {
             return Err(DbError::ReadOnly);
         }
-        let _s = self.begin_change()?;
         let hash = self.hash(key);
+        let staged = {
+            let _key = KeyGuard::lock(&self.locks, hash)?;
+            let _s = self.begin_change()?;
+            let Some(old) = self.unlink(hash, key)? else {
+                return Ok(false);
+            };
+            let delta = Delta {
+                op: DeltaOp::Delete,
+                hash,
+                entry: old,
+            };
+            self.stage(&[delta], &[])
+        };
+        self.acknowledge(staged)?;
+        Ok(true)
+    }
+
+    /// Removes `key`'s entry (under its key lock and the checkpoint latch), releases its record
+    /// and returns the entry; `None` when the key is absent.
+    fn unlink(&self, hash: u64, key: &[u8]) -> Result<Option<Entry>, DbError> {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
@@ -1346,9 +1486,9 @@ impl Engine {
                 Link::Replaced(old) => {
                     self.key_count.fetch_sub(1, Ordering::Relaxed);
                     self.release(&old);
-                    return Ok(true);
+                    return Ok(Some(old));
                 }
-                _ => return Ok(false),
+                _ => return Ok(None),
             }
         }
         Err(corrupt(0, "the directory never led to the key's bucket"))
@@ -1498,7 +1638,7 @@ mod tests {
             let second = e.entry_of(hash, b"key")?.expect("stored");
             let (second_bytes, _) = e.record_bytes(&second, usize::MAX)?;
             let attempt = |expect: Expect<'_>, value: &[u8]| -> Result<bool, DbError> {
-                let mut copy = e.write_record(b"key", value)?;
+                let (mut copy, _) = e.write_record(b"key", value)?;
                 copy.hash = hash as u32;
                 Ok(match e.link(hash, b"key", copy, Some(&expect))? {
                     Linked::Replaced(old) => {
@@ -1537,7 +1677,7 @@ mod tests {
                 offset: second.offset(),
                 record: &second_bytes,
             };
-            let mut copy = e.write_record(b"nokey", b"x")?;
+            let (mut copy, _) = e.write_record(b"nokey", b"x")?;
             let nokey_hash = e.hash(b"nokey");
             copy.hash = nokey_hash as u32;
             assert!(matches!(

@@ -34,6 +34,11 @@ pub enum DbError {
     ReadOnly,
     /// The runtime could not run the operation (its queues stayed full, or it stopped).
     Runtime(String),
+    /// A transaction met a lock held by another `attempts` times in a row (inside a
+    /// transaction's closure, `attempts` is 0: return it, and the attempt is retried).
+    Conflict { attempts: u32 },
+    /// A transaction or batch over a stated bound (bytes buffered, keys locked).
+    TooLarge(String),
 }
 
 impl From<CacheError> for DbError {
@@ -96,6 +101,17 @@ impl fmt::Display for DbError {
             ),
             DbError::Closed => write!(f, "the database is closed"),
             DbError::Runtime(msg) => write!(f, "runtime: {msg}"),
+            DbError::Conflict { attempts: 0 } => write!(
+                f,
+                "transaction conflict: another transaction holds a key this one touches (return \
+                 this error from the closure and the transaction is retried)"
+            ),
+            DbError::Conflict { attempts } => write!(
+                f,
+                "transaction conflict: it met keys held by other transactions {attempts} times \
+                 in a row; retry later, or touch fewer hot keys per transaction"
+            ),
+            DbError::TooLarge(msg) => write!(f, "too large: {msg}"),
         }
     }
 }

@@ -4,12 +4,14 @@
 pub use tamer_cache::PAGE_PAYLOAD as PAYLOAD;
 
 pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
+/// Version 4: staging queues (one ring of [`QUEUE_PAGES`] pages per queue, named by the
+/// superblock, with the checkpoint's commit timestamp) and map kind [`MapKind::Queue`].
 /// Version 3: two superblock copies (pages 0 and 1, written alternately, the newer valid one
 /// wins) and a per-store random key for the index hash (SipHash-1-3). Version 2 brought
 /// compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a 16-byte record
 /// slot), 16-byte aligned records and directory slots carrying the bucket's local depth.
 /// Older stores are refused with a message.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Copies of the superblock, at pages `0..SUPERBLOCK_COPIES`.
 pub const SUPERBLOCK_COPIES: u64 = 2;
@@ -18,6 +20,35 @@ pub const KIND_BUCKET: u32 = u32::from_le_bytes(*b"BUCK");
 pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
 pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
 pub const KIND_MAP: u32 = u32::from_le_bytes(*b"PMAP");
+pub const KIND_QUEUE: u32 = u32::from_le_bytes(*b"QUEU");
+
+// --- staging queues (issue 9, `docs/durability.md`) ---
+//
+// A queue is a ring of `queue_pages` consecutive logical pages (the superblock says how many:
+// QUEUE_PAGES_MAX, fewer on a small device). A queue page is
+// `[kind u32 "QUEU"][queue u32]` then commit records, appended; a page is rewritten whole at
+// each group commit as it fills (its earlier records' bytes unchanged, so a torn rewrite keeps
+// them), and it is exempt from the page checksum: each record carries its own CRC.
+// A commit record: `[magic u32 "CMIT"][bytes u32][ts u64][deltas u32][CRC-32C u32]` then
+// `deltas` deltas of [`DELTA_BYTES`]: `[op u8][slot u8][0 u16][page u32][key hash u64]`.
+// The CRC covers the record with its CRC field zero.
+
+/// Pages of one staging queue: 1 MiB, or 1/64 of a small device's pages (at least
+/// [`QUEUE_PAGES_MIN`]).
+pub const QUEUE_PAGES_MAX: u64 = 256;
+pub const QUEUE_PAGES_MIN: u64 = 16;
+/// Queue page header: kind u32, queue number u32.
+pub const QUEUE_HEADER: usize = 8;
+pub const COMMIT_MAGIC: u32 = u32::from_le_bytes(*b"CMIT");
+/// Commit record header: magic, bytes, ts, delta count, CRC.
+pub const COMMIT_HEADER: usize = 24;
+pub const DELTA_BYTES: usize = 16;
+/// Deltas one commit record holds (it never spans pages): 253. A transaction with more
+/// commits through a checkpoint instead (the overflow path).
+pub const MAX_DELTAS: usize = (PAYLOAD - QUEUE_HEADER - COMMIT_HEADER) / DELTA_BYTES;
+const _: () = assert!(MAX_DELTAS == 253);
+/// Most queues a store has (one per core, up to this).
+pub const MAX_QUEUES: u64 = 64;
 
 /// A directory page: `[epoch u64]` then [`DIR_PER_PAGE`] slots. The directory has two copies
 /// (regions of `D` pages each); a checkpoint writes a changed page to the copy not holding its
@@ -132,6 +163,8 @@ pub enum MapKind {
     ExtentTail = 4,
     /// A bucket's second copy (the page after its first, [`MapKind::Bucket`]).
     BucketCopy = 5,
+    /// A page of a staging queue.
+    Queue = 6,
 }
 
 impl MapKind {
@@ -143,6 +176,7 @@ impl MapKind {
             3 => MapKind::ExtentHead,
             4 => MapKind::ExtentTail,
             5 => MapKind::BucketCopy,
+            6 => MapKind::Queue,
             _ => return None,
         })
     }
@@ -235,6 +269,14 @@ pub struct Superblock {
     pub next_page: u64,
     pub key_count: u64,
     pub max_value_bytes: u64,
+    /// Every transaction with a commit timestamp up to this one is in the checkpoint; the
+    /// queues' records above it are redone at open.
+    pub commit_ts: u64,
+    /// The staging queues: the logical page of the first (the others follow, `queue_pages`
+    /// each), and how many.
+    pub queue_first: u64,
+    pub queues: u32,
+    pub queue_pages: u32,
 }
 
 impl Superblock {
@@ -254,6 +296,10 @@ impl Superblock {
         put_u64(b, 72, self.hash_key[0]);
         put_u64(b, 80, self.hash_key[1]);
         put_u64(b, 88, self.epoch);
+        put_u64(b, 96, self.commit_ts);
+        put_u64(b, 104, self.queue_first);
+        put_u32(b, 112, self.queues);
+        put_u32(b, 116, self.queue_pages);
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -283,7 +329,19 @@ impl Superblock {
             sequence: get_u64(b, 64),
             hash_key: [get_u64(b, 72), get_u64(b, 80)],
             epoch: get_u64(b, 88),
+            commit_ts: get_u64(b, 96),
+            queue_first: get_u64(b, 104),
+            queues: get_u32(b, 112),
+            queue_pages: get_u32(b, 116),
         };
+        if u64::from(sb.queues) > MAX_QUEUES
+            || !(QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&u64::from(sb.queue_pages))
+        {
+            return Err(format!(
+                "{} staging queues of {} pages",
+                sb.queues, sb.queue_pages
+            ));
+        }
         if sb.max_depth > crate::MAX_DIRECTORY_DEPTH || sb.global_depth > sb.max_depth {
             return Err(format!(
                 "bad directory depth {}/{}",

@@ -198,12 +198,13 @@ pub use db::{
     DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
 };
 pub use engine::{
-    CheckReport, CheckpointStats, CompactionStats, Problem, COMPACT_LIVE_BYTES,
-    COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, FREED_PAGES_MIN, MAX_KEY_BYTES,
-    MAX_PROBLEMS_LISTED, SPARSE_QUEUE,
+    CheckReport, CheckpointStats, CommitStats, CompactionStats, Durability, Problem, RecoveryStats,
+    Tx, WriteBatch, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
+    FREED_PAGES_MIN, MAX_KEY_BYTES, MAX_PROBLEMS_LISTED, MAX_TX_ATTEMPTS, MAX_TX_BYTES,
+    SPARSE_QUEUE,
 };
 pub use error::DbError;
-pub use layout::{key_hash, BUCKET_CAP, MAX_SMALL_RECORD};
+pub use layout::{key_hash, BUCKET_CAP, MAX_DELTAS, MAX_SMALL_RECORD, QUEUE_PAGES_MAX};
 
 /// Largest `max_directory_depth`: 2^20 slots, an 8 MiB pinned directory.
 pub const MAX_DIRECTORY_DEPTH: u32 = 20;

@@ -171,7 +171,7 @@ fn a_damaged_record_is_reported_and_the_check_goes_on() {
     assert!(clean.is_clean(), "{clean:#?}");
     // The first data page after the first bucket holds records from byte 16 on.
     let mut page = vec![0u8; PAGE];
-    let data = (MAP0 + 3..MAP0 + 100)
+    let data = (MAP0 + 3..MAP0 + 1000)
         .find(|&p| {
             model.read_at(p * PAGE as u64, &mut page).unwrap();
             &page[0..4] == b"DATA" && u32::from_le_bytes(page[16..20].try_into().unwrap()) > 0

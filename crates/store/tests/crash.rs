@@ -118,6 +118,12 @@ fn crash_once(seed: u64) -> usize {
     let got = contents(&db);
     assert_eq!(got.len() as u64, db.len(), "seed {seed}: key count");
     db.close().unwrap();
+    // `Durability::Commit` (the options' default): every op that returned is durable.
+    assert!(
+        state_at(&got, &ops, done, done).is_some(),
+        "seed {seed}: after the crash the store is not the state after the {done} ops that \
+         returned (nor after the one in flight): an acknowledged write was lost"
+    );
     let Some(at) = state_at(&got, &ops, flushed, done) else {
         panic!(
             "seed {seed}: after the crash the store is no state between op {flushed} (the last \
@@ -155,18 +161,20 @@ fn run_ops(db: &Db, ops: &[Op]) -> (usize, usize) {
     (done, flushed)
 }
 
-/// The op count in `flushed..=done` after which the store held exactly `got`, if any.
-fn state_at(got: &Model, ops: &[Op], flushed: usize, done: usize) -> Option<usize> {
+/// The op count in `from..=done + 1` after which the store held exactly `got`, if any (op
+/// `done` was in flight at the crash: it may have become durable without being acknowledged).
+fn state_at(got: &Model, ops: &[Op], from: usize, done: usize) -> Option<usize> {
     let mut expected = Model::new();
-    for op in &ops[..flushed] {
+    for op in &ops[..from] {
         apply(&mut expected, op);
     }
-    for at in flushed..=done {
+    for at in from..=done + 1 {
         if *got == expected {
             return Some(at);
         }
-        if let Some(op) = ops[..done].get(at) {
-            apply(&mut expected, op);
+        match ops.get(at) {
+            Some(op) => apply(&mut expected, op),
+            None => break,
         }
     }
     None
@@ -341,6 +349,11 @@ fn every_write_of_a_short_workload_and_every_fate() {
             assert!(
                 state_at(&got, &ops, flushed, done).is_some(),
                 "{what}: the store is no state at or after op {flushed}: {:?}",
+                got.keys().collect::<Vec<_>>()
+            );
+            assert!(
+                state_at(&got, &ops, done, done).is_some(),
+                "{what}: an acknowledged op was lost (done {done}): {:?}",
                 got.keys().collect::<Vec<_>>()
             );
         }

@@ -31,6 +31,8 @@ pub struct CheckReport {
     pub data_pages: u64,
     /// Pages of extents (large records), heads and tails.
     pub extent_pages: u64,
+    /// Pages of the staging queues.
+    pub queue_pages: u64,
     pub free_pages: u64,
     /// Pages the map says are in use that nothing references (space lost, not data).
     pub leaked_pages: u64,
@@ -303,6 +305,8 @@ impl Engine {
                 Some(MapKind::ExtentTail)
             } else if bucket_copies.contains(&page) {
                 Some(MapKind::BucketCopy)
+            } else if self.is_queue_page(l) {
+                Some(MapKind::Queue)
             } else {
                 None
             };
@@ -343,8 +347,17 @@ impl Engine {
                 }
             }
             MapKind::ExtentHead | MapKind::ExtentTail => report.extent_pages += 1,
+            MapKind::Queue => report.queue_pages += 1,
             MapKind::Bucket | MapKind::BucketCopy | MapKind::Free => {}
         }
+    }
+}
+
+impl Engine {
+    /// True when logical page `l` is one of the staging queues' pages.
+    fn is_queue_page(&self, l: u64) -> bool {
+        let first = self.commit.first.load(std::sync::atomic::Ordering::Relaxed);
+        (first..first + u64::from(self.commit.queues()) * self.commit.pages()).contains(&l)
     }
 }
 

@@ -127,6 +127,7 @@ impl Engine {
         // bound's locks taken.
         let freed = self.freed_pages.load(Ordering::Relaxed);
         let over = self.copies.changed() >= self.dirty_index_pages_max
+            || self.commit.half_full.load(Ordering::Acquire)
             || (freed >= FREED_PAGES_MIN && freed >= self.lock_alloc().next_page / 16);
         if over {
             self.checkpoint(false)?;
@@ -153,6 +154,8 @@ impl Engine {
         // those dirtied meanwhile remain. (An error here is seen again under the latch.)
         let _ = self.cache.flush();
         let _x = self.ckpt.exclusive();
+        // No group commit runs meanwhile: the queues restart when this one is durable.
+        let _leader = self.commit.leader.lock();
         self.check_failed()?;
         let start = tamer_device::now_ns();
         let result = self.checkpoint_locked(clean);
@@ -175,6 +178,8 @@ impl Engine {
         // No change runs meanwhile (the latch is exclusive): the count restarts with the list.
         let dirty = std::mem::take(&mut *self.lock_dirty());
         self.freed_pages.store(0, Ordering::Relaxed);
+        // Every change with a smaller timestamp is applied (the latch is exclusive).
+        let commit_ts = self.commit.next_ts.load(Ordering::SeqCst) - 1;
         // Records first: the index about to be made durable names them.
         self.cache.flush()?;
         let epoch = self.next_epoch.load(Ordering::Acquire);
@@ -219,6 +224,7 @@ impl Engine {
         self.cache
             .write_back_to(sb_page, PageClass::Data, sb_page)?;
         tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        self.queues_checkpointed(commit_ts);
         let mut alloc = self.lock_alloc();
         for (l, n) in dirty.freed {
             alloc.free.give(l, n);

@@ -206,7 +206,12 @@ impl Engine {
         Ok(page)
     }
 
-    fn alloc_marked(&self, n: u64, kind: MapKind, rest: MapKind) -> Result<u64, DbError> {
+    pub(super) fn alloc_marked(
+        &self,
+        n: u64,
+        kind: MapKind,
+        rest: MapKind,
+    ) -> Result<u64, DbError> {
         let l = self.alloc_logical(n)?;
         let rest = map_entry(rest, 0);
         if let Err(err) = self.map_set(l, n, map_entry(kind, 0), rest) {

@@ -1,0 +1,452 @@
+//! Staging queues and group commit: seed 001's flush phase on one device file
+//! (`docs/durability.md`).
+//!
+//! Every change (a put, a delete, a transaction, a compaction move) is applied to the index in
+//! DRAM under its keys' locks and the checkpoint latch, and gets a commit timestamp `ts` from
+//! one counter. Its *deltas* (which record each key now names) are staged as one commit record
+//! in its core's queue: a ring of pages on the device. The records themselves were already
+//! written out of place; the queue holds 16 bytes per key. A group commit (one leader at a
+//! time, covering everything staged on every core) writes the data pages holding the staged
+//! records and the queue pages, then one device flush: every `ts` below the counter it read
+//! first is then durable. A checkpoint makes everything up to its `ts` durable in the index
+//! itself and empties the queues. A transaction with more deltas than a queue page holds, or
+//! one that finds its queue full, is not staged (the overflow path): it is durable once the
+//! next checkpoint is, and the durable watermark stops below it until then.
+//!
+//! Recovery (`recover.rs`) redoes, from the last checkpoint, the queues' valid records with
+//! `ts` above the checkpoint's, in `ts` order, up to the first one missing.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tamer_cache::crc32c;
+use tamer_runtime::thread;
+
+use super::{Engine, YieldLock};
+use crate::layout::*;
+use crate::DbError;
+
+/// When a write is acknowledged (`DbOptions::durability`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// A write returns before it is durable; it becomes durable with the next checkpoint (at
+    /// most `CHECKPOINT_INTERVAL` later while the store changes). A crash keeps the effects
+    /// of a prefix of the transactions in commit order. Nothing is staged.
+    None,
+    /// As `None`, and every staged transaction is made durable by a group commit at least
+    /// this often (as Redis's `appendfsync everysec`): a crash loses at most about the last
+    /// interval.
+    Periodic(Duration),
+    /// A write (a put, a delete, a batch, a transaction) returns only once it is durable.
+    #[default]
+    Commit,
+}
+
+/// What one delta does to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DeltaOp {
+    /// The key's entry names this record (inserted or replaced).
+    Put = 1,
+    /// The key, whose record was this one, is deleted.
+    Delete = 2,
+}
+
+/// The index change of one key: a record's place and the key's hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Delta {
+    pub op: DeltaOp,
+    pub hash: u64,
+    pub entry: Entry,
+}
+
+/// What [`Engine::stage`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Staged {
+    pub ts: u64,
+    pub sync_now: bool,
+}
+
+/// A commit record read back from a queue page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CommitRecord {
+    pub ts: u64,
+    pub deltas: Vec<Delta>,
+}
+
+/// How long a write waits for its group commit (a device flush) before it fails.
+const DURABLE_WAIT: Duration = Duration::from_secs(60);
+/// Data pages a queue remembers for its next group commit; past this a stager leads one.
+const PENDING_PAGES_MAX: usize = 4096;
+
+/// What the staging queues and group commits did since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Transactions staged in a queue (each a put, a delete, a batch or a transaction).
+    pub staged: u64,
+    /// Transactions too large for a queue page (or finding their queue full): durable through
+    /// a checkpoint instead.
+    pub overflows: u64,
+    /// Group commits (each one device flush).
+    pub group_commits: u64,
+    /// Queue pages and data pages written by group commits.
+    pub queue_pages_written: u64,
+    pub data_pages_written: u64,
+}
+
+/// One core's queue: the page being filled, kept in DRAM, and what the next group commit
+/// writes.
+struct Queue {
+    /// Ring page being filled (`0..pages`), its image, and the bytes used in it.
+    page: u64,
+    image: Box<[u8]>,
+    used: usize,
+    /// Images of ring pages filled since the last group commit took them.
+    sealed: Vec<(u64, Box<[u8]>)>,
+    /// The image changed since the last group commit took it.
+    changed: bool,
+    /// Data pages holding staged records not yet written by a group commit.
+    data_pages: Vec<u64>,
+}
+
+impl Queue {
+    fn new(number: u32) -> Self {
+        let mut q = Queue {
+            page: 0,
+            image: vec![0u8; PAYLOAD].into_boxed_slice(),
+            used: QUEUE_HEADER,
+            sealed: Vec::new(),
+            changed: false,
+            data_pages: Vec::new(),
+        };
+        q.restart(number);
+        q
+    }
+
+    /// Back to ring page 0, empty (after a checkpoint made every staged record durable).
+    fn restart(&mut self, number: u32) {
+        self.page = 0;
+        self.image.fill(0);
+        put_u32(&mut self.image, 0, KIND_QUEUE);
+        put_u32(&mut self.image, 4, number);
+        self.used = QUEUE_HEADER;
+        self.sealed.clear();
+        self.changed = false;
+        self.data_pages.clear();
+    }
+}
+
+/// The commit machinery of one store.
+pub(crate) struct Commit {
+    pub mode: Durability,
+    queues: Box<[Mutex<Queue>]>,
+    /// Logical page of the first queue's first ring page, and the pages of each (set at load).
+    pub first: AtomicU64,
+    pub pages: AtomicU64,
+    /// The next commit timestamp.
+    pub next_ts: AtomicU64,
+    /// Every `ts` up to this one is durable (in a queue or a checkpoint).
+    pub durable_ts: AtomicU64,
+    /// The lowest `ts` applied but not staged (an overflow), `u64::MAX` when none: durable
+    /// only with the next checkpoint.
+    overflow_min: AtomicU64,
+    /// Held by the group commit's leader, and by a checkpoint.
+    pub leader: YieldLock,
+    /// Bumped at the end of every group commit and checkpoint (waiters watch it).
+    rounds: AtomicU64,
+    /// A queue filled half its ring: the next change runs a checkpoint first.
+    pub half_full: AtomicBool,
+    stats: Mutex<CommitStats>,
+}
+
+impl Commit {
+    /// `queues` queues, timestamps continuing after `last_ts`.
+    pub fn new(mode: Durability, queues: u32, last_ts: u64) -> Self {
+        debug_assert!(queues >= 1 && u64::from(queues) <= MAX_QUEUES);
+        Self {
+            mode,
+            queues: (0..queues).map(|q| Mutex::new(Queue::new(q))).collect(),
+            first: AtomicU64::new(0),
+            pages: AtomicU64::new(QUEUE_PAGES_MAX),
+            next_ts: AtomicU64::new(last_ts + 1),
+            durable_ts: AtomicU64::new(last_ts),
+            overflow_min: AtomicU64::new(u64::MAX),
+            leader: YieldLock(AtomicBool::new(false)),
+            rounds: AtomicU64::new(0),
+            half_full: AtomicBool::new(false),
+            stats: Mutex::new(CommitStats::default()),
+        }
+    }
+
+    pub fn queues(&self) -> u32 {
+        self.queues.len() as u32
+    }
+
+    /// Pages of each queue's ring.
+    pub fn pages(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self, q: usize) -> MutexGuard<'_, Queue> {
+        self.queues[q].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_stats(&self) -> MutexGuard<'_, CommitStats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn stats(&self) -> CommitStats {
+        *self.lock_stats()
+    }
+}
+
+/// Encodes a commit record at `out[..]`; returns its bytes.
+pub(crate) fn encode_record(ts: u64, deltas: &[Delta], out: &mut [u8]) -> usize {
+    let bytes = COMMIT_HEADER + deltas.len() * DELTA_BYTES;
+    debug_assert!(deltas.len() <= MAX_DELTAS && out.len() >= bytes);
+    let out = &mut out[..bytes];
+    out.fill(0);
+    put_u32(out, 0, COMMIT_MAGIC);
+    put_u32(out, 4, bytes as u32);
+    put_u64(out, 8, ts);
+    put_u32(out, 16, deltas.len() as u32);
+    for (i, d) in deltas.iter().enumerate() {
+        let at = COMMIT_HEADER + i * DELTA_BYTES;
+        out[at] = d.op as u8;
+        out[at + 1] = d.entry.slot;
+        put_u32(out, at + 4, d.entry.page as u32);
+        put_u64(out, at + 8, d.hash);
+    }
+    let crc = crc32c(out);
+    put_u32(out, 20, crc);
+    bytes
+}
+
+/// The valid commit records of a queue page image, in page order. Parsing stops at the first
+/// bytes that are not a whole valid record (the unused tail, or a torn append).
+pub(crate) fn decode_page(image: &[u8]) -> Vec<CommitRecord> {
+    let mut records = Vec::new();
+    if get_u32(image, 0) != KIND_QUEUE {
+        return records;
+    }
+    let mut at = QUEUE_HEADER;
+    // Bounded: each record is at least COMMIT_HEADER bytes of the page.
+    while at + COMMIT_HEADER <= PAYLOAD {
+        let b = &image[at..PAYLOAD];
+        let (bytes, count) = (get_u32(b, 4) as usize, get_u32(b, 16) as usize);
+        if get_u32(b, 0) != COMMIT_MAGIC
+            || count > MAX_DELTAS
+            || bytes != COMMIT_HEADER + count * DELTA_BYTES
+            || bytes > b.len()
+        {
+            break;
+        }
+        let mut copy = b[..bytes].to_vec();
+        let crc = get_u32(&copy, 20);
+        put_u32(&mut copy, 20, 0);
+        if crc32c(&copy) != crc {
+            break;
+        }
+        let deltas = (0..count)
+            .filter_map(|i| {
+                let d = &copy[COMMIT_HEADER + i * DELTA_BYTES..];
+                let op = match d[0] {
+                    1 => DeltaOp::Put,
+                    2 => DeltaOp::Delete,
+                    _ => return None,
+                };
+                let hash = get_u64(d, 8);
+                Some(Delta {
+                    op,
+                    hash,
+                    entry: Entry {
+                        hash: hash as u32,
+                        page: u64::from(get_u32(d, 4)),
+                        slot: d[1],
+                    },
+                })
+            })
+            .collect::<Vec<_>>();
+        if deltas.len() != count {
+            break; // an unknown op under a valid CRC: not a record this build wrote
+        }
+        records.push(CommitRecord {
+            ts: get_u64(&copy, 8),
+            deltas,
+        });
+        at += bytes;
+    }
+    records
+}
+
+impl Engine {
+    /// The physical page of ring page `page` of queue `q`.
+    pub(super) fn queue_page(&self, q: u64, page: u64) -> u64 {
+        let pages = self.commit.pages();
+        debug_assert!(page < pages);
+        self.phys(self.commit.first.load(Ordering::Relaxed) + q * pages + page)
+    }
+
+    /// Gives a change applied under the checkpoint latch (and its keys' locks) its commit
+    /// timestamp and stages its deltas, with the data pages holding its new records, in the
+    /// calling core's queue. Returns the timestamp. Under `Durability::None`, and on overflow
+    /// (too many deltas for a queue page, or the queue's ring full), nothing is staged: the
+    /// change is durable with the next checkpoint. `Staged::sync_now` asks the caller to make
+    /// it durable at once whatever the mode (its queue's list of data pages is long).
+    pub(super) fn stage(&self, deltas: &[Delta], data_pages: &[u64]) -> Staged {
+        let c = &self.commit;
+        let q = thread::core_id().unwrap_or(0) % c.queues.len();
+        let mut queue = c.lock(q);
+        // Assigned under the queue's lock: a group commit that read the counter and then took
+        // every queue's lock finds every smaller `ts` staged (or marked an overflow).
+        let ts = c.next_ts.fetch_add(1, Ordering::SeqCst);
+        let done = Staged {
+            ts,
+            sync_now: false,
+        };
+        if c.mode == Durability::None || deltas.is_empty() {
+            return done;
+        }
+        let bytes = COMMIT_HEADER + deltas.len() * DELTA_BYTES;
+        let fits_page = deltas.len() <= MAX_DELTAS;
+        let pages = c.pages();
+        if fits_page && queue.used + bytes > PAYLOAD && queue.page + 1 < pages {
+            // Seal the page: the next group commit writes its final image.
+            let page = queue.page;
+            let image = queue.image.clone();
+            queue.sealed.push((page, image));
+            queue.page += 1;
+            let number = q as u32;
+            queue.image.fill(0);
+            put_u32(&mut queue.image, 0, KIND_QUEUE);
+            put_u32(&mut queue.image, 4, number);
+            queue.used = QUEUE_HEADER;
+            if queue.page >= pages / 2 {
+                c.half_full.store(true, Ordering::Release);
+            }
+        }
+        if !fits_page || queue.used + bytes > PAYLOAD {
+            c.overflow_min.fetch_min(ts, Ordering::SeqCst);
+            drop(queue);
+            c.lock_stats().overflows += 1;
+            return done;
+        }
+        let used = queue.used;
+        let written = encode_record(ts, deltas, &mut queue.image[used..]);
+        debug_assert_eq!(written, bytes);
+        queue.used += bytes;
+        queue.changed = true;
+        for &p in data_pages {
+            if queue.data_pages.last() != Some(&p) {
+                queue.data_pages.push(p);
+            }
+        }
+        let sync_now = queue.data_pages.len() > PENDING_PAGES_MAX;
+        drop(queue);
+        c.lock_stats().staged += 1;
+        Staged { ts, sync_now }
+    }
+
+    /// Returns once every transaction up to `ts` is durable: leads a group commit when none
+    /// runs, else waits for the one running; runs a checkpoint when an overflowed transaction
+    /// at or below `ts` needs one. Fails when the store failed, or after [`DURABLE_WAIT`].
+    pub fn wait_durable(&self, ts: u64) -> Result<(), DbError> {
+        let c = &self.commit;
+        let deadline = tamer_device::now_ns() + DURABLE_WAIT.as_nanos() as u64;
+        loop {
+            if c.durable_ts.load(Ordering::Acquire) >= ts {
+                return Ok(());
+            }
+            self.check_failed()?;
+            if c.overflow_min.load(Ordering::Acquire) <= ts {
+                self.checkpoint(false)?;
+                continue;
+            }
+            let round = c.rounds.load(Ordering::Acquire);
+            if let Some(_leader) = c.leader.try_lock() {
+                if let Err(err) = self.group_commit() {
+                    // What reached the device is unknown: the store stops taking writes, and
+                    // recovery at the next open decides what is durable.
+                    self.fail(format!("a group commit failed: {err}"));
+                    return Err(err);
+                }
+                continue;
+            }
+            if tamer_device::now_ns() > deadline {
+                return Err(DbError::Runtime(format!(
+                    "a write waited {DURABLE_WAIT:?} for its group commit"
+                )));
+            }
+            // Woken when the running group commit (or checkpoint) ends.
+            thread::wait_while_eq(&c.rounds, round, deadline);
+        }
+    }
+
+    /// Makes everything staged so far durable: the leader's work (the caller holds
+    /// `commit.leader`).
+    fn group_commit(&self) -> Result<(), DbError> {
+        let c = &self.commit;
+        let below = c.next_ts.load(Ordering::SeqCst);
+        let mut data_pages = Vec::new();
+        let mut queue_images: Vec<(u64, Box<[u8]>)> = Vec::new();
+        for q in 0..c.queues.len() {
+            let mut queue = c.lock(q);
+            data_pages.append(&mut queue.data_pages);
+            for (page, image) in queue.sealed.drain(..) {
+                queue_images.push((self.queue_page(q as u64, page), image));
+            }
+            if queue.changed {
+                queue.changed = false;
+                queue_images.push((self.queue_page(q as u64, queue.page), queue.image.clone()));
+            }
+        }
+        let overflow_min = c.overflow_min.load(Ordering::SeqCst);
+        data_pages.sort_unstable();
+        data_pages.dedup();
+        let data_written = self.cache.write_back_settled(&data_pages)?;
+        let mut queue_pages = Vec::with_capacity(queue_images.len());
+        for (page, image) in &queue_images {
+            let r = self.cache.get_for_overwrite(*page)?;
+            r.write(|b| b[..PAYLOAD].copy_from_slice(image));
+            queue_pages.push(*page);
+        }
+        let queue_written = self.cache.write_back_settled(&queue_pages)?;
+        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        let durable = (below - 1).min(overflow_min.saturating_sub(1));
+        c.durable_ts.fetch_max(durable, Ordering::AcqRel);
+        c.rounds.fetch_add(1, Ordering::AcqRel);
+        let mut stats = c.lock_stats();
+        stats.group_commits += 1;
+        stats.queue_pages_written += queue_written as u64;
+        stats.data_pages_written += data_written as u64;
+        Ok(())
+    }
+
+    /// Makes every transaction so far durable (`Durability::Periodic`'s timer, and `Db::sync`).
+    pub fn sync(&self) -> Result<(), DbError> {
+        if self.commit.mode == Durability::None {
+            return self.checkpoint_if_dirty();
+        }
+        let last = self.commit.next_ts.load(Ordering::SeqCst) - 1;
+        self.wait_durable(last)
+    }
+
+    /// A checkpoint made every `ts` up to `ts` durable: the queues start over (their records
+    /// are all at or below it) and waiters wake. Called by the checkpoint under the exclusive
+    /// checkpoint latch and the leader lock, after its superblock is durable.
+    pub(super) fn queues_checkpointed(&self, ts: u64) {
+        let c = &self.commit;
+        for q in 0..c.queues.len() {
+            c.lock(q).restart(q as u32);
+        }
+        c.overflow_min.store(u64::MAX, Ordering::SeqCst);
+        c.half_full.store(false, Ordering::Release);
+        c.durable_ts.fetch_max(ts, Ordering::AcqRel);
+        c.rounds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// What the queues and group commits did since open.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.commit.stats()
+    }
+}
