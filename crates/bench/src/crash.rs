@@ -88,13 +88,15 @@ pub fn run_worker(path: &Path, seed: u64) -> Result<(), String> {
         match op {
             Op::Put { key, len, version } => db.put(&key.to_be_bytes(), &value(key, version, len)),
             Op::Delete { key } => db.delete(&key.to_be_bytes()).map(|_| ()),
-            Op::Flush => db.flush().and_then(|()| {
-                // The operations before this flush are durable: say so before going on.
-                writeln!(out, "durable {done}")
-                    .and_then(|()| out.flush())
-                    .map_err(|e| tamer_store::DbError::Runtime(e.to_string()))
-            }),
+            Op::Flush => db.flush(),
         }
+        .and_then(|()| {
+            // `Durability::Commit` (the default): every operation that returned is durable, this
+            // one included. Said before going on.
+            writeln!(out, "durable {}", done + 1)
+                .and_then(|()| out.flush())
+                .map_err(|e| tamer_store::DbError::Runtime(e.to_string()))
+        })
         .map_err(|e| format!("operation {done} ({op:?}): {e}"))?;
     }
     Ok(())

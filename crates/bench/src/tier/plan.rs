@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use tamer_cache::{MAX_FRAMES, PAGE_SIZE};
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{IdleMode, Policy};
-use tamer_store::{DbOptions, DeviceKind};
+use tamer_store::{DbOptions, DeviceKind, Durability};
 
 /// The workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,6 +256,9 @@ pub(super) fn options_for(
         .initial_file_bytes(pages * PAGE_SIZE as u64)
         // Every configuration gets the same bucket layout (the stores are compared).
         .hash_key(BENCH_HASH_KEY)
+        // Seed 002's comparison is of tiering, not durability (that is `bench durability`):
+        // every configuration acknowledges before durable, as the all-in-DRAM baseline would.
+        .durability(Durability::None)
         // `dram` evicts nothing, so a cleaner has nothing to prepare; on would only write the
         // load's dirty pages back during its measured window (a transient, not its steady
         // state).
