@@ -105,6 +105,12 @@ pub struct DbOptions {
     /// When a write returns: once durable ([`Durability::Commit`], the default), or before
     /// (`Periodic`, `None`; a crash then loses the last writes but keeps a prefix).
     pub durability: Durability,
+    /// How long an operation waits for key locks that other transactions hold, over all its
+    /// retries, before it fails (a transaction or batch with [`DbError::Conflict`], a single
+    /// put or delete with [`DbError::Runtime`]); default 10 s. As SQLite's `busy_timeout` or
+    /// InnoDB's `innodb_lock_wait_timeout`: it bounds the wait on a transaction that does not
+    /// finish.
+    pub lock_timeout: Duration,
 }
 
 /// The index (hash buckets) and how the DRAM budget is split, from [`Db::index_stats`].
@@ -178,6 +184,7 @@ impl DbOptions {
             warm_index: true,
             hash_key: None,
             durability: Durability::Commit,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
         }
     }
 
@@ -251,7 +258,15 @@ impl DbOptions {
         self.durability = durability;
         self
     }
+    /// See [`DbOptions::lock_timeout`].
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
 }
+
+/// Default [`DbOptions::lock_timeout`].
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest time between checkpoints while the store changes (with the cleaner on): what a
 /// crash loses at most, besides the writes of the checkpoint in progress.
@@ -703,6 +718,7 @@ impl Db {
             next_epoch,
             durability: options.durability,
             queues: options.cores as u32,
+            lock_timeout_ns: options.lock_timeout.as_nanos().min(u64::MAX as u128) as u64,
         });
         if options.read_only {
             engine = engine.read_only();

@@ -185,6 +185,8 @@ pub(crate) struct EngineSetup {
     pub durability: Durability,
     /// Staging queues of a new store (one per core; an existing store keeps its own).
     pub queues: u32,
+    /// How long an operation waits for key locks in all (`DbOptions::lock_timeout`).
+    pub lock_timeout_ns: u64,
 }
 
 enum Link {
@@ -321,6 +323,7 @@ impl Engine {
             next_epoch,
             durability,
             queues,
+            lock_timeout_ns,
         } = setup;
         let (queues, last_ts) = existing
             .as_ref()
@@ -362,7 +365,7 @@ impl Engine {
             checkpoint_stats: Mutex::new(checkpoint::CheckpointStats::default()),
             failed: Mutex::new(None),
             commit: Commit::new(durability, queues, last_ts),
-            locks: KeyLocks::new(),
+            locks: KeyLocks::new(lock_timeout_ns),
             recovery: Mutex::new(RecoveryStats::default()),
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
@@ -406,6 +409,8 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert(why);
+        // Wakes every write waiting for a group commit: it finds the store failed.
+        self.commit.wake_waiters();
     }
 
     fn check_failed(&self) -> Result<(), DbError> {

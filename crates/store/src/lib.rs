@@ -195,7 +195,7 @@ mod layout;
 
 pub use db::{
     Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, CHECKPOINT_INTERVAL,
-    DEFAULT_DIRECTORY_DEPTH, DEFAULT_MAX_VALUE_BYTES,
+    DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
 };
 pub use engine::{
     CheckReport, CheckpointStats, CommitStats, CompactionStats, Durability, Problem, RecoveryStats,

@@ -160,6 +160,11 @@ pub(crate) struct Commit {
 }
 
 impl Commit {
+    /// Wakes every write waiting for a group commit (they re-check their condition).
+    pub(super) fn wake_waiters(&self) {
+        self.rounds.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// `queues` queues, timestamps continuing after `last_ts`.
     pub fn new(mode: Durability, queues: u32, last_ts: u64) -> Self {
         debug_assert!(queues >= 1 && u64::from(queues) <= MAX_QUEUES);
@@ -294,6 +299,8 @@ impl Engine {
     /// change is durable with the next checkpoint. `Staged::sync_now` asks the caller to make
     /// it durable at once whatever the mode (its queue's list of data pages is long).
     pub(super) fn stage(&self, deltas: &[Delta], data_pages: &[u64]) -> Staged {
+        // An empty change takes no timestamp: a `ts` never staged would end recovery's prefix.
+        assert!(!deltas.is_empty(), "staging a change without deltas");
         let c = &self.commit;
         let q = thread::core_id().unwrap_or(0) % c.queues.len();
         let mut queue = c.lock(q);
@@ -304,7 +311,7 @@ impl Engine {
             ts,
             sync_now: false,
         };
-        if c.mode == Durability::None || deltas.is_empty() {
+        if c.mode == Durability::None {
             return done;
         }
         let bytes = COMMIT_HEADER + deltas.len() * DELTA_BYTES;
@@ -354,6 +361,8 @@ impl Engine {
         let c = &self.commit;
         let deadline = tamer_device::now_ns() + DURABLE_WAIT.as_nanos() as u64;
         loop {
+            // Read before the failure check: `fail` sets the failure, then bumps `rounds`.
+            let round = c.rounds.load(Ordering::Acquire);
             if c.durable_ts.load(Ordering::Acquire) >= ts {
                 return Ok(());
             }
@@ -362,7 +371,6 @@ impl Engine {
                 self.checkpoint(false)?;
                 continue;
             }
-            let round = c.rounds.load(Ordering::Acquire);
             if let Some(_leader) = c.leader.try_lock() {
                 if let Err(err) = self.group_commit() {
                     // What reached the device is unknown: the store stops taking writes, and

@@ -3,10 +3,15 @@
 //! one key are applied and staged in one order (their commit timestamps'), and a transaction's
 //! keys change for nobody else while it runs (two-phase locking: serializable).
 //!
-//! Single-key operations and write batches wait for a lock (a batch takes its locks in stripe
-//! order, so batches cannot deadlock); a transaction never waits long for one (it takes them in
-//! the order it touches keys): past a few yields it fails with a conflict and is retried from
-//! the start. Two keys of one stripe share a lock (a false conflict costs a retry).
+//! Owners are numbered in start order (a smaller id is older). A single-key operation holds one
+//! lock and waits for nothing while it holds it, so it simply waits. Transactions and write
+//! batches hold several and take them in any order, so they follow wait-die ([`on_held`]): an
+//! older owner waits for a younger holder; a younger one gives up (a conflict: it releases
+//! everything, waits for that holder to let the lock go, and retries under the same id). Every
+//! wait while holding locks is for a younger owner, so no cycle of waits can form; an owner
+//! keeps its id across retries, so it becomes the oldest in time and then never gives up again
+//! (no starvation). Every wait ends at the operation's deadline (`DbOptions::lock_timeout`).
+//! Two keys of one stripe share a lock (a false conflict costs a retry).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,30 +21,67 @@ use crate::DbError;
 
 /// Lock words: 16,384 × 8 bytes = 128 KiB.
 pub const LOCK_STRIPES: usize = 1 << 14;
-/// Yields a transaction waits for a held lock before it reports a conflict.
-pub const TX_LOCK_YIELDS: u32 = 16;
-/// How long a single-key operation or a batch waits for a lock (a transaction holds its locks
-/// while its closure runs, which the store does not bound) before it fails.
-const LOCK_WAIT_NS: u64 = 10_000_000_000;
 
 const FREE: u64 = 0;
+
+/// What a transaction does about a lock `holder` holds (wait-die).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnHeld {
+    /// The holder is younger: wait for it.
+    Wait,
+    /// The holder is older: give up and retry once it lets go.
+    Die,
+    /// The operation's deadline passed: fail.
+    TimedOut,
+}
+
+/// The wait-die rule, a pure function of the two owners and the clock.
+pub fn on_held(holder: u64, owner: u64, now_ns: u64, deadline_ns: u64) -> OnHeld {
+    assert!(holder != FREE && owner != FREE && holder != owner);
+    if now_ns > deadline_ns {
+        OnHeld::TimedOut
+    } else if holder < owner {
+        OnHeld::Die
+    } else {
+        OnHeld::Wait
+    }
+}
+
+/// Why a lock was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotLocked {
+    /// An older owner holds it.
+    Died {
+        stripe: usize,
+        holder: u64,
+    },
+    TimedOut,
+}
 
 pub(crate) struct KeyLocks {
     words: Box<[AtomicU64]>,
     next_owner: AtomicU64,
+    /// How long one operation waits for locks in all, ns.
+    timeout_ns: u64,
 }
 
 impl KeyLocks {
-    pub fn new() -> Self {
+    pub fn new(timeout_ns: u64) -> Self {
         Self {
             words: (0..LOCK_STRIPES).map(|_| AtomicU64::new(FREE)).collect(),
             next_owner: AtomicU64::new(1),
+            timeout_ns,
         }
     }
 
-    /// A new owner id (never [`FREE`]).
+    /// A new owner id (never [`FREE`]; larger than every earlier one).
     pub fn owner(&self) -> u64 {
         self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The deadline of an operation starting now.
+    pub fn deadline_ns(&self) -> u64 {
+        tamer_device::now_ns().saturating_add(self.timeout_ns)
     }
 
     /// The stripe of a key hash (its high bits: the low ones choose buckets).
@@ -47,21 +89,26 @@ impl KeyLocks {
         (hash >> 48) as usize % LOCK_STRIPES
     }
 
-    pub fn try_lock(&self, stripe: usize, owner: u64) -> bool {
+    /// Takes the lock if it is free; else its holder.
+    fn acquire(&self, stripe: usize, owner: u64) -> Result<(), u64> {
         debug_assert_ne!(owner, FREE);
         self.words[stripe]
             .compare_exchange(FREE, owner, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .map(|_| ())
     }
 
-    /// Takes the lock, yielding while another owner holds it, for at most `LOCK_WAIT_NS`.
+    pub fn try_lock(&self, stripe: usize, owner: u64) -> bool {
+        self.acquire(stripe, owner).is_ok()
+    }
+
+    /// Takes the lock, yielding while another owner holds it, until the timeout.
     pub fn lock(&self, stripe: usize, owner: u64) -> Result<(), DbError> {
-        let deadline = tamer_device::now_ns() + LOCK_WAIT_NS;
+        let deadline_ns = self.deadline_ns();
         while !self.try_lock(stripe, owner) {
-            if tamer_device::now_ns() > deadline {
+            if tamer_device::now_ns() > deadline_ns {
                 return Err(DbError::Runtime(format!(
-                    "a key lock stayed held for {} s (a transaction that does not finish?)",
-                    LOCK_WAIT_NS / 1_000_000_000
+                    "a key lock stayed held for {} ms (a transaction that does not finish?)",
+                    self.timeout_ns / 1_000_000
                 )));
             }
             thread::yield_now();
@@ -69,15 +116,36 @@ impl KeyLocks {
         Ok(())
     }
 
-    /// Takes the lock as a transaction does: a few yields, then `false` (a conflict).
-    pub fn lock_briefly(&self, stripe: usize, owner: u64) -> bool {
-        for _ in 0..TX_LOCK_YIELDS {
-            if self.try_lock(stripe, owner) {
-                return true;
+    /// Takes the lock as a transaction or batch does ([`on_held`]).
+    pub fn lock_or_die(
+        &self,
+        stripe: usize,
+        owner: u64,
+        deadline_ns: u64,
+    ) -> Result<(), NotLocked> {
+        loop {
+            match self.acquire(stripe, owner) {
+                Ok(()) => return Ok(()),
+                Err(FREE) => {}
+                Err(holder) => match on_held(holder, owner, tamer_device::now_ns(), deadline_ns) {
+                    OnHeld::Wait => {}
+                    OnHeld::Die => return Err(NotLocked::Died { stripe, holder }),
+                    OnHeld::TimedOut => return Err(NotLocked::TimedOut),
+                },
             }
             thread::yield_now();
         }
-        self.try_lock(stripe, owner)
+    }
+
+    /// Waits (holding no lock) until `holder` no longer holds `stripe`; false at the deadline.
+    pub fn wait_released(&self, stripe: usize, holder: u64, deadline_ns: u64) -> bool {
+        while self.words[stripe].load(Ordering::Acquire) == holder {
+            if tamer_device::now_ns() > deadline_ns {
+                return false;
+            }
+            thread::yield_now();
+        }
+        true
     }
 
     pub fn unlock(&self, stripe: usize, owner: u64) {
@@ -124,5 +192,48 @@ impl<'a> KeyGuard<'a> {
 impl Drop for KeyGuard<'_> {
     fn drop(&mut self) {
         self.locks.unlock(self.stripe, self.owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Mutation caught: a younger owner that waits (a cycle of waits can form: deadlock), or an
+    // older one that dies (it can starve).
+    #[test]
+    fn older_owners_wait_and_younger_ones_die() {
+        assert_eq!(on_held(5, 9, 0, 100), OnHeld::Die);
+        assert_eq!(on_held(9, 5, 0, 100), OnHeld::Wait);
+        assert_eq!(on_held(9, 5, 100, 100), OnHeld::Wait);
+    }
+
+    // Mutation caught: a wait without a bound.
+    #[test]
+    fn a_wait_ends_at_its_deadline() {
+        assert_eq!(on_held(9, 5, 101, 100), OnHeld::TimedOut);
+        assert_eq!(on_held(5, 9, 101, 100), OnHeld::TimedOut);
+    }
+
+    // Mutation caught: `lock_or_die` ignoring the holder's age, or `wait_released` returning
+    // while the holder still holds the lock.
+    #[test]
+    fn a_younger_transaction_gives_up_on_an_older_holder() {
+        let locks = KeyLocks::new(1_000_000);
+        let (old, young) = (locks.owner(), locks.owner());
+        let deadline_ns = locks.deadline_ns();
+        assert_eq!(locks.lock_or_die(7, old, deadline_ns), Ok(()));
+        assert_eq!(
+            locks.lock_or_die(7, young, deadline_ns),
+            Err(NotLocked::Died {
+                stripe: 7,
+                holder: old
+            })
+        );
+        assert!(!locks.wait_released(7, old, 0));
+        locks.unlock(7, old);
+        assert!(locks.wait_released(7, old, deadline_ns));
+        assert_eq!(locks.lock_or_die(7, young, deadline_ns), Ok(()));
+        locks.unlock(7, young);
     }
 }

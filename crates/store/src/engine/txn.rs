@@ -4,23 +4,24 @@
 //! lock to the end (two-phase locking: serializable); its writes are buffered in DRAM. Commit
 //! writes the new records out of place, applies every change under the checkpoint latch, stages
 //! one commit record with all of them, then releases the locks and, in `Durability::Commit`,
-//! waits for its group commit. A lock another transaction holds is waited for only briefly (no
-//! deadlock can form): then the attempt fails with a conflict, everything is undone (nothing was
-//! applied) and the closure runs again, at most [`MAX_TX_ATTEMPTS`] times.
+//! waits for its group commit. A lock another transaction holds is waited for when the holder
+//! is younger and given up on when it is older (wait-die, see `locks`: no deadlock can form):
+//! then the attempt is a conflict, everything is undone (nothing was applied), and once the
+//! older holder lets the lock go the closure runs again under the same owner id. Past the
+//! store's lock timeout, or [`MAX_TX_ATTEMPTS`] attempts, it fails with [`DbError::Conflict`].
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use tamer_runtime::thread;
-
 use super::commit::{Delta, DeltaOp, Durability, Staged};
-use super::locks::KeyLocks;
+use super::locks::{KeyLocks, NotLocked};
 use super::{check_sizes, Engine, Linked};
 use crate::DbError;
 
 /// Attempts of a transaction that keeps conflicting before it fails with
-/// [`DbError::Conflict`].
-pub const MAX_TX_ATTEMPTS: u32 = 64;
+/// [`DbError::Conflict`]. A backstop: each retry follows an older transaction's release, and
+/// the lock timeout (`DbOptions::lock_timeout`) is the bound that usually ends a wait.
+pub const MAX_TX_ATTEMPTS: u32 = 4096;
 /// Bytes of keys and values one transaction or batch may buffer (its writes wait in DRAM until
 /// commit).
 pub const MAX_TX_BYTES: usize = 64 << 20;
@@ -75,20 +76,24 @@ pub struct Tx<'a> {
     writes: Vec<Write>,
     index: HashMap<Vec<u8>, usize>,
     bytes: usize,
-    /// A lock could not be taken: the attempt must be retried, whatever the closure returns.
-    conflicted: bool,
+    /// A lock could not be taken: the attempt must be retried (or fail, on a timeout),
+    /// whatever the closure returns.
+    conflicted: Option<NotLocked>,
+    /// When the whole transaction stops waiting for locks.
+    deadline_ns: u64,
 }
 
 impl<'a> Tx<'a> {
-    fn new(engine: &'a Engine) -> Self {
+    fn new(engine: &'a Engine, owner: u64, deadline_ns: u64) -> Self {
         Self {
             engine,
-            owner: engine.locks.owner(),
+            owner,
             held: Vec::new(),
             writes: Vec::new(),
             index: HashMap::new(),
             bytes: 0,
-            conflicted: false,
+            conflicted: None,
+            deadline_ns,
         }
     }
 
@@ -103,8 +108,12 @@ impl<'a> Tx<'a> {
                 "a transaction locks at most {MAX_TX_KEYS} keys"
             )));
         }
-        if !self.engine.locks.lock_briefly(stripe, self.owner) {
-            self.conflicted = true;
+        if let Err(why) = self
+            .engine
+            .locks
+            .lock_or_die(stripe, self.owner, self.deadline_ns)
+        {
+            self.conflicted = Some(why);
             return Err(DbError::Conflict { attempts: 0 });
         }
         self.held.push(stripe);
@@ -181,12 +190,15 @@ impl Engine {
         mut f: impl FnMut(&mut Tx<'_>) -> Result<T, DbError>,
     ) -> Result<T, DbError> {
         let _op = self.check_open()?;
-        for attempt in 0..MAX_TX_ATTEMPTS {
-            let mut tx = Tx::new(self);
+        // One id for every attempt: a retried transaction grows older until it wins.
+        let owner = self.locks.owner();
+        let deadline_ns = self.locks.deadline_ns();
+        for attempt in 1..=MAX_TX_ATTEMPTS {
+            let mut tx = Tx::new(self, owner, deadline_ns);
             let result = f(&mut tx);
-            if tx.conflicted {
-                drop(tx);
-                backoff(attempt);
+            if let Some(why) = tx.conflicted {
+                drop(tx); // the locks, before waiting
+                self.after_conflict(why, deadline_ns, attempt)?;
                 continue;
             }
             let value = result?;
@@ -201,7 +213,8 @@ impl Engine {
         })
     }
 
-    /// Applies a batch atomically: its keys' locks in stripe order (waiting), then one commit.
+    /// Applies a batch atomically: its keys' locks (wait-die, as a transaction), then one
+    /// commit.
     pub fn write_batch(&self, batch: WriteBatch) -> Result<(), DbError> {
         let _op = self.check_open()?;
         if batch.bytes > MAX_TX_BYTES {
@@ -228,18 +241,65 @@ impl Engine {
             )));
         }
         let owner = self.locks.owner();
-        let mut held = Vec::with_capacity(stripes.len());
-        let result = (|| {
-            for &s in &stripes {
-                self.locks.lock(s, owner)?;
-                held.push(s);
+        let deadline_ns = self.locks.deadline_ns();
+        for attempt in 1..=MAX_TX_ATTEMPTS {
+            let held = match self.lock_all_or_die(&stripes, owner, deadline_ns) {
+                Ok(held) => held,
+                Err(why) => {
+                    self.after_conflict(why, deadline_ns, attempt)?;
+                    continue;
+                }
+            };
+            let result = self.commit_locked(writes);
+            for s in held {
+                self.locks.unlock(s, owner);
             }
-            self.commit_locked(writes)
-        })();
-        for s in held {
-            self.locks.unlock(s, owner);
+            return self.acknowledge_or_settle(result?);
         }
-        self.acknowledge_or_settle(result?)
+        Err(DbError::Conflict {
+            attempts: MAX_TX_ATTEMPTS,
+        })
+    }
+
+    /// Takes every stripe's lock (wait-die); on a conflict releases those taken.
+    fn lock_all_or_die(
+        &self,
+        stripes: &[usize],
+        owner: u64,
+        deadline_ns: u64,
+    ) -> Result<Vec<usize>, NotLocked> {
+        let mut held = Vec::with_capacity(stripes.len());
+        for &s in stripes {
+            if let Err(why) = self.locks.lock_or_die(s, owner, deadline_ns) {
+                for s in held {
+                    self.locks.unlock(s, owner);
+                }
+                return Err(why);
+            }
+            held.push(s);
+        }
+        Ok(held)
+    }
+
+    /// After a conflicted attempt (holding no lock): waits for the older holder to let go,
+    /// or fails with [`DbError::Conflict`] at the deadline.
+    fn after_conflict(
+        &self,
+        why: NotLocked,
+        deadline_ns: u64,
+        attempt: u32,
+    ) -> Result<(), DbError> {
+        let released = match why {
+            NotLocked::Died { stripe, holder } => {
+                self.locks.wait_released(stripe, holder, deadline_ns)
+            }
+            NotLocked::TimedOut => false,
+        };
+        if released {
+            Ok(())
+        } else {
+            Err(DbError::Conflict { attempts: attempt })
+        }
     }
 
     /// Waits for a commit as the mode says; a transaction that changed nothing (`None`) waits,
@@ -354,12 +414,5 @@ impl Engine {
     fn half_applied(&self, err: DbError) -> DbError {
         self.fail(format!("a transaction failed half applied: {err}"));
         err
-    }
-}
-
-/// Waits before a conflicted transaction's next attempt: 2^attempt yields, at most 1,024.
-fn backoff(attempt: u32) {
-    for _ in 0..1u32 << attempt.min(10) {
-        thread::yield_now();
     }
 }
