@@ -1164,7 +1164,7 @@ impl Engine {
             match self.put_once(hash, key, value) {
                 // Space freed since the last checkpoint is reusable only after the next one.
                 Err(DbError::NoSpace { .. }) if self.frees_pending() => {
-                    self.checkpoint(false)?;
+                    self.checkpoint_if(false, Self::frees_pending)?;
                     self.put_once(hash, key, value)
                 }
                 other => other,

@@ -125,23 +125,23 @@ impl Engine {
         // Freed pages wait for the next checkpoint: bound the space they hold back. Read
         // without a lock (every change comes here): only past the minimum are the exact
         // bound's locks taken.
+        self.checkpoint_if(false, Self::over_bounds)
+    }
+
+    /// Whether the changes since the last checkpoint passed a bound: index pages changed, a
+    /// staging queue half full, or freed pages held back.
+    fn over_bounds(&self) -> bool {
         let freed = self.freed_pages.load(Ordering::Relaxed);
-        let over = self.copies.changed() >= self.dirty_index_pages_max
+        self.copies.changed() >= self.dirty_index_pages_max
             || self.commit.half_full.load(Ordering::Acquire)
-            || (freed >= FREED_PAGES_MIN && freed >= self.lock_alloc().next_page / 16);
-        if over {
-            self.checkpoint(false)?;
-        }
-        Ok(())
+            || (freed >= FREED_PAGES_MIN && freed >= self.lock_alloc().next_page / 16)
     }
 
     /// A checkpoint, if anything changed since the last one.
     pub fn checkpoint_if_dirty(&self) -> Result<(), DbError> {
-        let changed = self.copies.changed() > 0 || self.freed_pages.load(Ordering::Relaxed) > 0;
-        if changed {
-            self.checkpoint(false)?;
-        }
-        Ok(())
+        self.checkpoint_if(false, |e| {
+            e.copies.changed() > 0 || e.freed_pages.load(Ordering::Relaxed) > 0
+        })
     }
 
     /// Makes everything done so far durable and the store's crash point: data pages written
@@ -150,6 +150,20 @@ impl Engine {
     /// then reusable. An error leaves the previous checkpoint as the crash point and fails the
     /// store (later writes fail; reopen it to recover).
     pub fn checkpoint(&self, clean: bool) -> Result<(), DbError> {
+        self.checkpoint_if(clean, |_| true)
+    }
+
+    /// A checkpoint if `needed`, asked before and again once writers are stopped: of the
+    /// writers that see a bound passed at once, the first runs the checkpoint and the others
+    /// find it done (else each would run one in turn).
+    pub(super) fn checkpoint_if(
+        &self,
+        clean: bool,
+        needed: impl Fn(&Self) -> bool,
+    ) -> Result<(), DbError> {
+        if !needed(self) {
+            return Ok(());
+        }
         // Most dirty data pages are written before writers are stopped; under the latch only
         // those dirtied meanwhile remain. (An error here is seen again under the latch.)
         let _ = self.cache.flush();
@@ -157,6 +171,9 @@ impl Engine {
         // No group commit runs meanwhile: the queues restart when this one is durable.
         let _leader = self.commit.leader.lock();
         self.check_failed()?;
+        if !needed(self) {
+            return Ok(());
+        }
         let start = tamer_device::now_ns();
         let result = self.checkpoint_locked(clean);
         match &result {

@@ -326,7 +326,7 @@ impl Engine {
         match self.commit_once(&writes) {
             // Space freed since the last checkpoint is reusable only after the next one.
             Err(DbError::NoSpace { .. }) if self.frees_pending() => {
-                self.checkpoint(false)?;
+                self.checkpoint_if(false, Self::frees_pending)?;
                 self.commit_once(&writes)
             }
             other => other,
