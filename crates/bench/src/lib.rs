@@ -5,6 +5,7 @@
 //! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;
 //! - [`microsecond`]: seed 000's study: normalized performance vs user threads per core, for
 //!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap;
+//! - [`durability`]: seed 001's evaluation: group-committed durability vs volatile, WAL, redb;
 //! - [`tier`]: seed 002's Figures 9 and 10: the key-value engine with a small DRAM cache over
 //!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
 //!
@@ -17,6 +18,7 @@ pub mod blockdev;
 pub mod cgroup;
 pub mod crash;
 pub mod device;
+pub mod durability;
 pub mod microsecond;
 pub mod output;
 pub mod plot;

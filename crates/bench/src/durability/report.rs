@@ -1,0 +1,354 @@
+//! What the run produced: one [`Sample`] per window, the per-round ratios and their medians
+//! (the figures), the printed summary table and the JSON rows.
+
+use serde_json::json;
+
+use super::drive::Window;
+use super::plan::{Config, Plan, Point, Target, Workload};
+use super::recovery::Recovery;
+use super::redb_run::RedbWindow;
+use super::{median, ratio};
+use crate::output::BenchResult;
+
+/// One measured window of one configuration.
+#[derive(Clone, Debug)]
+pub(super) struct Sample {
+    pub(super) target: Target,
+    pub(super) point: Point,
+    pub(super) config: Config,
+    pub(super) round: usize,
+    pub(super) txns_per_s: f64,
+    pub(super) p50_us: f64,
+    pub(super) p99_us: f64,
+    pub(super) group_commits_per_s: f64,
+    pub(super) overflows: u64,
+    /// Transactions that gave up after too many conflicts.
+    pub(super) gave_up: u64,
+    pub(super) checkpoints_per_s: f64,
+    /// Share of the window writers spent waiting for checkpoints.
+    pub(super) checkpoint_share: f64,
+    /// Every byte the store and (wal) its log wrote, per transaction.
+    pub(super) bytes_per_txn: f64,
+    /// The commit path's bytes per transaction (see [`Window::commit_bytes_per_txn`]).
+    pub(super) commit_bytes_per_txn: f64,
+}
+
+impl Sample {
+    pub(super) fn of(
+        target: Target,
+        point: Point,
+        config: Config,
+        round: usize,
+        w: &Window,
+    ) -> Self {
+        let syncs = if config == Config::Wal {
+            w.log_syncs
+        } else {
+            w.group_commits
+        };
+        Self {
+            target,
+            point,
+            config,
+            round,
+            txns_per_s: w.txns_per_s(),
+            p50_us: w.p50_us(),
+            p99_us: w.p99_us(),
+            group_commits_per_s: syncs as f64 / w.secs.max(1e-9),
+            overflows: w.overflows,
+            gave_up: w.gave_up,
+            checkpoints_per_s: w.checkpoints as f64 / w.secs.max(1e-9),
+            checkpoint_share: w.checkpoint_ns as f64 / 1e9 / w.secs.max(1e-9),
+            bytes_per_txn: w.bytes_per_txn(),
+            commit_bytes_per_txn: w.commit_bytes_per_txn(),
+        }
+    }
+
+    pub(super) fn redb(point: Point, round: usize, w: &RedbWindow) -> Self {
+        Self {
+            target: Target::Disk,
+            point,
+            config: Config::Redb,
+            round,
+            txns_per_s: w.txns_per_s(),
+            p50_us: w.latency.value_at_quantile(0.50) as f64 / 1_000.0,
+            p99_us: w.latency.value_at_quantile(0.99) as f64 / 1_000.0,
+            group_commits_per_s: w.txns_per_s(),
+            overflows: 0,
+            gave_up: 0,
+            checkpoints_per_s: f64::NAN,
+            checkpoint_share: f64::NAN,
+            bytes_per_txn: f64::NAN,
+            commit_bytes_per_txn: f64::NAN,
+        }
+    }
+
+    /// The line printed when the window ends.
+    pub(super) fn print(&self) {
+        println!(
+            "  {:<4} r{} {:<6}×{:<3} {:<8} {:>9.0} txn/s  p50 {:>8.1} µs  p99 {:>8.1} µs  syncs/s {:>7.0}  B/txn {:>7.0}  ckpt/s {:>4.1}",
+            self.target.name(),
+            self.round,
+            self.point.workload.name(),
+            self.point.in_flight,
+            self.config.name(),
+            self.txns_per_s,
+            self.p50_us,
+            self.p99_us,
+            self.group_commits_per_s,
+            self.bytes_per_txn,
+            self.checkpoints_per_s
+        );
+    }
+
+    fn row(&self) -> serde_json::Value {
+        json!({
+            "kind": "window",
+            "device": self.target.name(),
+            "workload": self.point.workload.name(),
+            "in_flight": self.point.in_flight,
+            "config": self.config.name(),
+            "round": self.round,
+            "txns_per_s": self.txns_per_s,
+            "p50_us": self.p50_us,
+            "p99_us": self.p99_us,
+            "group_commits_per_s": self.group_commits_per_s,
+            "overflows": self.overflows,
+            "gave_up_on_conflicts": self.gave_up,
+            "checkpoints_per_s": finite(self.checkpoints_per_s),
+            "checkpoint_wait_share": finite(self.checkpoint_share),
+            "bytes_per_txn": finite(self.bytes_per_txn),
+            "commit_bytes_per_txn": finite(self.commit_bytes_per_txn),
+        })
+    }
+}
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// Every sample and probe of the run, and the recovery measurement.
+#[derive(Default)]
+pub(super) struct Results {
+    pub(super) samples: Vec<Sample>,
+    /// Per device, per round: the write + flush probe's times, ns.
+    pub(super) probes: Vec<(Target, usize, Vec<u64>)>,
+    pub(super) recovery: Option<Recovery>,
+}
+
+impl Results {
+    fn find(&self, target: Target, point: Point, config: Config, round: usize) -> Option<&Sample> {
+        self.samples.iter().find(|s| {
+            s.target == target && s.point == point && s.config == config && s.round == round
+        })
+    }
+
+    /// The median over rounds of `metric(num) ÷ metric(den)`, each round's pair side by side.
+    fn ratio(
+        &self,
+        target: Target,
+        point: Point,
+        (num, den): (Config, Config),
+        metric: fn(&Sample) -> f64,
+    ) -> Option<f64> {
+        let rounds = self.samples.iter().map(|s| s.round + 1).max().unwrap_or(0);
+        let per_round: Vec<f64> = (0..rounds)
+            .filter_map(|r| {
+                let (a, b) = (
+                    self.find(target, point, num, r)?,
+                    self.find(target, point, den, r)?,
+                );
+                ratio(metric(a), metric(b))
+            })
+            .collect();
+        median(&per_round)
+    }
+
+    /// `lad`'s commit p50 at one in flight ÷ the round's median probe (4 KiB write + flush).
+    fn commit_vs_flush(&self, target: Target) -> Option<f64> {
+        let one = Point {
+            workload: Workload::Update,
+            in_flight: 1,
+        };
+        let per_round: Vec<f64> = self
+            .probes
+            .iter()
+            .filter(|(t, _, _)| *t == target)
+            .filter_map(|(_, round, ns)| {
+                let lad = self.find(target, one, Config::Lad, *round)?;
+                let probe: Vec<f64> = ns.iter().map(|&n| n as f64).collect();
+                ratio(lad.p50_us * 1_000.0, median(&probe)?)
+            })
+            .collect();
+        median(&per_round)
+    }
+
+    /// Median of `metric` over the rounds of one (device, point, configuration).
+    fn median_of(&self, key: (Target, Point, Config), metric: fn(&Sample) -> f64) -> Option<f64> {
+        let values: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|s| (s.target, s.point, s.config) == key)
+            .map(metric)
+            .filter(|v| v.is_finite())
+            .collect();
+        median(&values)
+    }
+}
+
+/// The main point: updates at the plan's largest in-flight count.
+pub(super) fn main_point(plan: &Plan) -> Point {
+    Point {
+        workload: Workload::Update,
+        in_flight: plan.max_in_flight(),
+    }
+}
+
+/// Prints the summary table and fills `result`'s figures and rows.
+pub(super) fn report(plan: &Plan, results: &Results, result: &mut BenchResult) {
+    print_table(results);
+    let main = main_point(plan);
+    let swap = Point {
+        workload: Workload::Swap,
+        in_flight: plan.max_in_flight(),
+    };
+    let tps = |s: &Sample| s.txns_per_s;
+    let bytes = |s: &Sample| s.bytes_per_txn;
+    let (emu, disk) = (Target::Emulated, Target::Disk);
+    let figures = [
+        (
+            "lad_vs_volatile",
+            results.ratio(emu, main, (Config::Lad, Config::Volatile), tps),
+        ),
+        (
+            "lad_vs_volatile_disk",
+            results.ratio(disk, main, (Config::Lad, Config::Volatile), tps),
+        ),
+        (
+            "lad_vs_volatile_swap",
+            results.ratio(emu, swap, (Config::Lad, Config::Volatile), tps),
+        ),
+        (
+            "periodic_vs_volatile",
+            results.ratio(emu, main, (Config::Periodic, Config::Volatile), tps),
+        ),
+        (
+            "lad_vs_wal",
+            results.ratio(emu, main, (Config::Lad, Config::Wal), tps),
+        ),
+        (
+            "lad_vs_wal_disk",
+            results.ratio(disk, main, (Config::Lad, Config::Wal), tps),
+        ),
+        (
+            "lad_vs_wal_swap",
+            results.ratio(emu, swap, (Config::Lad, Config::Wal), tps),
+        ),
+        (
+            "lad_bytes_vs_wal",
+            results.ratio(emu, main, (Config::Lad, Config::Wal), bytes),
+        ),
+        (
+            "lad_bytes_vs_wal_disk",
+            results.ratio(disk, main, (Config::Lad, Config::Wal), bytes),
+        ),
+        ("commit_p50_vs_flush", results.commit_vs_flush(emu)),
+        ("commit_p50_vs_flush_disk", results.commit_vs_flush(disk)),
+        (
+            "lad_vs_redb",
+            results.ratio(disk, main, (Config::Lad, Config::Redb), tps),
+        ),
+        ("lad_vs_undo", None),
+        (
+            "recovery_ms",
+            results.recovery.as_ref().map(|r| r.stats.ns as f64 / 1e6),
+        ),
+    ];
+    for (name, value) in figures {
+        result.figure(name, value);
+    }
+    result.rows.extend(results.samples.iter().map(Sample::row));
+    for (target, round, ns) in &results.probes {
+        let probe: Vec<f64> = ns.iter().map(|&n| n as f64 / 1_000.0).collect();
+        println!(
+            "  {:<4} r{round} 4 KiB write + flush probe: p50 {:.1} µs ({} samples)",
+            target.name(),
+            median(&probe).unwrap_or(f64::NAN),
+            ns.len()
+        );
+        result.rows.push(json!({
+            "kind": "write_flush_probe", "device": target.name(), "round": round,
+            "samples": ns.len(), "p50_us": median(&probe),
+        }));
+    }
+    if let Some(r) = &results.recovery {
+        println!(
+            "\nrecovery (emu, lad, power loss after {} updates): open {:.1} ms, recovery {:.1} ms, {} of {} commit records redone ({} deltas, {} queue pages read)",
+            r.txns_before_crash, r.open_ms, r.stats.ns as f64 / 1e6, r.stats.records_redone,
+            r.stats.records_found, r.stats.deltas_redone, r.stats.queue_pages_read
+        );
+        result.rows.push(json!({
+            "kind": "recovery", "device": "emu", "open_ms": r.open_ms,
+            "recovery_ms": r.stats.ns as f64 / 1e6, "records_found": r.stats.records_found,
+            "records_redone": r.stats.records_redone, "deltas_redone": r.stats.deltas_redone,
+            "queue_pages_read": r.stats.queue_pages_read,
+        }));
+    }
+}
+
+/// Medians over rounds per (device, point, configuration); overflows and transactions that
+/// gave up on conflicts summed.
+fn print_table(results: &Results) {
+    let mut keys: Vec<(Target, Point, Config)> = results
+        .samples
+        .iter()
+        .map(|s| (s.target, s.point, s.config))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    println!("\nmedians over rounds:");
+    println!(
+        "  {:<4} {:<10} {:<8} {:>8} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>5} {:>5} {:>5}",
+        "dev",
+        "point",
+        "config",
+        "txn/s",
+        "p50 µs",
+        "p99 µs",
+        "syncs/s",
+        "B/txn",
+        "commitB",
+        "ckpt/s",
+        "ckpt%",
+        "ovfl",
+        "gaveup"
+    );
+    for key in keys {
+        let m = |f: fn(&Sample) -> f64| results.median_of(key, f).unwrap_or(f64::NAN);
+        let of_key = || {
+            results
+                .samples
+                .iter()
+                .filter(move |s| (s.target, s.point, s.config) == key)
+        };
+        let overflows: u64 = of_key().map(|s| s.overflows).sum();
+        let gave_up: u64 = of_key().map(|s| s.gave_up).sum();
+        let (target, point, config) = key;
+        println!(
+            "  {:<4} {:<10} {:<8} {:>8.0} {:>8.1} {:>9.1} {:>7.0} {:>6.0} {:>7.0} {:>6.1} {:>5.1} {:>5} {:>5}",
+            target.name(),
+            format!("{}×{}", point.workload.name(), point.in_flight),
+            config.name(),
+            m(|s| s.txns_per_s),
+            m(|s| s.p50_us),
+            m(|s| s.p99_us),
+            m(|s| s.group_commits_per_s),
+            m(|s| s.bytes_per_txn),
+            m(|s| s.commit_bytes_per_txn),
+            m(|s| s.checkpoints_per_s),
+            m(|s| s.checkpoint_share * 100.0),
+            overflows,
+            gave_up
+        );
+    }
+}
