@@ -13,6 +13,7 @@ use crate::copies::CopyState;
 mod check;
 mod checkpoint;
 mod commit;
+mod ledger;
 mod locks;
 mod recover;
 mod space;

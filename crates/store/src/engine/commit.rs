@@ -16,6 +16,7 @@
 //! Recovery (`recover.rs`) redoes, from the last checkpoint, the queues' valid records with
 //! `ts` above the checkpoint's, in `ts` order, up to the first one missing.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use tamer_cache::crc32c;
 use tamer_runtime::thread;
 
+use super::ledger::Ledger;
 use super::{Engine, YieldLock};
 use crate::layout::*;
 use crate::DbError;
@@ -96,7 +98,7 @@ pub struct CommitStats {
 
 /// One core's queue: the page being filled, kept in DRAM, and what the next group commit
 /// writes.
-struct Queue {
+pub(crate) struct Queue {
     /// Ring page being filled (`0..pages`), its image, and the bytes used in it.
     page: u64,
     image: Box<[u8]>,
@@ -136,20 +138,15 @@ impl Queue {
     }
 }
 
-/// The commit machinery of one store.
+/// The commit machinery of one store: the ledger (timestamps, queues, the durable
+/// watermark; its fields `next_ts` and `durable_ts` are reached through `Deref`) and what
+/// group commits need besides.
 pub(crate) struct Commit {
     pub mode: Durability,
-    queues: Box<[Mutex<Queue>]>,
+    ledger: Ledger<Queue>,
     /// Logical page of the first queue's first ring page, and the pages of each (set at load).
     pub first: AtomicU64,
     pub pages: AtomicU64,
-    /// The next commit timestamp.
-    pub next_ts: AtomicU64,
-    /// Every `ts` up to this one is durable (in a queue or a checkpoint).
-    pub durable_ts: AtomicU64,
-    /// The lowest `ts` applied but not staged (an overflow), `u64::MAX` when none: durable
-    /// only with the next checkpoint.
-    overflow_min: AtomicU64,
     /// Held by the group commit's leader, and by a checkpoint.
     pub leader: YieldLock,
     /// Bumped at the end of every group commit and checkpoint (waiters watch it).
@@ -157,6 +154,14 @@ pub(crate) struct Commit {
     /// A queue filled half its ring: the next change runs a checkpoint first.
     pub half_full: AtomicBool,
     stats: Mutex<CommitStats>,
+}
+
+impl Deref for Commit {
+    type Target = Ledger<Queue>;
+
+    fn deref(&self) -> &Ledger<Queue> {
+        &self.ledger
+    }
 }
 
 impl Commit {
@@ -170,12 +175,9 @@ impl Commit {
         debug_assert!(queues >= 1 && u64::from(queues) <= MAX_QUEUES);
         Self {
             mode,
-            queues: (0..queues).map(|q| Mutex::new(Queue::new(q))).collect(),
+            ledger: Ledger::new((0..queues).map(Queue::new).collect(), last_ts),
             first: AtomicU64::new(0),
             pages: AtomicU64::new(QUEUE_PAGES_MAX),
-            next_ts: AtomicU64::new(last_ts + 1),
-            durable_ts: AtomicU64::new(last_ts),
-            overflow_min: AtomicU64::new(u64::MAX),
             leader: YieldLock(AtomicBool::new(false)),
             rounds: AtomicU64::new(0),
             half_full: AtomicBool::new(false),
@@ -184,16 +186,12 @@ impl Commit {
     }
 
     pub fn queues(&self) -> u32 {
-        self.queues.len() as u32
+        self.ledger.queues() as u32
     }
 
     /// Pages of each queue's ring.
     pub fn pages(&self) -> u64 {
         self.pages.load(Ordering::Relaxed)
-    }
-
-    fn lock(&self, q: usize) -> MutexGuard<'_, Queue> {
-        self.queues[q].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_stats(&self) -> MutexGuard<'_, CommitStats> {
@@ -302,18 +300,40 @@ impl Engine {
         // An empty change takes no timestamp: a `ts` never staged would end recovery's prefix.
         assert!(!deltas.is_empty(), "staging a change without deltas");
         let c = &self.commit;
-        let q = thread::core_id().unwrap_or(0) % c.queues.len();
-        let mut queue = c.lock(q);
-        // Assigned under the queue's lock: a group commit that read the counter and then took
-        // every queue's lock finds every smaller `ts` staged (or marked an overflow).
-        let ts = c.next_ts.fetch_add(1, Ordering::SeqCst);
-        let done = Staged {
-            ts,
-            sync_now: false,
-        };
+        let q = thread::core_id().unwrap_or(0) % c.ledger.queues();
         if c.mode == Durability::None {
-            return done;
+            // Nothing staged, no overflow: the checkpoint makes it durable.
+            let (ts, _) = c.ledger.stage(q, |_, _| Some(()));
+            return Staged {
+                ts,
+                sync_now: false,
+            };
         }
+        let (ts, staged) = c.ledger.stage(q, |queue, ts| {
+            self.append_record(q, queue, ts, deltas, data_pages)
+        });
+        let mut stats = c.lock_stats();
+        match staged {
+            Some(_) => stats.staged += 1,
+            None => stats.overflows += 1,
+        }
+        Staged {
+            ts,
+            sync_now: staged.unwrap_or(false),
+        }
+    }
+
+    /// Appends `ts`'s commit record to queue `q` (sealing its page when full); `None` when it
+    /// does not fit (an overflow), else whether the queue's list of data pages is long.
+    fn append_record(
+        &self,
+        q: usize,
+        queue: &mut Queue,
+        ts: u64,
+        deltas: &[Delta],
+        data_pages: &[u64],
+    ) -> Option<bool> {
+        let c = &self.commit;
         let bytes = COMMIT_HEADER + deltas.len() * DELTA_BYTES;
         let fits_page = deltas.len() <= MAX_DELTAS;
         let pages = c.pages();
@@ -333,10 +353,7 @@ impl Engine {
             }
         }
         if !fits_page || queue.used + bytes > PAYLOAD {
-            c.overflow_min.fetch_min(ts, Ordering::SeqCst);
-            drop(queue);
-            c.lock_stats().overflows += 1;
-            return done;
+            return None;
         }
         let used = queue.used;
         let written = encode_record(ts, deltas, &mut queue.image[used..]);
@@ -348,10 +365,7 @@ impl Engine {
                 queue.data_pages.push(p);
             }
         }
-        let sync_now = queue.data_pages.len() > PENDING_PAGES_MAX;
-        drop(queue);
-        c.lock_stats().staged += 1;
-        Staged { ts, sync_now }
+        Some(queue.data_pages.len() > PENDING_PAGES_MAX)
     }
 
     /// Returns once every transaction up to `ts` is durable: leads a group commit when none
@@ -363,15 +377,13 @@ impl Engine {
         loop {
             // Read before the failure check: `fail` sets the failure, then bumps `rounds`.
             let round = c.rounds.load(Ordering::Acquire);
-            if c.durable_ts.load(Ordering::Acquire) >= ts {
+            if c.is_durable(ts) {
                 return Ok(());
             }
             self.check_failed()?;
-            if c.overflow_min.load(Ordering::Acquire) <= ts {
+            if c.overflowed_by(ts) {
                 self.checkpoint_if(false, |e| {
-                    let c = &e.commit;
-                    c.overflow_min.load(Ordering::Acquire) <= ts
-                        && c.durable_ts.load(Ordering::Acquire) < ts
+                    e.commit.overflowed_by(ts) && !e.commit.is_durable(ts)
                 })?;
                 continue;
             }
@@ -398,11 +410,9 @@ impl Engine {
     /// `commit.leader`).
     fn group_commit(&self) -> Result<(), DbError> {
         let c = &self.commit;
-        let below = c.next_ts.load(Ordering::SeqCst);
         let mut data_pages = Vec::new();
         let mut queue_images: Vec<(u64, Box<[u8]>)> = Vec::new();
-        for q in 0..c.queues.len() {
-            let mut queue = c.lock(q);
+        let batch = c.ledger.collect(|q, queue| {
             data_pages.append(&mut queue.data_pages);
             for (page, image) in queue.sealed.drain(..) {
                 queue_images.push((self.queue_page(q as u64, page), image));
@@ -411,8 +421,7 @@ impl Engine {
                 queue.changed = false;
                 queue_images.push((self.queue_page(q as u64, queue.page), queue.image.clone()));
             }
-        }
-        let overflow_min = c.overflow_min.load(Ordering::SeqCst);
+        });
         // Queue images into the cache first, so that data and queue pages go out in one batch
         // of writes (one round trip), then one flush. Their order does not matter: nothing is
         // durable before the flush, and recovery checks every record a commit names.
@@ -426,8 +435,7 @@ impl Engine {
         pages.dedup();
         let written = self.cache.write_back_settled(&pages)?;
         tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
-        let durable = (below - 1).min(overflow_min.saturating_sub(1));
-        c.durable_ts.fetch_max(durable, Ordering::AcqRel);
+        c.ledger.publish(batch);
         c.rounds.fetch_add(1, Ordering::AcqRel);
         let mut stats = c.lock_stats();
         stats.group_commits += 1;
@@ -452,12 +460,9 @@ impl Engine {
     /// checkpoint latch and the leader lock, after its superblock is durable.
     pub(super) fn queues_checkpointed(&self, ts: u64) {
         let c = &self.commit;
-        for q in 0..c.queues.len() {
-            c.lock(q).restart(q as u32);
-        }
-        c.overflow_min.store(u64::MAX, Ordering::SeqCst);
+        c.ledger
+            .checkpointed(ts, |q, queue| queue.restart(q as u32));
         c.half_full.store(false, Ordering::Release);
-        c.durable_ts.fetch_max(ts, Ordering::AcqRel);
         c.rounds.fetch_add(1, Ordering::AcqRel);
     }
 
