@@ -11,8 +11,19 @@
 //! later delta still names it. Pass 2 applies the deltas as the operations did (splits
 //! included). Nothing is written until the checkpoint that ends the open, so a crash during
 //! recovery leaves the same checkpoint and queues: recovery is idempotent.
+//!
+//! Both passes go through the records a window at a time ([`WINDOW`]), the pages a window
+//! needs read together first ([`BATCH`] reads in flight): the records its deltas name, and for
+//! the redo also the records its keys name now (a replaced record's page is read to free it),
+//! so that recovery costs a few device round trips per window rather than per record. Past a
+//! second it logs its progress every second.
 
 use std::sync::atomic::Ordering;
+
+use tamer_cache::{PageClass, BATCH};
+
+/// Commit records whose pages recovery fetches together.
+const WINDOW: usize = 64;
 
 use super::commit::{decode_page, CommitRecord, DeltaOp};
 use super::{corrupt, Engine, Linked};
@@ -65,7 +76,8 @@ impl Engine {
             }
             prefix.push(r);
         }
-        let kept = self.claim_records(&prefix)?;
+        let mut progress = Progress::new(prefix.len(), start);
+        let kept = self.claim_records(&prefix, &mut progress)?;
         if kept < prefix.len() {
             tracing::warn!(
                 "recovery: commit record {} names a record that did not reach the device whole: \
@@ -74,14 +86,18 @@ impl Engine {
                 prefix.len() - kept - 1
             );
         }
-        for r in &prefix[..kept] {
-            // A checkpoint between records (the index pages redone fill the cache) names the
-            // records before this one as its own.
-            self.commit.next_ts.store(r.ts, Ordering::SeqCst);
-            self.checkpoint_if_over()?;
-            self.redo(r)?;
-            stats.records_redone += 1;
-            stats.deltas_redone += r.deltas.len() as u64;
+        for window in prefix[..kept].chunks(WINDOW) {
+            self.fetch_pages(window, true)?;
+            for r in window {
+                // A checkpoint between records (the index pages redone fill the cache) names
+                // the records before this one as its own.
+                self.commit.next_ts.store(r.ts, Ordering::SeqCst);
+                self.checkpoint_if_over()?;
+                self.redo(r)?;
+                stats.records_redone += 1;
+                stats.deltas_redone += r.deltas.len() as u64;
+            }
+            progress.step("redone", stats.records_redone as usize);
         }
         // Above every timestamp any queue holds: records past the prefix are never redone.
         self.commit.next_ts.store(max_seen + 1, Ordering::SeqCst);
@@ -101,8 +117,91 @@ impl Engine {
 
     /// Pass 1: checks every record the records' deltas name and claims its pages; returns how
     /// many records (from the first) passed. A device or map error fails recovery.
-    fn claim_records(&self, records: &[CommitRecord]) -> Result<usize, DbError> {
-        for (i, r) in records.iter().enumerate() {
+    fn claim_records(
+        &self,
+        records: &[CommitRecord],
+        progress: &mut Progress,
+    ) -> Result<usize, DbError> {
+        for (w, window) in records.chunks(WINDOW).enumerate() {
+            // A page that cannot be read fails its record's check below.
+            let _ = self.fetch_pages(window, false);
+            for (j, r) in window.iter().enumerate() {
+                if !self.claim_one(r)? {
+                    return Ok(w * WINDOW + j);
+                }
+            }
+            progress.step("checked", w * WINDOW + window.len());
+        }
+        Ok(records.len())
+    }
+
+    /// Reads into the cache the first data page of every record `window`'s deltas name and,
+    /// with `current`, of every record whose hash matches theirs in the buckets now (the
+    /// records a redo replaces), the reads overlapped.
+    fn fetch_pages(&self, window: &[CommitRecord], current: bool) -> Result<(), DbError> {
+        let named: Vec<u64> = window
+            .iter()
+            .flat_map(|r| r.deltas.iter().map(|d| d.entry.page))
+            .collect();
+        self.fetch_all(named)?;
+        if current {
+            // The keys' buckets first (index pages: their frames' class), then what they name.
+            let mut buckets = Vec::new();
+            for d in window.iter().flat_map(|r| &r.deltas) {
+                buckets.push(self.bucket_for(d.hash)?);
+            }
+            buckets.sort_unstable();
+            buckets.dedup();
+            for chunk in buckets.chunks(BATCH) {
+                let fetches = chunk
+                    .iter()
+                    .map(|&(page, pattern)| {
+                        self.cache
+                            .prefetch_as(page, PageClass::Index { set_key: pattern })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                for fetch in fetches {
+                    fetch.wait()?;
+                }
+            }
+            let mut pages = Vec::new();
+            for d in window.iter().flat_map(|r| &r.deltas) {
+                let matches = self.read_bucket_of(d.hash, |bytes, count| {
+                    let mut found = Vec::new();
+                    let mut from = 0;
+                    while let Some(i) = next_hash_match(bytes, count, d.hash, from) {
+                        found.push(Entry::read(bytes, i).page);
+                        from = i + 1;
+                    }
+                    Ok(found)
+                })?;
+                pages.extend(matches);
+            }
+            self.fetch_all(pages)?;
+        }
+        Ok(())
+    }
+
+    /// Reads `pages` into the cache, at most [`BATCH`] reads in flight.
+    fn fetch_all(&self, mut pages: Vec<u64>) -> Result<(), DbError> {
+        pages.sort_unstable();
+        pages.dedup();
+        for chunk in pages.chunks(BATCH) {
+            let fetches = chunk
+                .iter()
+                .map(|&p| self.cache.prefetch(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            for fetch in fetches {
+                fetch.wait()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one record's deltas and claims its pages; false when a record it names did not
+    /// reach the device whole.
+    fn claim_one(&self, r: &CommitRecord) -> Result<bool, DbError> {
+        {
             for d in &r.deltas {
                 let whole = match self.record_key(&d.entry) {
                     Ok(key) => {
@@ -114,14 +213,14 @@ impl Engine {
                     Err(_) => false,
                 };
                 if !whole {
-                    return Ok(i);
+                    return Ok(false);
                 }
             }
             for d in r.deltas.iter().filter(|d| d.op == DeltaOp::Put) {
                 self.claim_record(&d.entry)?;
             }
         }
-        Ok(records.len())
+        Ok(true)
     }
 
     /// Marks the pages of a redone record in use (and its bytes live), as its write did.
@@ -215,5 +314,38 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Recovery's progress, logged every second once it has taken more than one.
+struct Progress {
+    total: usize,
+    start_ns: u64,
+    next_log_ns: u64,
+}
+
+impl Progress {
+    const EVERY_NS: u64 = 1_000_000_000;
+
+    fn new(total: usize, start_ns: u64) -> Self {
+        Self {
+            total,
+            start_ns,
+            next_log_ns: start_ns + Self::EVERY_NS,
+        }
+    }
+
+    /// `done` records `what` so far in this pass.
+    fn step(&mut self, what: &str, done: usize) {
+        let now = tamer_device::now_ns();
+        if now >= self.next_log_ns {
+            self.next_log_ns = now + Self::EVERY_NS;
+            tracing::info!(
+                "recovery: {} of {} commit records {what} ({} ms so far)",
+                done,
+                self.total,
+                (now - self.start_ns) / 1_000_000
+            );
+        }
     }
 }
