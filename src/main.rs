@@ -132,10 +132,11 @@ enum Bench {
         /// The emulated device's read/write latency in µs (default 50; its flush takes 15 µs).
         #[arg(long)]
         latency_us: Option<u64>,
-        /// Keys preloaded (default 8000000; quick 200000).
+        /// Keys of the update and swap workloads (default 8000000; quick 200000; TATP,
+        /// NewOrder and the queues are preloaded besides).
         #[arg(long)]
         keys: Option<u64>,
-        /// MiB of cache of every store (default 32; quick 4); a multiple of 32 KiB.
+        /// MiB of cache of every store (default 32; quick 32); a multiple of 32 KiB.
         #[arg(long)]
         cache_mib: Option<u64>,
         /// Interleaved rounds per device (default 5; quick 3).

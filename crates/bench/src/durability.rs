@@ -12,23 +12,36 @@
 //! - `wal`: the store in `None` mode plus a redo log of whole records with group commit
 //!   ([`wal`]: a leader OS thread, one write + one flush per batch), as RocksDB's WAL and
 //!   Redis's AOF; on the emulated device its log has an emulated device of its own;
+//! - `undo`: seed 001's software undo logging ("SW"), modelled: inside each transaction,
+//!   after its reads, the old value of every key it will write (read first) goes to an undo
+//!   log (the same group-committed log as the `wal`'s, on its own device) and is flushed;
+//!   then the writes are applied to a store in `Durability::Commit` mode, so the changed data
+//!   is durable before the transaction returns. Two ordered persist barriers per transaction,
+//!   which is what undo logging on an in-place store costs. The store's own commit is `lad`'s
+//!   (a staging-queue page and the data pages, one flush), standing in for the in-place
+//!   write-back + flush; the transaction's locks are held across the undo flush and released
+//!   before the data's flush (as the store does for every transaction);
 //! - `redb` (real disk only): redb with durable commits, the same cache bytes.
 //!
-//! Workloads (keys preloaded, uniform): `update` (one put, 100-byte values) and `swap` (a
-//! transaction reading two keys and writing them swapped), `in_flight` jobs each running
-//! transactions back to back on the store's runtime (1 core). Each device's run is a number
-//! of rounds; in each, every point runs every configuration in a rotated order with the same
-//! seeded keys, and each ratio is the median of its per-round ratios. Devices: the emulated
-//! device (the tier bench's 50 µs by default, a 15 µs flush) and the disk (io_uring).
-//! `commit_p50_vs_flush` divides `lad`'s commit p50 at one in flight by a 4 KiB write + flush
-//! probed on the same device in the same rounds ([`probe`]). Recovery time: a power loss on
-//! the fault-injecting emulator after a `lad` run, then a reopen ([`recovery`]).
+//! Workloads ([`workloads`], keys preloaded, uniform unless TATP's NURand): `update` (one
+//! put, 100-byte values), `swap` (a transaction reading two keys and writing them swapped),
+//! `tatp` (TATP's mix: 80 % reads), `neworder` (TPC-C-NewOrder-like), `queue` (push/pop),
+//! `in_flight` jobs each running transactions back to back on the store's runtime (1 core).
+//! The headline point is TATP at 256 in flight; TATP also runs at 1, 16 and 1024 in flight
+//! (`lad` and `volatile` only). Each device's run is a number of rounds; in each, every point
+//! runs its configurations in a rotated order with the same seeded keys, and each ratio is
+//! the median of its per-round ratios. Devices: the emulated device (the tier bench's 50 µs by
+//! default, a 15 µs flush) and the disk (io_uring). `commit_p50_vs_flush` divides `lad`'s
+//! commit p50 at one in flight (`update`) by a 4 KiB write + flush probed on the same device
+//! in the same rounds ([`probe`]). Recovery time: a power loss on the fault-injecting emulator
+//! after a `lad` run, then a reopen ([`recovery`]).
 //!
-//! Not built: TATP-like transactions, and the `undo` baseline (software undo logging):
-//! `lad_vs_undo` is reported as n/a.
+//! Not varied: the staging queues' size. It is fixed per store (`QUEUE_PAGES_MAX` pages per
+//! queue, fewer on a small device) and `DbOptions` has no setting for it.
 //!
-//! Modules: `plan` (sizes, configurations, store options), `stores` (load once, copy per
-//! configuration), `drive` (one window), `wal`, `probe`, `redb_run`, `recovery`, `report`.
+//! Modules: `plan` (sizes, configurations, points, store options), `workloads` (the
+//! transactions and the preload), `stores` (load once, copy per configuration), `drive` (one
+//! window), `wal`, `probe`, `redb_run`, `recovery`, `report`.
 
 mod drive;
 mod plan;
@@ -38,13 +51,16 @@ mod redb_run;
 mod report;
 mod stores;
 pub mod wal;
+mod workloads;
 
-pub use plan::{Config, Plan, Point, Target, Workload};
+pub use plan::{Config, Plan, Point, PointRun, Target, Workload};
 
 use std::sync::Arc;
 
+use drive::LogRole;
+use plan::REDB_POINT;
 use probe::Probe;
-use report::{main_point, Results, Sample};
+use report::{Results, Sample};
 use stores::{seeded_value, DeviceStores};
 
 use crate::output::BenchResult;
@@ -85,8 +101,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("durability", options.quick, options.seed);
     add_notes(&plan, &mut result);
     println!(
-        "durability: {} keys of {} B, cache {} MiB, {} rounds, emulated latency {} µs (flush {} µs)",
-        plan.keys,
+        "durability: ≈ {} keys of {} B, cache {} MiB, {} rounds, emulated latency {} µs (flush {} µs)",
+        plan.preloaded_keys(),
         plan::VALUE_BYTES,
         plan.cache_bytes >> 20,
         plan.rounds,
@@ -104,20 +120,30 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             }
         }
     }
-    report::report(&plan, &results, &mut result);
+    report::report(&results, &mut result);
     Ok(result)
 }
 
 fn add_notes(plan: &Plan, result: &mut BenchResult) {
     result.note(
-        "not built: TATP-like transactions and the undo-logging baseline (lad_vs_undo is n/a)",
+        "undo: modelled as undo images (old values, read first) group-committed and flushed to \
+         an undo log, then the writes applied to a Durability::Commit store (lad's commit \
+         stands in for the in-place write-back + flush): two ordered barriers per transaction",
     );
     result.note(
-        "wal: its group-commit leader is an OS thread besides the store's one core (lad's group \
-         commit runs on the store's core): it gets the second CPU, which favours wal",
+        "staging-queue size not swept: it is fixed per store (QUEUE_PAGES_MAX pages per queue) \
+         and DbOptions cannot set it",
     );
     result.note(
-        "wal on the emulated device: its log is on a second emulated device with the same latencies",
+        "tatp: reads are plain gets, each write one transaction; neworder and queue insert \
+         keys, so their stores grow over the rounds",
+    );
+    result.note(
+        "wal and undo: their logs' group-commit leaders are OS threads besides the store's one \
+         core (lad's group commit runs on the store's core): they get the second CPU",
+    );
+    result.note(
+        "wal and undo on the emulated device: each log is on an emulated device of its own, same latencies",
     );
     if plan.disk {
         result.note(format!(
@@ -126,9 +152,12 @@ fn add_notes(plan: &Plan, result: &mut BenchResult) {
         ));
     }
     if plan.poll {
-        result.note("--poll: the idle cores of all four open stores spin, and they share one CPU");
+        result.note("--poll: the idle cores of all five open stores spin, and they share one CPU");
     }
-    result.note("bytes per transaction: every page the store wrote (cache write-backs) + the wal's log blocks");
+    result.note(
+        "bytes per transaction: every page the store wrote (cache write-backs) + the log blocks \
+         of wal and undo",
+    );
 }
 
 /// One device: load, open the stores, the interleaved rounds, close.
@@ -152,11 +181,15 @@ fn run_device(
         (Some(model), _) => Probe::emulated(model)?,
         (None, _) => Probe::disk(&options.data_dir)?,
     };
+    let points = match target {
+        Target::Emulated => &plan.emulated_points,
+        Target::Disk => &plan.disk_points,
+    };
     for round in 0..plan.rounds {
-        for (i, &point) in plan.points.iter().enumerate() {
-            let seed = point_seed(options.seed, round, i);
-            let mut configs = Config::STORES.to_vec();
-            if redb.is_some() && point == main_point(plan) {
+        for (i, run) in points.iter().enumerate() {
+            let (point, seed) = (run.point, point_seed(options.seed, round, i));
+            let mut configs = run.configs.clone();
+            if redb.is_some() && point == REDB_POINT {
                 configs.push(Config::Redb);
             }
             let turn = round % configs.len();
@@ -198,10 +231,22 @@ fn measure(
             point.workload.name()
         )
     };
-    let window = if config == Config::Wal {
-        let log = stores.start_log()?;
-        let w = drive::window(stores.db(config), Some(&log), plan, point, value, seed);
-        stores.stop_log(&log)?;
+    let role = match config {
+        Config::Wal => Some(LogRole::Redo),
+        Config::Undo => Some(LogRole::Undo),
+        _ => None,
+    };
+    let window = if let Some(role) = role {
+        let log = stores.start_log(config)?;
+        let w = drive::window(
+            stores.db(config),
+            Some((&log, role)),
+            plan,
+            point,
+            value,
+            seed,
+        );
+        stores.stop_log(config, &log)?;
         w
     } else {
         drive::window(stores.db(config), None, plan, point, value, seed)

@@ -1,5 +1,5 @@
 //! One measured window on one store: `in_flight` jobs on the store's runtime, each running
-//! transactions back to back (a closed loop), a warm-up, then a measured window whose
+//! transactions of [`super::workloads`] back to back (a closed loop), a warm-up, then a measured window whose
 //! latencies (each transaction's, to its return: durable for `lad` and `wal`) and the
 //! store's counters before and after make a [`Window`].
 
@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tamer_device::now_ns;
-use tamer_store::{Db, DbError, DbHandle};
+use tamer_store::{Db, DbHandle};
 
-use super::plan::{Plan, Point, Workload, VALUE_BYTES};
+use super::plan::{Plan, Point, Workload};
 use super::wal::GroupLog;
+use super::workloads::{table_key, Failure, Hook, Mix};
 
 /// Longest the jobs of a window take to stop after it ends.
 const STOP_WAIT: Duration = Duration::from_secs(60);
@@ -75,6 +76,7 @@ impl Counters {
 pub(super) struct Window {
     pub(super) txns: u64,
     pub(super) secs: f64,
+    /// Latencies of the transactions that committed (TATP's reads are not in it).
     pub(super) latency: Histogram<u64>,
     /// Transactions that gave up after [`tamer_store::MAX_TX_ATTEMPTS`] conflicts (not in
     /// `txns`).
@@ -116,13 +118,21 @@ impl Window {
     }
 }
 
+/// Which log a window's configuration keeps besides the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LogRole {
+    /// The `wal`'s redo log.
+    Redo,
+    /// The `undo` configuration's undo log.
+    Undo,
+}
+
 /// What the jobs of one window share.
 struct Shared {
     handle: DbHandle,
-    log: Option<Arc<GroupLog>>,
+    log: Option<(Arc<GroupLog>, LogRole)>,
     workload: Workload,
-    keys: u64,
-    value: Arc<Vec<u8>>,
+    mix: Mix,
     recording: AtomicBool,
     stop: AtomicBool,
     done: AtomicUsize,
@@ -130,7 +140,9 @@ struct Shared {
     /// Transactions of the measured window that gave up after `MAX_TX_ATTEMPTS` conflicts.
     gave_up: AtomicU64,
     first_error: Mutex<Option<String>>,
+    /// Commit latencies (transactions that wrote) and every transaction of the window.
     latencies: Mutex<Histogram<u64>>,
+    txns: AtomicU64,
 }
 
 impl Shared {
@@ -139,79 +151,37 @@ impl Shared {
         let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(err);
     }
-}
 
-/// The 8-byte key of record `k`.
-pub(super) fn key(k: u64) -> [u8; 8] {
-    k.to_be_bytes()
-}
-
-/// Why a transaction failed: it gave up on conflicts (counted), or anything else (the
-/// window fails).
-enum Failure {
-    Conflict,
-    Other(String),
-}
-
-impl From<DbError> for Failure {
-    fn from(err: DbError) -> Self {
-        match err {
-            DbError::Conflict { .. } => Failure::Conflict,
-            other => Failure::Other(other.to_string()),
+    fn hook(&self) -> Hook<'_> {
+        match &self.log {
+            None => Hook::Plain,
+            Some((log, LogRole::Redo)) => Hook::Redo(log),
+            Some((log, LogRole::Undo)) => Hook::Undo(log),
         }
     }
 }
 
-impl From<String> for Failure {
-    fn from(err: String) -> Self {
-        Failure::Other(err)
-    }
-}
-
-/// One update: a put, then (wal) its record logged and waited for.
-fn update(s: &Shared, rng: &mut SmallRng) -> Result<(), Failure> {
-    let k = key(rng.gen_range(0..s.keys));
-    s.handle.put(&k, &s.value)?;
-    if let Some(log) = &s.log {
-        log.wait(log.append(&[(&k, &s.value)]))?;
-    }
-    Ok(())
-}
-
-/// One swap: a transaction reading two keys and writing them swapped; the wal appends its
-/// records inside it, after its last lock is taken (so log order is lock order).
-fn swap(s: &Shared, rng: &mut SmallRng) -> Result<(), Failure> {
-    let a = rng.gen_range(0..s.keys);
-    let b = (a + rng.gen_range(1..s.keys.max(2))) % s.keys;
-    let (ka, kb) = (key(a), key(b));
-    let log = s.log.as_deref();
-    let seq = s.handle.transaction(|tx| {
-        let va = tx.get(&ka)?.unwrap_or_else(|| vec![0; VALUE_BYTES]);
-        let vb = tx.get(&kb)?.unwrap_or_else(|| vec![0; VALUE_BYTES]);
-        tx.put(&ka, &vb)?;
-        tx.put(&kb, &va)?;
-        Ok::<_, DbError>(log.map(|l| l.append(&[(&ka, &vb), (&kb, &va)])))
-    })?;
-    if let (Some(log), Some(seq)) = (log, seq) {
-        log.wait(seq)?;
-    }
-    Ok(())
+/// The 8-byte key of record `k` of the `update` and `swap` workloads.
+pub(super) fn key(k: u64) -> [u8; 8] {
+    table_key(0, k)
 }
 
 /// A job: transactions until told to stop; latencies kept while the window records.
 fn job(s: Arc<Shared>, seed: u64) {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut mine = histogram();
+    let (mut mine, mut txns) = (histogram(), 0);
     while !s.stop.load(Ordering::Acquire) {
         let start = now_ns();
-        let result = match s.workload {
-            Workload::Update => update(&s, &mut rng),
-            Workload::Swap => swap(&s, &mut rng),
-        };
+        let result = s.mix.run(s.workload, &s.handle, s.hook(), &mut rng);
         let recording = s.recording.load(Ordering::Acquire);
         match result {
-            Ok(()) if recording => mine.saturating_record(now_ns().saturating_sub(start).max(1)),
-            Ok(()) => {}
+            Ok(committed) if recording => {
+                txns += 1;
+                if committed {
+                    mine.saturating_record(now_ns().saturating_sub(start).max(1));
+                }
+            }
+            Ok(_) => {}
             Err(Failure::Conflict) if recording => {
                 s.gave_up.fetch_add(1, Ordering::Relaxed);
             }
@@ -224,6 +194,7 @@ fn job(s: Arc<Shared>, seed: u64) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .add(&mine);
+    s.txns.fetch_add(txns, Ordering::Relaxed);
     s.done.fetch_add(1, Ordering::AcqRel);
 }
 
@@ -231,7 +202,7 @@ fn job(s: Arc<Shared>, seed: u64) {
 /// job's operations are drawn from `seed` and its index, the same for every configuration.
 pub(super) fn window(
     db: &Db,
-    log: Option<&Arc<GroupLog>>,
+    log: Option<(&Arc<GroupLog>, LogRole)>,
     plan: &Plan,
     point: Point,
     value: &Arc<Vec<u8>>,
@@ -239,10 +210,9 @@ pub(super) fn window(
 ) -> Result<Window, String> {
     let shared = Arc::new(Shared {
         handle: db.handle(),
-        log: log.cloned(),
+        log: log.map(|(l, role)| (l.clone(), role)),
         workload: point.workload,
-        keys: plan.keys,
-        value: value.clone(),
+        mix: Mix::new(plan, value),
         recording: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         done: AtomicUsize::new(0),
@@ -250,6 +220,7 @@ pub(super) fn window(
         gave_up: AtomicU64::new(0),
         first_error: Mutex::new(None),
         latencies: Mutex::new(histogram()),
+        txns: AtomicU64::new(0),
     });
     for j in 0..point.in_flight {
         let (s, job_seed) = (shared.clone(), seed ^ (j as u64).wrapping_mul(0x9E37_79B9));
@@ -258,13 +229,13 @@ pub(super) fn window(
             .map_err(|e| format!("spawning job {j}: {e}"))?;
     }
     std::thread::sleep(plan.warmup);
-    let before = Counters::of(db, log.map(|l| &**l));
+    let before = Counters::of(db, log.map(|(l, _)| &**l));
     let started = Instant::now();
     shared.recording.store(true, Ordering::Release);
     std::thread::sleep(plan.measure);
     shared.recording.store(false, Ordering::Release);
     let secs = started.elapsed().as_secs_f64();
-    let delta = Counters::of(db, log.map(|l| &**l)).since(before);
+    let delta = Counters::of(db, log.map(|(l, _)| &**l)).since(before);
     shared.stop.store(true, Ordering::Release);
     let deadline = Instant::now() + STOP_WAIT;
     while shared.done.load(Ordering::Acquire) < point.in_flight {
@@ -291,7 +262,7 @@ pub(super) fn window(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     Ok(Window {
-        txns: latency.len(),
+        txns: shared.txns.load(Ordering::Relaxed),
         secs,
         latency,
         gave_up: shared.gave_up.load(Ordering::Relaxed),

@@ -35,11 +35,21 @@ pub enum Config {
     Wal,
     /// redb with `Durability::Immediate` (real disk only).
     Redb,
+    /// Software undo logging on an in-place store: the old values of every key a transaction
+    /// writes go to an undo log (group-committed, flushed) before the writes are applied to a
+    /// store in `Durability::Commit` mode: two ordered persist barriers per transaction.
+    Undo,
 }
 
 impl Config {
     /// The configurations run on tamer's store, in each device's rounds.
-    pub const STORES: [Config; 4] = [Config::Volatile, Config::Lad, Config::Periodic, Config::Wal];
+    pub const STORES: [Config; 5] = [
+        Config::Volatile,
+        Config::Lad,
+        Config::Periodic,
+        Config::Wal,
+        Config::Undo,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,13 +58,14 @@ impl Config {
             Config::Periodic => "periodic",
             Config::Wal => "wal",
             Config::Redb => "redb",
+            Config::Undo => "undo",
         }
     }
 
     /// The store's durability mode (the WAL's store is volatile; its log makes it durable).
     pub fn durability(self) -> Durability {
         match self {
-            Config::Lad => Durability::Commit,
+            Config::Lad | Config::Undo => Durability::Commit,
             Config::Periodic => Durability::Periodic(PERIODIC_INTERVAL),
             _ => Durability::None,
         }
@@ -68,6 +79,12 @@ pub enum Workload {
     Update,
     /// A transaction reading two random keys and writing them swapped.
     Swap,
+    /// TATP's mix on preloaded subscribers: 80 % reads, the writes one transaction each.
+    Tatp,
+    /// TPC-C-NewOrder-like: a district counter, 5-15 items and stocks, an order and its lines.
+    NewOrder,
+    /// Push/pop on preloaded queues: a counter and an item per transaction.
+    Queue,
 }
 
 impl Workload {
@@ -75,6 +92,9 @@ impl Workload {
         match self {
             Workload::Update => "update",
             Workload::Swap => "swap",
+            Workload::Tatp => "tatp",
+            Workload::NewOrder => "neworder",
+            Workload::Queue => "queue",
         }
     }
 }
@@ -102,17 +122,48 @@ pub struct Point {
     pub in_flight: usize,
 }
 
+/// One point of a device's rounds and the configurations it runs (redb is added to the
+/// disk's [`REDB_POINT`]).
+#[derive(Clone, Debug)]
+pub struct PointRun {
+    pub point: Point,
+    pub configs: Vec<Config>,
+}
+
+/// Transactions in flight of the headline points.
+pub const MAIN_IN_FLIGHT: usize = 256;
+/// The headline point: TATP at 256 in flight.
+pub const MAIN_POINT: Point = Point {
+    workload: Workload::Tatp,
+    in_flight: MAIN_IN_FLIGHT,
+};
+/// redb's point (disk): one small durable update per transaction.
+pub const REDB_POINT: Point = Point {
+    workload: Workload::Update,
+    in_flight: MAIN_IN_FLIGHT,
+};
+/// The in-flight sweep of the main workload (`lad` and `volatile` only).
+pub const SWEEP_IN_FLIGHT: [usize; 4] = [1, 16, 256, 1024];
+
 /// Sizes of one run.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// Keys preloaded (8-byte keys, [`VALUE_BYTES`] values).
+    /// Keys of the `update` and `swap` workloads (8-byte keys, [`VALUE_BYTES`] values).
     pub keys: u64,
+    /// TATP subscribers preloaded (≈ 7.5 rows each).
+    pub tatp_subscribers: u64,
+    /// NewOrder's items (one item and one stock row each) and districts.
+    pub stock_items: u64,
+    pub districts: u64,
+    /// Queues of the `queue` workload (each a head, a tail and [`QUEUE_PRELOAD`] items).
+    pub queues: u64,
     pub cache_bytes: u64,
     /// Interleaved rounds per device; each ratio is the median over them.
     pub rounds: usize,
     pub warmup: Duration,
     pub measure: Duration,
-    pub points: Vec<Point>,
+    pub emulated_points: Vec<PointRun>,
+    pub disk_points: Vec<PointRun>,
     pub emulated: bool,
     pub disk: bool,
     /// The emulated device's read/write latency (its flush takes [`FLUSH_LATENCY_NS`]).
@@ -127,40 +178,70 @@ pub struct Plan {
     pub poll: bool,
 }
 
+/// Items preloaded in each queue.
+pub const QUEUE_PRELOAD: u64 = 16;
+
+fn run(workload: Workload, in_flight: usize, configs: &[Config]) -> PointRun {
+    PointRun {
+        point: Point {
+            workload,
+            in_flight,
+        },
+        configs: configs.to_vec(),
+    }
+}
+
+/// The emulated device's points: every workload at 256 in flight, `update` at 1 (the commit
+/// latency), the main workload's in-flight sweep.
+fn emulated_points() -> Vec<PointRun> {
+    use Config::*;
+    let durable = [Volatile, Lad, Wal, Undo];
+    let mut points = vec![
+        run(Workload::Update, 1, &[Volatile, Lad]),
+        run(Workload::Update, MAIN_IN_FLIGHT, &durable),
+        run(Workload::Swap, MAIN_IN_FLIGHT, &[Volatile, Lad, Wal]),
+        run(Workload::NewOrder, MAIN_IN_FLIGHT, &durable),
+        run(Workload::Queue, MAIN_IN_FLIGHT, &durable),
+    ];
+    for in_flight in SWEEP_IN_FLIGHT {
+        let configs: &[Config] = if in_flight == MAIN_IN_FLIGHT {
+            &Config::STORES
+        } else {
+            &[Volatile, Lad]
+        };
+        points.push(run(MAIN_POINT.workload, in_flight, configs));
+    }
+    points
+}
+
+/// The disk's points: the main one, redb's, and `lad`'s commit latency at 1 in flight.
+fn disk_points() -> Vec<PointRun> {
+    use Config::*;
+    vec![
+        run(Workload::Update, 1, &[Lad]),
+        run(REDB_POINT.workload, REDB_POINT.in_flight, &[Volatile, Lad]),
+        run(
+            MAIN_POINT.workload,
+            MAIN_POINT.in_flight,
+            &[Volatile, Lad, Wal, Undo],
+        ),
+    ]
+}
+
 impl Plan {
     pub fn new(quick: bool) -> Self {
-        let update = |in_flight| Point {
-            workload: Workload::Update,
-            in_flight,
-        };
-        let swap = Point {
-            workload: Workload::Swap,
-            in_flight: 256,
-        };
-        if quick {
-            return Self {
-                keys: 200_000,
-                cache_bytes: 8 << 20,
-                rounds: 3,
-                warmup: Duration::from_millis(100),
-                measure: Duration::from_millis(300),
-                points: vec![update(1), update(256), swap],
-                emulated: true,
-                disk: true,
-                latency_ns: DEFAULT_LATENCY_NS,
-                redb_threads: 16,
-                probes_per_round: 40,
-                recovery_run: Duration::from_millis(300),
-                poll: false,
-            };
-        }
-        Self {
+        let base = Self {
             keys: 8_000_000,
+            tatp_subscribers: 1_000_000,
+            stock_items: 1_000_000,
+            districts: 10_000,
+            queues: 4_096,
             cache_bytes: 32 << 20,
             rounds: 5,
             warmup: Duration::from_millis(300),
             measure: Duration::from_millis(1_000),
-            points: vec![update(1), update(16), update(256), swap],
+            emulated_points: emulated_points(),
+            disk_points: disk_points(),
             emulated: true,
             disk: true,
             latency_ns: DEFAULT_LATENCY_NS,
@@ -168,17 +249,47 @@ impl Plan {
             probes_per_round: 100,
             recovery_run: Duration::from_millis(700),
             poll: false,
+        };
+        if !quick {
+            return base;
+        }
+        Self {
+            keys: 200_000,
+            tatp_subscribers: 25_000,
+            stock_items: 50_000,
+            districts: 1_000,
+            queues: 1_024,
+            // 8 MiB (≈ 1/8 of the data) failed: a window at 256 in flight timed out on an
+            // 8-way cache set that stayed pinned for 10 s.
+            cache_bytes: 32 << 20,
+            rounds: 3,
+            warmup: Duration::from_millis(80),
+            measure: Duration::from_millis(220),
+            probes_per_round: 40,
+            recovery_run: Duration::from_millis(300),
+            ..base
         }
     }
 
     /// The most transactions any point keeps in flight.
     pub fn max_in_flight(&self) -> usize {
-        self.points.iter().map(|p| p.in_flight).max().unwrap_or(1)
+        let points = self.emulated_points.iter().chain(&self.disk_points);
+        points.map(|p| p.point.in_flight).max().unwrap_or(1)
+    }
+
+    /// Keys preloaded: `update`'s, TATP's rows (≈ 7.5 per subscriber), NewOrder's items,
+    /// stocks and districts, the queues' counters and items.
+    pub fn preloaded_keys(&self) -> u64 {
+        self.keys
+            + self.tatp_subscribers * 15 / 2
+            + 2 * self.stock_items
+            + self.districts
+            + self.queues * (2 + QUEUE_PRELOAD)
     }
 
     /// Pages of the loaded store (the tier bench's estimate for 8-byte keys).
     pub fn estimated_pages(&self) -> u64 {
-        crate::tier::estimated_pages(self.keys, VALUE_BYTES, 0, 1)
+        crate::tier::estimated_pages(self.preloaded_keys(), VALUE_BYTES, 0, 1)
     }
 
     /// Bytes of an emulated store device: the loaded pages twice (out-of-place updates need
@@ -215,7 +326,7 @@ mod tests {
         let full = Plan::new(false);
         let data = full.estimated_pages() * PAGE_SIZE as u64;
         assert!(data >= 30 * full.cache_bytes, "{data}");
-        assert_eq!(full.max_in_flight(), 256);
-        assert_eq!(Plan::new(true).max_in_flight(), 256);
+        assert_eq!(full.max_in_flight(), 1024);
+        assert_eq!(Plan::new(true).max_in_flight(), 1024);
     }
 }

@@ -4,7 +4,9 @@
 use serde_json::json;
 
 use super::drive::Window;
-use super::plan::{Config, Plan, Point, Target, Workload};
+use super::plan::{
+    Config, Point, Target, Workload, MAIN_IN_FLIGHT, MAIN_POINT, REDB_POINT, SWEEP_IN_FLIGHT,
+};
 use super::recovery::Recovery;
 use super::redb_run::RedbWindow;
 use super::{median, ratio};
@@ -22,6 +24,8 @@ pub(super) struct Sample {
     pub(super) p99_us: f64,
     pub(super) group_commits_per_s: f64,
     pub(super) overflows: u64,
+    /// Overflows per transaction (made durable by a checkpoint instead of a queue page).
+    pub(super) overflow_rate: f64,
     /// Transactions that gave up after too many conflicts.
     pub(super) gave_up: u64,
     pub(super) checkpoints_per_s: f64,
@@ -56,6 +60,7 @@ impl Sample {
             p99_us: w.p99_us(),
             group_commits_per_s: syncs as f64 / w.secs.max(1e-9),
             overflows: w.overflows,
+            overflow_rate: w.overflows as f64 / w.txns.max(1) as f64,
             gave_up: w.gave_up,
             checkpoints_per_s: w.checkpoints as f64 / w.secs.max(1e-9),
             checkpoint_share: w.checkpoint_ns as f64 / 1e9 / w.secs.max(1e-9),
@@ -75,6 +80,7 @@ impl Sample {
             p99_us: w.latency.value_at_quantile(0.99) as f64 / 1_000.0,
             group_commits_per_s: w.txns_per_s(),
             overflows: 0,
+            overflow_rate: 0.0,
             gave_up: 0,
             checkpoints_per_s: f64::NAN,
             checkpoint_share: f64::NAN,
@@ -86,7 +92,7 @@ impl Sample {
     /// The line printed when the window ends.
     pub(super) fn print(&self) {
         println!(
-            "  {:<4} r{} {:<6}×{:<3} {:<8} {:>9.0} txn/s  p50 {:>8.1} µs  p99 {:>8.1} µs  syncs/s {:>7.0}  B/txn {:>7.0}  ckpt/s {:>4.1}",
+            "  {:<4} r{} {:<8}×{:<4} {:<8} {:>9.0} txn/s  p50 {:>8.1} µs  p99 {:>8.1} µs  syncs/s {:>7.0}  B/txn {:>7.0}  ckpt/s {:>4.1}",
             self.target.name(),
             self.round,
             self.point.workload.name(),
@@ -114,6 +120,7 @@ impl Sample {
             "p99_us": self.p99_us,
             "group_commits_per_s": self.group_commits_per_s,
             "overflows": self.overflows,
+            "overflow_rate": self.overflow_rate,
             "gave_up_on_conflicts": self.gave_up,
             "checkpoints_per_s": finite(self.checkpoints_per_s),
             "checkpoint_wait_share": finite(self.checkpoint_share),
@@ -196,69 +203,83 @@ impl Results {
     }
 }
 
-/// The main point: updates at the plan's largest in-flight count.
-pub(super) fn main_point(plan: &Plan) -> Point {
+/// `workload` at `in_flight`.
+fn at(workload: Workload, in_flight: usize) -> Point {
     Point {
-        workload: Workload::Update,
-        in_flight: plan.max_in_flight(),
+        workload,
+        in_flight,
     }
 }
 
+/// The figures: (name, device, point, numerator, denominator) of the throughput ratios.
+fn throughput_figures() -> Vec<(String, Target, Point, Config, Config)> {
+    use Config::*;
+    let (emu, disk, main) = (Target::Emulated, Target::Disk, MAIN_POINT);
+    let mut figures = vec![
+        ("lad_vs_volatile".into(), emu, main, Lad, Volatile),
+        ("periodic_vs_volatile".into(), emu, main, Periodic, Volatile),
+        ("lad_vs_wal".into(), emu, main, Lad, Wal),
+        ("lad_vs_undo".into(), emu, main, Lad, Undo),
+        ("lad_vs_volatile_disk".into(), disk, main, Lad, Volatile),
+        ("lad_vs_wal_disk".into(), disk, main, Lad, Wal),
+        ("lad_vs_undo_disk".into(), disk, main, Lad, Undo),
+        (
+            "lad_vs_volatile_update_disk".into(),
+            disk,
+            REDB_POINT,
+            Lad,
+            Volatile,
+        ),
+        ("lad_vs_redb".into(), disk, REDB_POINT, Lad, Redb),
+    ];
+    let others = [
+        Workload::Update,
+        Workload::Swap,
+        Workload::NewOrder,
+        Workload::Queue,
+    ];
+    for workload in others {
+        let point = at(workload, MAIN_IN_FLIGHT);
+        for den in [Volatile, Wal, Undo] {
+            if (workload, den) == (Workload::Swap, Undo) {
+                continue; // swap runs without undo
+            }
+            let name = format!("lad_vs_{}_{}", den.name(), workload.name());
+            figures.push((name, emu, point, Lad, den));
+        }
+    }
+    for in_flight in SWEEP_IN_FLIGHT.into_iter().filter(|&n| n != MAIN_IN_FLIGHT) {
+        let name = format!("lad_vs_volatile_{}_x{in_flight}", main.workload.name());
+        figures.push((name, emu, at(main.workload, in_flight), Lad, Volatile));
+    }
+    figures
+}
+
 /// Prints the summary table and fills `result`'s figures and rows.
-pub(super) fn report(plan: &Plan, results: &Results, result: &mut BenchResult) {
+pub(super) fn report(results: &Results, result: &mut BenchResult) {
     print_table(results);
-    let main = main_point(plan);
-    let swap = Point {
-        workload: Workload::Swap,
-        in_flight: plan.max_in_flight(),
-    };
     let tps = |s: &Sample| s.txns_per_s;
     let bytes = |s: &Sample| s.bytes_per_txn;
+    for (name, target, point, num, den) in throughput_figures() {
+        result.figure(&name, results.ratio(target, point, (num, den), tps));
+    }
     let (emu, disk) = (Target::Emulated, Target::Disk);
+    let update = at(Workload::Update, MAIN_IN_FLIGHT);
     let figures = [
         (
-            "lad_vs_volatile",
-            results.ratio(emu, main, (Config::Lad, Config::Volatile), tps),
-        ),
-        (
-            "lad_vs_volatile_disk",
-            results.ratio(disk, main, (Config::Lad, Config::Volatile), tps),
-        ),
-        (
-            "lad_vs_volatile_swap",
-            results.ratio(emu, swap, (Config::Lad, Config::Volatile), tps),
-        ),
-        (
-            "periodic_vs_volatile",
-            results.ratio(emu, main, (Config::Periodic, Config::Volatile), tps),
-        ),
-        (
-            "lad_vs_wal",
-            results.ratio(emu, main, (Config::Lad, Config::Wal), tps),
-        ),
-        (
-            "lad_vs_wal_disk",
-            results.ratio(disk, main, (Config::Lad, Config::Wal), tps),
-        ),
-        (
-            "lad_vs_wal_swap",
-            results.ratio(emu, swap, (Config::Lad, Config::Wal), tps),
-        ),
-        (
             "lad_bytes_vs_wal",
-            results.ratio(emu, main, (Config::Lad, Config::Wal), bytes),
+            results.ratio(emu, MAIN_POINT, (Config::Lad, Config::Wal), bytes),
+        ),
+        (
+            "lad_bytes_vs_wal_update",
+            results.ratio(emu, update, (Config::Lad, Config::Wal), bytes),
         ),
         (
             "lad_bytes_vs_wal_disk",
-            results.ratio(disk, main, (Config::Lad, Config::Wal), bytes),
+            results.ratio(disk, MAIN_POINT, (Config::Lad, Config::Wal), bytes),
         ),
         ("commit_p50_vs_flush", results.commit_vs_flush(emu)),
         ("commit_p50_vs_flush_disk", results.commit_vs_flush(disk)),
-        (
-            "lad_vs_redb",
-            results.ratio(disk, main, (Config::Lad, Config::Redb), tps),
-        ),
-        ("lad_vs_undo", None),
         (
             "recovery_ms",
             results.recovery.as_ref().map(|r| r.stats.ns as f64 / 1e6),
@@ -268,6 +289,13 @@ pub(super) fn report(plan: &Plan, results: &Results, result: &mut BenchResult) {
         result.figure(name, value);
     }
     result.rows.extend(results.samples.iter().map(Sample::row));
+    report_probes(results, result);
+    if let Some(r) = &results.recovery {
+        report_recovery(r, result);
+    }
+}
+
+fn report_probes(results: &Results, result: &mut BenchResult) {
     for (target, round, ns) in &results.probes {
         let probe: Vec<f64> = ns.iter().map(|&n| n as f64 / 1_000.0).collect();
         println!(
@@ -281,23 +309,25 @@ pub(super) fn report(plan: &Plan, results: &Results, result: &mut BenchResult) {
             "samples": ns.len(), "p50_us": median(&probe),
         }));
     }
-    if let Some(r) = &results.recovery {
-        println!(
-            "\nrecovery (emu, lad, power loss after {} updates): open {:.1} ms, recovery {:.1} ms, {} of {} commit records redone ({} deltas, {} queue pages read)",
-            r.txns_before_crash, r.open_ms, r.stats.ns as f64 / 1e6, r.stats.records_redone,
-            r.stats.records_found, r.stats.deltas_redone, r.stats.queue_pages_read
-        );
-        result.rows.push(json!({
-            "kind": "recovery", "device": "emu", "open_ms": r.open_ms,
-            "recovery_ms": r.stats.ns as f64 / 1e6, "records_found": r.stats.records_found,
-            "records_redone": r.stats.records_redone, "deltas_redone": r.stats.deltas_redone,
-            "queue_pages_read": r.stats.queue_pages_read,
-        }));
-    }
 }
 
-/// Medians over rounds per (device, point, configuration); overflows and transactions that
-/// gave up on conflicts summed.
+fn report_recovery(r: &Recovery, result: &mut BenchResult) {
+    println!(
+        "\nrecovery (emu, lad, power loss after {} updates): open {:.1} ms, recovery {:.1} ms, {} of {} commit records redone ({} deltas, {} queue pages read)",
+        r.txns_before_crash, r.open_ms, r.stats.ns as f64 / 1e6, r.stats.records_redone,
+        r.stats.records_found, r.stats.deltas_redone, r.stats.queue_pages_read
+    );
+    result.rows.push(json!({
+        "kind": "recovery", "device": "emu", "open_ms": r.open_ms,
+        "recovery_ms": r.stats.ns as f64 / 1e6, "records_found": r.stats.records_found,
+        "records_redone": r.stats.records_redone, "deltas_redone": r.stats.deltas_redone,
+        "queue_pages_read": r.stats.queue_pages_read,
+    }));
+}
+
+/// Medians over rounds per (device, point, configuration), throughput also ÷ `volatile`'s
+/// (the median of the per-round ratios), overflows per transaction; transactions that gave
+/// up on conflicts summed.
 fn print_table(results: &Results) {
     let mut keys: Vec<(Target, Point, Config)> = results
         .samples
@@ -308,11 +338,12 @@ fn print_table(results: &Results) {
     keys.dedup();
     println!("\nmedians over rounds:");
     println!(
-        "  {:<4} {:<10} {:<8} {:>8} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>5} {:>5} {:>5}",
+        "  {:<4} {:<13} {:<8} {:>8} {:>6} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>5} {:>7} {:>6}",
         "dev",
         "point",
         "config",
         "txn/s",
+        "÷vol",
         "p50 µs",
         "p99 µs",
         "syncs/s",
@@ -320,7 +351,7 @@ fn print_table(results: &Results) {
         "commitB",
         "ckpt/s",
         "ckpt%",
-        "ovfl",
+        "ovfl/tx",
         "gaveup"
     );
     for key in keys {
@@ -331,15 +362,17 @@ fn print_table(results: &Results) {
                 .iter()
                 .filter(move |s| (s.target, s.point, s.config) == key)
         };
-        let overflows: u64 = of_key().map(|s| s.overflows).sum();
         let gave_up: u64 = of_key().map(|s| s.gave_up).sum();
         let (target, point, config) = key;
+        let tps = |s: &Sample| s.txns_per_s;
+        let vs_volatile = results.ratio(target, point, (config, Config::Volatile), tps);
         println!(
-            "  {:<4} {:<10} {:<8} {:>8.0} {:>8.1} {:>9.1} {:>7.0} {:>6.0} {:>7.0} {:>6.1} {:>5.1} {:>5} {:>5}",
+            "  {:<4} {:<13} {:<8} {:>8.0} {:>6.3} {:>8.1} {:>9.1} {:>7.0} {:>6.0} {:>7.0} {:>6.1} {:>5.1} {:>7.4} {:>6}",
             target.name(),
             format!("{}×{}", point.workload.name(), point.in_flight),
             config.name(),
             m(|s| s.txns_per_s),
+            vs_volatile.unwrap_or(f64::NAN),
             m(|s| s.p50_us),
             m(|s| s.p99_us),
             m(|s| s.group_commits_per_s),
@@ -347,7 +380,7 @@ fn print_table(results: &Results) {
             m(|s| s.commit_bytes_per_txn),
             m(|s| s.checkpoints_per_s),
             m(|s| s.checkpoint_share * 100.0),
-            overflows,
+            m(|s| s.overflow_rate),
             gave_up
         );
     }

@@ -1,6 +1,7 @@
-//! One device's stores: the data set loaded once (through a volatile store), copied to one
+//! One device's stores: the data set (every workload's keys) loaded once (through a volatile store), copied to one
 //! store per configuration (a copy of a cleanly closed store is that store), each opened and
-//! kept open for the device's rounds; and the wal's log device between its windows.
+//! kept open for the device's rounds; and the logs of the `wal` and `undo` configurations
+//! between their windows.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,14 +14,18 @@ use tamer_device::{EmulatorConfig, EmulatorModel};
 use tamer_runtime::{Job, SpawnError};
 use tamer_store::{Db, DbError, DeviceKind};
 
-use super::drive::key;
 use super::plan::{Config, Plan, Target, FLUSH_LATENCY_NS, VALUE_BYTES};
 use super::wal::{EmulatedLog, FileLog, GroupLog, LogSink, LogState, Ring};
+use super::workloads::{preload_unit, preload_units};
 use crate::progress::Progress;
+use crate::workload::Tatp;
 use crate::BenchOptions;
 
 /// Jobs loading the data set.
 const LOADERS: u64 = 64;
+/// Cache of the loading store at least (64 jobs inserting into a small cache's 8-way sets
+/// can keep a set pinned past the cache's timeout while the index grows).
+const LOAD_CACHE_BYTES_MIN: u64 = 64 << 20;
 /// Bytes copied at a time between emulated devices.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 
@@ -30,7 +35,8 @@ pub(super) struct DeviceStores {
     pub(super) stores: Vec<(Config, Db)>,
     /// The emulated device the first store lives on (its configuration builds the probe's).
     pub(super) model: Option<Arc<EmulatorModel>>,
-    log: Option<LogState>,
+    /// The logs of the `wal` (redo) and `undo` configurations, while no window uses them.
+    logs: Vec<(Config, LogState)>,
 }
 
 /// `len` bytes drawn from `seed`.
@@ -83,12 +89,16 @@ impl DeviceStores {
             let options = plan.store_options(config, DeviceKind::Model(device));
             stores.push((config, open(&path, options)?));
         }
-        let log: Box<dyn LogSink> = Box::new(EmulatedLog::new(&model)?);
+        let mut logs = Vec::new();
+        for config in [Config::Wal, Config::Undo] {
+            let log: Box<dyn LogSink> = Box::new(EmulatedLog::new(&model)?);
+            logs.push((config, (log, Ring::default())));
+        }
         Ok(Self {
             target: Target::Emulated,
             stores,
             model: Some(model),
-            log: Some((log, Ring::default())),
+            logs,
         })
     }
 
@@ -122,13 +132,19 @@ impl DeviceStores {
                 open(&path, plan.store_options(config, DeviceKind::Uring))?,
             ));
         }
-        let log_path = options.data_dir.join("durability.wal");
-        let log: Box<dyn LogSink> = Box::new(FileLog::create(&log_path)?);
+        let mut logs = Vec::new();
+        for config in [Config::Wal, Config::Undo] {
+            let path = options
+                .data_dir
+                .join(format!("durability.{}", config.name()));
+            let log: Box<dyn LogSink> = Box::new(FileLog::create(&path)?);
+            logs.push((config, (log, Ring::default())));
+        }
         Ok(Self {
             target: Target::Disk,
             stores,
             model: None,
-            log: Some((log, Ring::default())),
+            logs,
         })
     }
 
@@ -142,15 +158,20 @@ impl DeviceStores {
             .1
     }
 
-    /// Starts the wal's leader for a window.
-    pub(super) fn start_log(&mut self) -> Result<Arc<GroupLog>, String> {
-        let (sink, ring) = self.log.take().ok_or("the wal's log is already running")?;
+    /// Starts the leader of `config`'s log (`wal`, `undo`) for a window.
+    pub(super) fn start_log(&mut self, config: Config) -> Result<Arc<GroupLog>, String> {
+        let at = self
+            .logs
+            .iter()
+            .position(|(c, _)| *c == config)
+            .ok_or_else(|| format!("no {} log, or it is already running", config.name()))?;
+        let (_, (sink, ring)) = self.logs.swap_remove(at);
         Ok(GroupLog::start(sink, ring))
     }
 
-    /// Stops the wal's leader after a window.
-    pub(super) fn stop_log(&mut self, log: &GroupLog) -> Result<(), String> {
-        self.log = Some(log.finish()?);
+    /// Stops the leader of `config`'s log after a window.
+    pub(super) fn stop_log(&mut self, config: Config, log: &GroupLog) -> Result<(), String> {
+        self.logs.push((config, log.finish()?));
         Ok(())
     }
 
@@ -207,22 +228,33 @@ fn copy_model(model: &EmulatorModel) -> Result<Arc<EmulatorModel>, String> {
     Ok(copy)
 }
 
-/// Loads keys `0..plan.keys` with [`LOADERS`] jobs into a volatile store at `path` on
-/// `device`, then closes it.
+/// Loads the preload of every workload ([`preload_unit`]) with [`LOADERS`] jobs into a
+/// volatile store at `path` on `device` (a cache of at least [`LOAD_CACHE_BYTES_MIN`]), then
+/// closes it.
 fn load(path: &Path, plan: &Plan, device: DeviceKind, value: &Arc<Vec<u8>>) -> Result<(), String> {
     let started = Instant::now();
-    let db = open(path, plan.store_options(Config::Volatile, device))?;
-    let progress = Progress::count(plan.keys, "loading keys");
+    let load_plan = Plan {
+        cache_bytes: plan.cache_bytes.max(LOAD_CACHE_BYTES_MIN),
+        ..plan.clone()
+    };
+    let db = open(path, load_plan.store_options(Config::Volatile, device))?;
+    let units = preload_units(plan);
+    let progress = Progress::count(units, "loading keys");
     let loaded = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(Mutex::new(None::<String>));
     for j in 0..LOADERS {
-        let (h, value, keys) = (db.handle(), value.clone(), plan.keys);
+        let (h, value, plan) = (db.handle(), value.clone(), plan.clone());
         let (loaded, finished, failed) = (loaded.clone(), finished.clone(), failed.clone());
         let job = Job::new(move || {
-            let result = (j..keys).step_by(LOADERS as usize).try_for_each(|k| {
+            let tatp = Tatp::new(plan.tatp_subscribers.max(1));
+            let mut pairs = Vec::new();
+            let result = (j..units).step_by(LOADERS as usize).try_for_each(|u| {
                 loaded.fetch_add(1, Ordering::Relaxed);
-                h.put(&key(k), &value)
+                preload_unit(&plan, &tatp, u, &value, &mut pairs);
+                pairs
+                    .iter()
+                    .try_for_each(|(k, v)| h.put(k, v.as_deref().unwrap_or(&[])))
             });
             if let Err(err) = result {
                 *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
@@ -242,8 +274,8 @@ fn load(path: &Path, plan: &Plan, device: DeviceKind, value: &Arc<Vec<u8>>) -> R
     db.close()
         .map_err(|e: DbError| format!("closing after the load: {e}"))?;
     eprintln!(
-        "loaded {} keys of {VALUE_BYTES} bytes in {:.1} s",
-        plan.keys,
+        "loaded ≈ {} keys ({units} units) in {:.1} s",
+        plan.preloaded_keys(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
