@@ -16,6 +16,7 @@ mod commit;
 mod locks;
 mod recover;
 mod space;
+mod superblock;
 mod txn;
 
 use checkpoint::{CheckpointLatch, Dirty};
@@ -568,34 +569,6 @@ impl Engine {
     /// The index's hash of `key` (keyed by this store's `hash_key`).
     pub fn hash(&self, key: &[u8]) -> u64 {
         key_hash(self.hash_key, key)
-    }
-
-    /// Writes the superblock to the copy not holding the newest, with the next sequence.
-    fn write_superblock(&self, clean: bool) -> Result<(), DbError> {
-        let _sb = self.sb_lock.lock();
-        let page = SUPERBLOCK_COPIES - 1 - self.sb_page.load(Ordering::Relaxed);
-        let sequence = self.sb_sequence.load(Ordering::Relaxed) + 1;
-        let sb = Superblock {
-            sequence,
-            hash_key: self.hash_key,
-            max_depth: self.max_depth,
-            global_depth: self.global_depth.load(Ordering::Acquire),
-            clean,
-            epoch: self.epoch.load(Ordering::Acquire),
-            next_page: self.lock_alloc().next_page,
-            key_count: self.key_count.load(Ordering::Relaxed),
-            max_value_bytes: self.max_value as u64,
-            // Under the exclusive checkpoint latch: every smaller `ts` is applied.
-            commit_ts: self.commit.next_ts.load(Ordering::SeqCst) - 1,
-            queue_first: self.commit.first.load(Ordering::Relaxed),
-            queues: self.commit.queues(),
-            queue_pages: self.commit.pages() as u32,
-        };
-        let copy = self.cache.get_for_overwrite(page)?;
-        copy.write(|b| sb.encode(b));
-        self.sb_page.store(page, Ordering::Relaxed);
-        self.sb_sequence.store(sequence, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Clean close: seals the open data page, writes back every dirty page (the map with
