@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tamer_cache::{crc32c, PageCache, PageClass, PageRef, BATCH};
-use tamer_device::DeviceFile;
 use tamer_runtime::thread;
 
 use crate::alloc::{Alloc, FreeExtents, OpenPage};
@@ -29,6 +28,7 @@ pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
 pub use commit::{CommitStats, Durability};
 pub use recover::RecoveryStats;
+pub(crate) use space::Space;
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
 const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
@@ -64,17 +64,6 @@ pub struct CompactionStats {
     pub hints_dropped: u64,
     /// Pages waiting in the queue now.
     pub queued: usize,
-}
-
-/// Where new pages come from.
-pub(crate) enum Space {
-    /// A file grown with `posix_fallocate`, up to `max_bytes`.
-    File {
-        file: Arc<DeviceFile>,
-        max_bytes: Option<u64>,
-    },
-    /// A device of a fixed size (the emulator).
-    Fixed { capacity_bytes: u64 },
 }
 
 /// A lock for user-level threads: waiting yields the core (never blocks the OS thread), so it
@@ -395,10 +384,6 @@ impl Engine {
         self
     }
 
-    fn lock_alloc(&self) -> MutexGuard<'_, Alloc> {
-        self.alloc.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn lock_dirty(&self) -> MutexGuard<'_, Dirty> {
         self.dirty.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -454,11 +439,6 @@ impl Engine {
     /// What checkpoints did since open.
     pub fn checkpoint_stats(&self) -> checkpoint::CheckpointStats {
         *self.lock_checkpoint_stats()
-    }
-
-    /// The physical page of logical page `l`.
-    fn phys(&self, l: u64) -> u64 {
-        physical(self.space_start, l)
     }
 
     // --- open and close ---
@@ -559,13 +539,6 @@ impl Engine {
         self.checkpoint(false)
     }
 
-    fn capacity_bytes(&self) -> u64 {
-        match &self.space {
-            Space::File { file, .. } => file.capacity_bytes(),
-            Space::Fixed { capacity_bytes } => *capacity_bytes,
-        }
-    }
-
     /// The index's hash of `key` (keyed by this store's `hash_key`).
     pub fn hash(&self, key: &[u8]) -> u64 {
         key_hash(self.hash_key, key)
@@ -637,16 +610,6 @@ impl Engine {
 
     pub fn len(&self) -> u64 {
         self.key_count.load(Ordering::Relaxed)
-    }
-
-    pub fn leaked_pages(&self) -> u64 {
-        self.leaked_pages.load(Ordering::Relaxed)
-    }
-
-    /// (high-water mark, free pages, free extents).
-    pub fn space_stats(&self) -> (u64, u64, usize) {
-        let alloc = self.lock_alloc();
-        (alloc.next_page, alloc.free.pages(), alloc.free.extents())
     }
 
     // --- the directory (pinned pages) and buckets (index pages) ---
