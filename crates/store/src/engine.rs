@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tamer_cache::{crc32c, PageCache, PageClass, PageRef, BATCH};
+use tamer_cache::{crc32c, PageCache, PageClass, BATCH};
 use tamer_runtime::thread;
 
 use crate::alloc::{Alloc, FreeExtents, OpenPage};
@@ -12,6 +12,7 @@ use crate::copies::CopyState;
 mod check;
 mod checkpoint;
 mod commit;
+mod directory;
 mod locks;
 mod recover;
 mod space;
@@ -27,6 +28,7 @@ use crate::DbError;
 pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
 pub use commit::{CommitStats, Durability};
+use directory::mask;
 pub use recover::RecoveryStats;
 pub(crate) use space::Space;
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
@@ -216,14 +218,6 @@ struct Expect<'a> {
     record: &'a [u8],
 }
 
-fn mask(depth: u32) -> u64 {
-    if depth == 0 {
-        0
-    } else {
-        (1u64 << depth) - 1
-    }
-}
-
 fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
     DbError::Corrupt {
         page,
@@ -408,13 +402,6 @@ impl Engine {
         }
     }
 
-    /// Marks a bucket changed since the last checkpoint (no lock: a bit in `CopyState`).
-    fn dirty_bucket(&self, page: u64) {
-        if let Some(l) = logical(self.space_start, page) {
-            self.copies.mark_bucket_changed(l);
-        }
-    }
-
     /// Enters a change of the index (a put, a delete, a compaction move): a checkpoint first
     /// if too many index pages are dirty, then the checkpoint latch, shared, until the guard
     /// drops, so that a checkpoint sees whole changes only.
@@ -539,11 +526,6 @@ impl Engine {
         self.checkpoint(false)
     }
 
-    /// The index's hash of `key` (keyed by this store's `hash_key`).
-    pub fn hash(&self, key: &[u8]) -> u64 {
-        key_hash(self.hash_key, key)
-    }
-
     /// Clean close: seals the open data page, writes back every dirty page (the map with
     /// them) and the superblock marked clean, and syncs. Later calls fail with [`DbError::Closed`].
     pub fn close(&self) -> Result<(), DbError> {
@@ -612,48 +594,6 @@ impl Engine {
         self.key_count.load(Ordering::Relaxed)
     }
 
-    // --- the directory (pinned pages) and buckets (index pages) ---
-
-    /// Directory slot `index`: (bucket page, the bucket's local depth).
-    fn dir_get(&self, index: u64) -> Result<(u64, u32), DbError> {
-        let page = self
-            .cache
-            .get(dir_page(self.dir_pages, index / DIR_PER_PAGE, 0))?;
-        let at = dir_slot_offset(index);
-        let slot = page
-            .load_u64_optimistic(at)
-            .unwrap_or_else(|| page.read(|b| get_u64(b, at)));
-        Ok(dir_slot_parts(slot))
-    }
-
-    /// Points slot `index` at `bucket` (its current copy from `CopyState`) at `depth`.
-    fn dir_set(&self, index: u64, bucket: u64, depth: u32) -> Result<(), DbError> {
-        let i = index / DIR_PER_PAGE;
-        let page = self.cache.get(dir_page(self.dir_pages, i, 0))?;
-        let copy = self.copies.bucket_copy(self.logical_of(bucket)?);
-        self.copies.mark_dir_changed(i);
-        // One atomic store: `dir_get` reads the slot optimistically with one atomic load.
-        page.store_u64(dir_slot_offset(index), dir_slot(bucket, copy, depth));
-        Ok(())
-    }
-
-    /// The bucket the directory names for `hash`: (page, its hash pattern).
-    fn bucket_for(&self, hash: u64) -> Result<(u64, u64), DbError> {
-        let global = self.global_depth.load(Ordering::Acquire);
-        let (page, depth) = self.dir_get(hash & mask(global))?;
-        // A slot written before a split may name a smaller depth: the pattern at that depth is
-        // still the bucket's own (a split keeps the old bucket's pattern).
-        Ok((page, hash & mask(depth.min(global))))
-    }
-
-    /// A bucket page, as an index page placed by its pattern: buckets spread evenly over the
-    /// cache's sets and stay resident ahead of data pages (`tamer_cache::PageClass::Index`).
-    fn bucket(&self, page: u64, pattern: u64) -> Result<PageRef<'_>, DbError> {
-        Ok(self
-            .cache
-            .get_as(page, PageClass::Index { set_key: pattern })?)
-    }
-
     /// Doubles the directory from depth `depth` (the caller holds the split lock): the upper
     /// half is written first, then the depth is published.
     fn double_directory(&self, depth: u32) -> Result<(), DbError> {
@@ -681,39 +621,6 @@ impl Engine {
         }
         self.global_depth.store(depth + 1, Ordering::Release);
         Ok(())
-    }
-
-    /// Reads `buckets` ((page, pattern) pairs) into the cache as index pages, [`BATCH`] reads
-    /// overlapped at a time. Returns how many it read.
-    pub fn warm_buckets(&self, buckets: &[(u64, u64)]) -> Result<u64, DbError> {
-        let _op = self.check_open()?;
-        for chunk in buckets.chunks(BATCH) {
-            let fetches = chunk
-                .iter()
-                .map(|&(page, pattern)| {
-                    self.cache
-                        .prefetch_as(page, PageClass::Index { set_key: pattern })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            for fetch in fetches {
-                fetch.wait()?;
-            }
-        }
-        Ok(buckets.len() as u64)
-    }
-
-    /// Every bucket once: (page, pattern), from the directory (in DRAM, pinned).
-    pub fn buckets(&self) -> Result<Vec<(u64, u64)>, DbError> {
-        let global = self.global_depth.load(Ordering::Acquire);
-        let mut out = Vec::new();
-        for index in 0..1u64 << global {
-            let (page, depth) = self.dir_get(index)?;
-            // A bucket's lowest slot is its pattern.
-            if index < 1u64 << depth.min(global) {
-                out.push((page, index));
-            }
-        }
-        Ok(out)
     }
 
     // --- records ---
