@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use super::commit::{Delta, DeltaOp};
 use super::locks::KeyGuard;
-use super::record_crc_ok;
+use super::records::record_crc_ok;
 use super::{corrupt, Engine, MAX_KEY_BYTES};
 use super::{Expect, Linked};
 use crate::layout::*;
