@@ -10,11 +10,11 @@
 
 use std::sync::atomic::Ordering;
 
+use super::buckets::{Expect, Linked};
 use super::commit::{Delta, DeltaOp};
 use super::locks::KeyGuard;
 use super::records::record_crc_ok;
 use super::{corrupt, Engine, MAX_KEY_BYTES};
-use super::{Expect, Linked};
 use crate::layout::*;
 use crate::DbError;
 

@@ -14,8 +14,9 @@
 
 use std::sync::atomic::Ordering;
 
+use super::buckets::Linked;
 use super::commit::{decode_page, CommitRecord, DeltaOp};
-use super::{corrupt, Engine, Linked};
+use super::{corrupt, Engine};
 use crate::layout::*;
 use crate::DbError;
 
