@@ -5,7 +5,8 @@
 //! Invariants: a slot is one `u64`, written with one atomic store and read optimistically with
 //! one atomic load; a slot names its bucket's current copy (`CopyState`), and every slot or
 //! bucket change marks its page changed for the next checkpoint; a bucket's pattern is the
-//! lowest slot naming it, and a slot's depth never exceeds the global depth it is read with.
+//! lowest slot naming it (a split keeps the old bucket's pattern, so a slot read before the
+//! split still leads to a bucket whose pattern matches at the depth the slot names).
 
 use std::sync::atomic::Ordering;
 

@@ -4,9 +4,9 @@
 //!
 //! Invariants: a put writes its record before it switches the entry, and releases the old
 //! record after; a change's delta is staged while its key lock and the latch are held, and
-//! its acknowledgement waits with neither held; a large value is read outside the bucket's
-//! latch only when no checkpoint completed meanwhile (freed pages are reused only after one),
-//! and under the latch after `LARGE_READ_ATTEMPTS` tries.
+//! its acknowledgement waits with neither held; a large value read outside the bucket's latch
+//! is returned only when no checkpoint completed meanwhile (freed pages are reused only after
+//! one), and it is read under the latch after `LARGE_READ_ATTEMPTS` tries.
 
 use std::sync::atomic::Ordering;
 
