@@ -8,7 +8,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{mask, Engine};
+use super::directory::mask;
+use super::Engine;
 use crate::layout::*;
 use crate::DbError;
 

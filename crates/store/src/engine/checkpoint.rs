@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tamer_cache::PageClass;
 use tamer_runtime::thread;
 
-use super::{mask, Engine};
+use super::directory::mask;
+use super::Engine;
 use crate::layout::*;
 use crate::DbError;
 

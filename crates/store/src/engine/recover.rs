@@ -22,13 +22,14 @@ use std::sync::atomic::Ordering;
 
 use tamer_cache::{PageClass, BATCH};
 
-/// Commit records whose pages recovery fetches together.
-const WINDOW: usize = 64;
-
+use super::buckets::Linked;
 use super::commit::{decode_page, CommitRecord, DeltaOp};
-use super::{corrupt, Engine, Linked};
+use super::{corrupt, Engine};
 use crate::layout::*;
 use crate::DbError;
+
+/// Commit records whose pages recovery fetches together.
+const WINDOW: usize = 64;
 
 /// What recovery at open redid.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

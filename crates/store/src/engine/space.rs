@@ -9,12 +9,26 @@
 //! held by it.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use tamer_cache::{PageRef, PAGE_SIZE};
+use tamer_device::DeviceFile;
 
-use super::{corrupt, Engine, Space};
+use super::{corrupt, Engine};
+use crate::alloc::Alloc;
 use crate::layout::*;
 use crate::DbError;
+
+/// Where new pages come from.
+pub(crate) enum Space {
+    /// A file grown with `posix_fallocate`, up to `max_bytes`.
+    File {
+        file: Arc<DeviceFile>,
+        max_bytes: Option<u64>,
+    },
+    /// A device of a fixed size (the emulator).
+    Fixed { capacity_bytes: u64 },
+}
 
 impl Engine {
     /// The logical page of physical page `p`, or a `Corrupt` error naming it when it is not a
@@ -282,5 +296,31 @@ impl Engine {
     /// Logical pages the file (or device) can hold now.
     pub(super) fn capacity_pages(&self) -> u64 {
         logical_below(self.space_start, self.capacity_bytes() / PAGE_SIZE as u64)
+    }
+
+    pub(super) fn lock_alloc(&self) -> MutexGuard<'_, Alloc> {
+        self.alloc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The physical page of logical page `l`.
+    pub(super) fn phys(&self, l: u64) -> u64 {
+        physical(self.space_start, l)
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        match &self.space {
+            Space::File { file, .. } => file.capacity_bytes(),
+            Space::Fixed { capacity_bytes } => *capacity_bytes,
+        }
+    }
+
+    pub fn leaked_pages(&self) -> u64 {
+        self.leaked_pages.load(Ordering::Relaxed)
+    }
+
+    /// (high-water mark, free pages, free extents).
+    pub fn space_stats(&self) -> (u64, u64, usize) {
+        let alloc = self.lock_alloc();
+        (alloc.next_page, alloc.free.pages(), alloc.free.extents())
     }
 }

@@ -13,9 +13,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use super::buckets::Linked;
 use super::commit::{Delta, DeltaOp, Durability, Staged};
 use super::locks::{KeyLocks, NotLocked};
-use super::{check_sizes, Engine, Linked};
+use super::{check_sizes, Engine};
 use crate::DbError;
 
 /// Attempts of a transaction that keeps conflicting before it fails with
