@@ -81,6 +81,8 @@ pub(crate) struct WorkerState {
     pub job_enqueued_ns: u64,
     /// When it last parked.
     pub parked_at_ns: u64,
+    /// Others wait for it (`thread::Urgent`): once its accesses complete it runs first.
+    pub urgent: bool,
 }
 
 /// What one core counted.
@@ -312,6 +314,7 @@ impl Sched {
             force_progress: false,
             job_enqueued_ns: 0,
             parked_at_ns: 0,
+            urgent: false,
         };
         Self {
             workers: vec![state; threads],
@@ -455,9 +458,15 @@ impl Sched {
         if state.awaiting == 0 {
             self.ready_live += 1;
             let (epoch, enqueued_ns) = (state.epoch, state.job_enqueued_ns);
-            self.ready.push_back((worker, epoch, now));
-            self.ready_by_age
-                .push(Reverse((enqueued_ns, now, worker, epoch)));
+            if state.urgent {
+                // First in either order: as if its job had arrived before every other.
+                self.ready.push_front((worker, epoch, now));
+                self.ready_by_age.push(Reverse((0, now, worker, epoch)));
+            } else {
+                self.ready.push_back((worker, epoch, now));
+                self.ready_by_age
+                    .push(Reverse((enqueued_ns, now, worker, epoch)));
+            }
             self.compact();
         }
     }
@@ -500,6 +509,8 @@ impl Sched {
             first_ready_at_ns: first_ready.map(|(_, _, at)| at),
             first_ready_parked_at_ns: first_ready
                 .map(|(w, _, _)| self.workers[w as usize].parked_at_ns),
+            first_ready_urgent: first_ready
+                .is_some_and(|(w, _, _)| self.workers[w as usize].urgent),
             runnable_at_ns: self.runnable.front().map(|&(_, at)| at),
             new_job_at_ns: if self.idle.is_empty() {
                 None
@@ -834,6 +845,21 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mutation caught: an urgent worker queued by its job's arrival like the others (it waits
+    /// behind older jobs) or at the back in completion order.
+    #[test]
+    fn an_urgent_worker_is_the_first_ready_in_both_orders() {
+        let mut sched = parked_three();
+        sched.workers[0].urgent = true; // its job arrived last (30)
+        sched.access_completed(1, 200);
+        sched.access_completed(0, 201);
+        for oldest_first in [true, false] {
+            assert_eq!(sched.ready_front(oldest_first).map(|(w, _, _)| w), Some(0));
+            let view = sched.view(300, 50, 8, oldest_first);
+            assert!(view.first_ready_urgent);
+        }
+    }
 
     /// Three workers running jobs that arrived at 30, 10 and 20, parked on one access each.
     fn parked_three() -> Sched {

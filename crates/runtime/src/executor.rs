@@ -553,6 +553,7 @@ impl Executor {
             let state = &mut sched.workers[worker as usize];
             state.status = Status::Running;
             state.job_enqueued_ns = job.enqueued_ns;
+            state.urgent = false;
             (worker, job)
         };
         self.core.stats.borrow_mut().jobs_started += 1;

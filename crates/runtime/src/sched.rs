@@ -131,6 +131,9 @@ pub struct View {
     pub first_ready_at_ns: Option<u64>,
     /// When that job parked.
     pub first_ready_parked_at_ns: Option<u64>,
+    /// That job is urgent (`thread::Urgent`: others wait for it, as for a group-commit
+    /// leader): it runs before anything else.
+    pub first_ready_urgent: bool,
     /// When the first yielded or timer-woken job became runnable.
     pub runnable_at_ns: Option<u64>,
     /// Arrival time of the next new job, if one is queued *and* a user thread is free to run it.
@@ -178,6 +181,9 @@ pub fn decide(policy: Policy, view: &View) -> Decision {
                 forced: !head.ready,
             };
         }
+    }
+    if view.first_ready_urgent {
+        return Decision::ResumeReady;
     }
     let new_job_at_ns = if full { None } else { view.new_job_at_ns };
     match policy {
@@ -245,6 +251,7 @@ mod tests {
             head: None,
             first_ready_at_ns: None,
             first_ready_parked_at_ns: None,
+            first_ready_urgent: false,
             runnable_at_ns: None,
             new_job_at_ns: None,
         }
@@ -273,6 +280,21 @@ mod tests {
             }),
             first_ready_parked_at_ns: ready.then_some(940_000),
             ..with_young_pending(ready)
+        }
+    }
+
+    /// Mutation caught: an urgent ready job (a group-commit leader whose writes completed)
+    /// passed over by new jobs or a runnable one, under either policy.
+    #[test]
+    fn an_urgent_ready_job_runs_first() {
+        let view = View {
+            first_ready_urgent: true,
+            new_job_at_ns: Some(999_000),
+            runnable_at_ns: Some(900_000),
+            ..with_young_pending(true)
+        };
+        for policy in [Policy::PriorityAging, Policy::Fifo] {
+            assert_eq!(decide(policy, &view), Decision::ResumeReady, "{policy:?}");
         }
     }
 

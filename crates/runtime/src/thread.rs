@@ -21,6 +21,47 @@ pub fn core_id() -> Option<usize> {
     with_core(|core| core.id)
 }
 
+/// Marks the calling thread urgent until dropped: others wait for it (a group commit's leader,
+/// whose writes and flush every committing thread waits for), so once its device accesses
+/// complete it runs before new jobs and other parked threads. Keep urgent sections short and
+/// few: urgency overrides seed 002's new-job priority and its aging.
+pub struct Urgent {
+    was: bool,
+}
+
+impl Urgent {
+    /// Marks the calling thread urgent (no-op outside a user-level thread).
+    pub fn new() -> Self {
+        Self {
+            was: set_urgent(true),
+        }
+    }
+}
+
+impl Default for Urgent {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Urgent {
+    fn drop(&mut self) {
+        set_urgent(self.was);
+    }
+}
+
+/// Sets the calling thread's urgency; returns the previous one.
+fn set_urgent(urgent: bool) -> bool {
+    with_core(|core| {
+        let Some(worker) = core.current.get() else {
+            return false;
+        };
+        let state = &mut core.sched.borrow_mut().workers[worker as usize];
+        std::mem::replace(&mut state.urgent, urgent)
+    })
+    .unwrap_or(false)
+}
+
 /// Gives the core to other runnable work; the caller runs again after the work that was
 /// runnable before it (it goes to the back of the runnable queue).
 pub fn yield_now() {

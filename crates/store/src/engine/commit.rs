@@ -409,6 +409,8 @@ impl Engine {
     /// Makes everything staged so far durable: the leader's work (the caller holds
     /// `commit.leader`).
     fn group_commit(&self) -> Result<(), DbError> {
+        // Every committing thread waits for this one: it runs as soon as its writes complete.
+        let _urgent = thread::Urgent::new();
         let c = &self.commit;
         let mut data_pages = Vec::new();
         let mut queue_images: Vec<(u64, Box<[u8]>)> = Vec::new();
