@@ -371,3 +371,63 @@ pub fn env_seeds(var: &str, default: u64, base: u64) -> Vec<u64> {
         .unwrap_or(default);
     (0..n).map(|i| base.wrapping_add(i)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::power::{state_at, Model, SingleOp};
+    use super::*;
+
+    /// A panicking seed is a violation with its message, not the end of the run. Mutation
+    /// caught: `catching` that lets the panic through or loses its message.
+    #[test]
+    fn a_panic_becomes_an_error_naming_it() {
+        let result: Result<(), String> = catching(|| panic!("torn superblock {}", 7));
+        assert_eq!(result, Err("panicked: torn superblock 7".to_string()));
+        assert_eq!(catching(|| Ok::<_, String>(3)), Ok(3));
+    }
+
+    /// The model check refuses a store that lost an acknowledged put, and accepts the one in
+    /// flight. Mutation caught: a prefix check that accepts any earlier state.
+    #[test]
+    fn the_model_check_refuses_a_lost_acknowledged_op() {
+        let ops: Vec<SingleOp> = (0..6u32)
+            .map(|i| SingleOp::Put(i.to_be_bytes().to_vec(), 10, u64::from(i)))
+            .collect();
+        let after = |n: usize| {
+            let mut m = Model::new();
+            for op in &ops[..n] {
+                power::single_apply(&mut m, op);
+            }
+            m
+        };
+        // 4 ops acknowledged: the state after 3 lost one, after 5 has the one in flight.
+        assert_eq!(state_at(&after(3), &ops, 4, 4), None);
+        assert_eq!(state_at(&after(4), &ops, 4, 4), Some(4));
+        assert_eq!(state_at(&after(5), &ops, 4, 4), Some(5));
+        assert_eq!(state_at(&after(6), &ops, 4, 4), None);
+    }
+
+    /// The CI size is the issue's: 1,000 power-loss points over both workloads, 20 kills;
+    /// a failure names the command that replays it. Mutation caught: a split that drops points.
+    #[test]
+    fn plans_and_commands() {
+        let plan = Plan::sized(CI_POINTS, CI_KILLS);
+        assert_eq!(plan.power.len() + plan.concurrent.len(), 1_000);
+        assert_eq!(plan.concurrent.len(), 120);
+        assert_eq!(plan.process.len(), 20);
+        let only = Plan::sized(10, 3).only(&[Harness::Process]);
+        assert_eq!((only.power.len(), only.process.len()), (0, 3));
+        let failure = Failure {
+            harness: Harness::Concurrent,
+            seed: 3_125_542_913,
+            message: "the total".into(),
+        };
+        assert_eq!(
+            failure.command(),
+            "cargo run --release -- crash --harness concurrent --seed 3125542913"
+        );
+        for h in Harness::ALL {
+            assert_eq!(Harness::parse(h.name()), Some(h));
+        }
+    }
+}
