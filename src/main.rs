@@ -59,6 +59,10 @@ struct CrashArgs {
     /// Replay this one seed alone (on each harness chosen by --harness).
     #[arg(long)]
     seed: Option<u64>,
+    /// Start at point N of each harness (seeds past the first N): CI runs the points past
+    /// those its cargo tests run.
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
     /// The long run: 100,000 power-loss points and 1,000 kills.
     #[arg(long)]
     long: bool,
@@ -432,7 +436,8 @@ fn crash(args: CrashArgs) -> ExitCode {
     };
     let mut plan = match args.seed {
         Some(seed) => Plan::one_seed(seed, &harnesses),
-        None => Plan::sized(
+        None => Plan::sized_from(
+            args.offset,
             args.points.unwrap_or(default_points),
             args.kills.unwrap_or(default_kills),
         )

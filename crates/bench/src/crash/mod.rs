@@ -215,13 +215,18 @@ impl Plan {
     /// `points` power losses (the concurrent workload's [`CONCURRENT_PERCENT`] of them, the
     /// rest single-threaded) and `kills` SIGKILLs, from each harness's first seed.
     pub fn sized(points: u64, kills: u64) -> Self {
+        Self::sized_from(0, points, kills)
+    }
+
+    /// [`Plan::sized`] from point `offset` of each harness on (seeds `base + offset + i`):
+    /// CI runs the points past those its cargo tests run.
+    pub fn sized_from(offset: u64, points: u64, kills: u64) -> Self {
         let concurrent = points * CONCURRENT_PERCENT / 100;
+        let seeds = |base: u64, n: u64| (0..n).map(|i| base + offset + i).collect();
         Self {
-            power: (0..points - concurrent)
-                .map(|i| SINGLE_SEED_BASE + i)
-                .collect(),
-            concurrent: (0..concurrent).map(|i| CONCURRENT_SEED_BASE + i).collect(),
-            process: (0..kills).map(|i| PROCESS_SEED_BASE + i).collect(),
+            power: seeds(SINGLE_SEED_BASE, points - concurrent),
+            concurrent: seeds(CONCURRENT_SEED_BASE, concurrent),
+            process: seeds(PROCESS_SEED_BASE, kills),
             worker: None,
             data_dir: std::env::temp_dir(),
         }
@@ -417,6 +422,9 @@ mod tests {
         assert_eq!(plan.process.len(), 20);
         let only = Plan::sized(10, 3).only(&[Harness::Process]);
         assert_eq!((only.power.len(), only.process.len()), (0, 3));
+        let later = Plan::sized_from(1_000, 10, 3);
+        assert_eq!(later.power[0], SINGLE_SEED_BASE + 1_000);
+        assert_eq!(later.process, [1_000, 1_001, 1_002]);
         let failure = Failure {
             harness: Harness::Concurrent,
             seed: 3_125_542_913,
