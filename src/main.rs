@@ -50,7 +50,7 @@ enum Command {
 #[derive(Args)]
 struct CrashArgs {
     /// Power-loss points (default 1000; --long 100000); 12 % of them on the concurrent
-    /// bank-transfer workload.
+    /// bank-transfer workload (all of them when --harness names only one of the two).
     #[arg(long)]
     points: Option<u64>,
     /// SIGKILLs of the real binary (default 20; --long 1000).
@@ -436,12 +436,12 @@ fn crash(args: CrashArgs) -> ExitCode {
     };
     let mut plan = match args.seed {
         Some(seed) => Plan::one_seed(seed, &harnesses),
-        None => Plan::sized_from(
+        None => Plan::split(
             args.offset,
             args.points.unwrap_or(default_points),
             args.kills.unwrap_or(default_kills),
-        )
-        .only(&harnesses),
+            &harnesses,
+        ),
     };
     plan.worker = std::env::current_exe().ok();
     plan.data_dir = args.data_dir.join("crash");

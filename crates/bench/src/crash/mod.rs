@@ -221,7 +221,18 @@ impl Plan {
     /// [`Plan::sized`] from point `offset` of each harness on (seeds `base + offset + i`):
     /// CI runs the points past those its cargo tests run.
     pub fn sized_from(offset: u64, points: u64, kills: u64) -> Self {
-        let concurrent = points * CONCURRENT_PERCENT / 100;
+        Self::split(offset, points, kills, &Harness::ALL)
+    }
+
+    /// [`Plan::sized_from`] on `harnesses` only: the `points` all go to the power-loss
+    /// harness chosen when only one of the two is.
+    pub fn split(offset: u64, points: u64, kills: u64, harnesses: &[Harness]) -> Self {
+        let has = |h| harnesses.contains(&h);
+        let concurrent = match (has(Harness::Power), has(Harness::Concurrent)) {
+            (true, true) => points * CONCURRENT_PERCENT / 100,
+            (false, true) => points,
+            (_, false) => 0,
+        };
         let seeds = |base: u64, n: u64| (0..n).map(|i| base + offset + i).collect();
         Self {
             power: seeds(SINGLE_SEED_BASE, points - concurrent),
@@ -230,6 +241,7 @@ impl Plan {
             worker: None,
             data_dir: std::env::temp_dir(),
         }
+        .only(harnesses)
     }
 
     /// `seed` alone, on each of `harnesses`.
@@ -422,6 +434,14 @@ mod tests {
         assert_eq!(plan.process.len(), 20);
         let only = Plan::sized(10, 3).only(&[Harness::Process]);
         assert_eq!((only.power.len(), only.process.len()), (0, 3));
+        let power = Plan::split(0, 30, 5, &[Harness::Power]);
+        assert_eq!((power.power.len(), power.concurrent.len()), (30, 0));
+        assert!(power.process.is_empty());
+        let concurrent = Plan::split(0, 30, 5, &[Harness::Concurrent, Harness::Process]);
+        assert_eq!(
+            (concurrent.power.len(), concurrent.concurrent.len()),
+            (0, 30)
+        );
         let later = Plan::sized_from(1_000, 10, 3);
         assert_eq!(later.power[0], SINGLE_SEED_BASE + 1_000);
         assert_eq!(later.process, [1_000, 1_001, 1_002]);
