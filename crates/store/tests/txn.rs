@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use common::{emulated, run_parallel, value_for, SeedGuardLite};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tamer_bench::crash;
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
     Db, DbError, DbHandle, DeviceKind, Durability, Tx, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
@@ -337,171 +338,28 @@ fn transfers_survive_power_loss_at_any_write() {
 /// Seeded crash points of the concurrent harness in CI.
 const CONCURRENT_CRASH_POINTS: u64 = 120;
 
-/// What the churn job did: its ops in order (key, `Some(version, len)` for a put, `None` for a
-/// delete) and whether the last one was in flight at the crash.
-struct Churn {
-    ops: Vec<(u32, Option<(u64, usize)>)>,
-    in_flight: bool,
-}
-
-fn churn_key(k: u32) -> Vec<u8> {
-    format!("churn-{k}").into_bytes()
-}
-
-/// The churn keys after the first `n` ops.
-fn churn_state(ops: &[(u32, Option<(u64, usize)>)], n: usize) -> Vec<Option<Vec<u8>>> {
-    let mut state = vec![None; CHURN_KEYS as usize];
-    for &(k, op) in &ops[..n] {
-        state[k as usize] = op.map(|(version, len)| value_for(&churn_key(k), version, len));
-    }
-    state
-}
-
-const CHURN_KEYS: u32 = 600;
-
-/// A job inserting, overwriting (small and extent-sized values, enough keys to split buckets)
-/// and deleting until the power goes.
-fn churn(h: &DbHandle, seed: u64) -> Churn {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4u64);
-    let mut ops = Vec::new();
-    for version in 0..2_000u64 {
-        let k = rng.gen_range(0..CHURN_KEYS);
-        let op = match rng.gen_range(0..10) {
-            0 | 1 => None,
-            2 => Some((version, rng.gen_range(5_000..12_000))),
-            _ => Some((version, rng.gen_range(0..300))),
-        };
-        ops.push((k, op));
-        let key = churn_key(k);
-        let result = match op {
-            None => h.delete(&key).map(|_| ()),
-            Some((version, len)) => h.put(&key, &value_for(&key, version, len)),
-        };
-        if result.is_err() {
-            return Churn {
-                ops,
-                in_flight: true,
-            };
-        }
-    }
-    Churn {
-        ops,
-        in_flight: false,
-    }
-}
-
-/// The crash harness: on two cores, three jobs transfer between accounts while a
-/// fourth inserts, overwrites (values up to three pages) and deletes keys, until the power is
-/// cut at a seeded write, each unflushed write kept, dropped or torn. After reopening: `check`
-/// clean, the accounts' total conserved (no transaction half applied), and the churn keys
-/// exactly as after the churn job's acknowledged ops (or one more, in flight). Mutations
-/// caught: a group commit that acknowledges before its flush (the churn keys lose an
-/// acknowledged op), a transaction staged as several records (a crash between them breaks
-/// the total), a failed group commit that does not wake the writes waiting for it (the jobs
-/// hang for the 60 s wait bound).
+/// The crash harness, concurrent (`tamer_bench::crash::power::concurrent_once`): on two
+/// cores, three jobs transfer between accounts while a fourth inserts, overwrites (values up
+/// to three pages) and deletes keys, until the power is cut at a seeded write, each unflushed
+/// write kept, dropped or torn (one seed in four loses power again during recovery). After
+/// reopening: `check` clean, the accounts' total conserved (no transaction half applied), and
+/// the churn keys exactly as after the churn job's acknowledged ops (or one more, in flight).
+/// Mutations caught: a group commit that acknowledges before its flush (the churn keys lose an
+/// acknowledged op), a transaction staged as several records (a crash between them breaks the
+/// total), a failed group commit that does not wake the writes waiting for it (the jobs hang
+/// for the 60 s wait bound). `CRASH_SEED` replays one seed, `CRASH_POINTS` sets the count.
 #[test]
 fn concurrent_transfers_and_churn_survive_power_loss() {
-    let seeds: Vec<u64> = match std::env::var("CRASH_SEED") {
-        Ok(seed) => vec![seed.parse().expect("CRASH_SEED is a number")],
-        Err(_) => (0..std::env::var("CRASH_POINTS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(CONCURRENT_CRASH_POINTS))
-            .map(|i| 0xba4c_0000u64.wrapping_add(i))
-            .collect(),
+    let plan = crash::Plan {
+        concurrent: crash::env_seeds(
+            "CRASH_POINTS",
+            CONCURRENT_CRASH_POINTS,
+            crash::CONCURRENT_SEED_BASE,
+        ),
+        ..crash::Plan::default()
     };
-    for seed in seeds {
-        concurrent_crash_once(seed);
-    }
-}
-
-fn concurrent_crash_once(seed: u64) {
-    let _guard = SeedGuardLite::new("concurrent crash", seed);
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let model = EmulatorConfig::with_latency_ns(1_000)
-        .capacity_bytes(64 << 20)
-        .build()
-        .unwrap();
-    let plan = FaultPlan {
-        crash: CrashPoint::AfterWrites(rng.gen_range(10..400)),
-        write_cache_bytes: rng.gen_range(4..256) << 12,
-    };
-    let state = FaultState::new(model, plan).unwrap();
-    let options = |device| {
-        emulated(512 << 10, 64 << 20)
-            .device(device)
-            .max_directory_depth(8)
-            .max_value_bytes(16 << 10)
-            .cleaner(false)
-    };
-    let mut setup_done = false;
-    let mut churned = None;
-    if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(state.clone()))) {
-        let setup = (0..ACCOUNTS)
-            .map(|i| (account(i), START.to_le_bytes().to_vec()))
-            .collect::<Vec<_>>();
-        let pairs: Vec<(&[u8], &[u8])> = setup
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
-            .collect();
-        setup_done = db.put_many(&pairs).is_ok();
-        if setup_done {
-            let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
-            for w in 0..3u64 {
-                jobs.push(Box::new(move |h: DbHandle| {
-                    let mut rng = SmallRng::seed_from_u64(seed ^ (w << 40));
-                    for _ in 0..1_000 {
-                        let a = rng.gen_range(0..ACCOUNTS);
-                        let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
-                        if transfer(&h, a, b, rng.gen_range(0..100)).is_err() {
-                            break;
-                        }
-                    }
-                    None
-                }));
-            }
-            jobs.push(Box::new(move |h: DbHandle| Some(churn(&h, seed))));
-            let start = Instant::now();
-            churned = run_parallel(&db, jobs).pop().flatten();
-            // Liveness, not speed: a write waiting for a group commit that failed must wake
-            // and fail, not sit out the store's 60 s bound on that wait.
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "seed {seed}: the jobs took {:?} to end after the power loss",
-                start.elapsed()
-            );
-        }
-        state.power_loss();
-        drop(db);
-    }
-    let db = reopen_after_power_loss(&state, seed);
-    let accounts = (0..ACCOUNTS)
-        .filter(|&i| db.contains(&account(i)).unwrap())
-        .count() as u32;
-    if !setup_done {
-        assert!(
-            accounts == 0 || accounts == ACCOUNTS,
-            "seed {seed}: {accounts}"
-        );
-    }
-    if accounts == ACCOUNTS {
-        let got: u64 = db
-            .run(|h| h.transaction(|tx| (0..ACCOUNTS).map(|i| balance(tx, i)).sum()))
-            .unwrap()
-            .unwrap();
-        assert_eq!(got, START * u64::from(ACCOUNTS), "seed {seed}: the total");
-    } else {
-        assert!(!setup_done, "seed {seed}: acknowledged accounts lost");
-    }
-    if let Some(c) = churned {
-        let got: Vec<Option<Vec<u8>>> = (0..CHURN_KEYS)
-            .map(|k| db.get(&churn_key(k)).unwrap())
-            .collect();
-        let acked = c.ops.len() - usize::from(c.in_flight);
-        assert!(
-            got == churn_state(&c.ops, acked) || got == churn_state(&c.ops, c.ops.len()),
-            "seed {seed}: the churn keys are not as after the {acked} acknowledged ops"
-        );
-    }
-    db.close().unwrap();
+    let report = crash::run(&plan, |_| {});
+    eprintln!("{report}");
+    assert_eq!(report.crash_points, plan.concurrent.len() as u64);
+    assert_eq!(report.violations, 0, "{report}");
 }

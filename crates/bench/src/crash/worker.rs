@@ -1,9 +1,9 @@
-//! The process crash test's worker (issue 9): a seeded, endless sequence of puts (small and
-//! extent-sized values), deletes and flushes on a store file, each flush that returns printed
-//! as `durable <ops>` (the operations done before it), until the process is killed. The test
-//! (`tests/crash_process.rs`) kills it with SIGKILL at a seeded instant, reopens the file and
-//! checks that the store is the state after some operation at or after the last `durable`
-//! line, with `check` clean. `ops` and `apply` let it rebuild those states.
+//! The process harness's worker (`tamer crash-worker`): a seeded, endless sequence of puts
+//! (small and extent-sized values), deletes and flushes on a store file, each operation that
+//! returns printed as `durable <ops>` (the operations done, that one included), until the
+//! process is killed. [`super::process`] kills it with SIGKILL at a seeded instant, reopens the
+//! file and checks that the store is the state after some operation at or after the last
+//! `durable` line, with `check` clean. `ops` and `apply` let it rebuild those states.
 
 use std::collections::HashMap;
 use std::io::Write;

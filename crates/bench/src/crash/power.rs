@@ -1,0 +1,525 @@
+//! Power loss on the fault-injecting device (`tamer_device::FaultState`): the power goes at a
+//! seeded write, each write not covered by a completed flush is kept, dropped or torn at
+//! 512-byte sectors by a seeded choice, and the store reopened on what the medium holds is
+//! checked. For one seed in four the reopening itself loses power at a seeded write (a second
+//! crash, during recovery) and the store is reopened once more: it must then hold exactly what
+//! an uninterrupted recovery of the first crash holds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
+use tamer_store::{CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Tx};
+
+/// A store's contents: every (key, value).
+pub type Model = HashMap<Vec<u8>, Vec<u8>>;
+
+/// The index hash key of harness stores: reproducible bucket layouts, so a seed replays.
+pub const HASH_KEY: [u64; 2] = [0x7a3e_0009, 0x5eed_0003];
+
+/// What one power-loss point came to (when its checks passed).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outcome {
+    /// The operation count the store came back at (single-threaded workload).
+    pub back_at: usize,
+    /// Whether the recovery lost power too.
+    pub second_crash: bool,
+}
+
+/// Deterministic value bytes for (key, version).
+pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut x = version.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.len() as u64;
+    for &b in key {
+        x = (x ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> (i % 8)) as u8
+        })
+        .collect()
+}
+
+/// Every (key, value) of a store, by a full scan; a record that does not read is an error.
+pub fn contents(db: &Db) -> Result<Model, String> {
+    let mut model = Model::new();
+    for item in db.cursor() {
+        let (k, v) = item.map_err(|e| format!("the scan: {e}"))?;
+        model.insert(k, v);
+    }
+    Ok(model)
+}
+
+/// Runs `jobs` on the store's user-level threads concurrently; their results in order. A job
+/// that panics makes this panic (once the others are done).
+pub fn run_parallel<R: Send + 'static>(
+    db: &Db,
+    jobs: Vec<Box<dyn FnOnce(DbHandle) -> R + Send>>,
+) -> Vec<R> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let n = jobs.len();
+    for (i, job) in jobs.into_iter().enumerate() {
+        let tx = tx.clone();
+        let h = db.handle();
+        db.runtime()
+            .spawn(move || {
+                let _ = tx.send((i, job(h)));
+            })
+            .unwrap_or_else(|_| panic!("spawn"));
+    }
+    // Only the jobs hold senders: a job that panics drops its own, so `recv` fails once the
+    // others are done instead of waiting forever.
+    drop(tx);
+    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        let (i, r) = rx.recv().expect("a job died (panicked: see above)");
+        out[i] = Some(r);
+    }
+    out.into_iter().map(|r| r.expect("every job")).collect()
+}
+
+fn emulator(capacity_bytes: u64) -> Arc<tamer_device::EmulatorModel> {
+    EmulatorConfig::with_latency_ns(1_000)
+        .capacity_bytes(capacity_bytes)
+        .build()
+        .expect("an emulated device")
+}
+
+/// Draws whether this seed's recovery crashes too, and at which of its writes.
+fn second_crash(rng: &mut SmallRng) -> Option<u64> {
+    if rng.gen_ratio(1, 4) {
+        Some(rng.gen_range(1..16))
+    } else {
+        None
+    }
+}
+
+/// Reopens after the power loss `state` had, with seeded fates for its unflushed writes, and
+/// checks the store (`check` clean). With `second = Some(n)` the reopening first runs on a
+/// fault device that loses power at its `n`-th write (seeded fates again), and the store
+/// reopened after that must hold exactly what an uninterrupted reopening holds.
+pub fn recover(
+    state: &FaultState,
+    seed: u64,
+    options: &dyn Fn(DeviceKind) -> DbOptions,
+    second: Option<u64>,
+) -> Result<(Db, CheckReport), String> {
+    state.power_loss();
+    let fates = state.seeded_fates(seed);
+    let image = || {
+        state
+            .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
+            .expect("a crash image")
+    };
+    let db = match second {
+        None => Db::open("unused", options(DeviceKind::Model(image())))
+            .map_err(|e| format!("reopening after the crash: {e}"))?,
+        Some(at) => {
+            let clean = Db::open("unused", options(DeviceKind::Model(image())))
+                .map_err(|e| format!("reopening after the crash: {e}"))?;
+            let expected = contents(&clean)?;
+            clean.close().map_err(|e| format!("closing: {e}"))?;
+            let plan = FaultPlan {
+                crash: CrashPoint::AfterWrites(at),
+                ..FaultPlan::default()
+            };
+            let during = FaultState::new(image(), plan).expect("a fault device");
+            if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(during.clone()))) {
+                during.power_loss();
+                let _ = db.close();
+            }
+            during.power_loss();
+            let image = during
+                .crash_model(
+                    EmulatorConfig::with_latency_ns(1_000),
+                    &during.seeded_fates(seed ^ 0x5ec0_0d00),
+                )
+                .expect("a crash image");
+            let db = Db::open("unused", options(DeviceKind::Model(image))).map_err(|e| {
+                format!("reopening after a second crash at recovery write {at}: {e}")
+            })?;
+            let got = contents(&db)?;
+            ensure!(
+                got == expected,
+                "after a second crash at recovery write {at}, the store holds {} keys, not the \
+                 {} an uninterrupted recovery holds (or other values)",
+                got.len(),
+                expected.len()
+            );
+            db
+        }
+    };
+    let report = db.check().map_err(|e| format!("check: {e}"))?;
+    ensure!(report.is_clean(), "check after the crash: {report:?}");
+    Ok((db, report))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The single-threaded workload against a reference model.
+
+/// One operation of the single-threaded workload.
+#[derive(Clone, Debug)]
+pub enum SingleOp {
+    Put(Vec<u8>, usize, u64),
+    Delete(Vec<u8>),
+    Flush,
+}
+
+/// The options of the single-threaded workload's store on `device`.
+pub fn single_options(device: DeviceKind) -> DbOptions {
+    DbOptions::new(512 << 10)
+        .device(device)
+        .cores(1)
+        .threads_per_core(4)
+        .max_directory_depth(8)
+        .max_value_bytes(16 << 10)
+        .cleaner(false)
+        .warm_index(false)
+        .hash_key(HASH_KEY)
+}
+
+/// `n` seeded operations: puts of small values and some extents over 1,200 keys (enough to
+/// split buckets and double the directory), deletes, a flush every 100 or so (checkpoints
+/// also run when too many index pages or freed pages wait).
+pub fn single_workload(seed: u64, n: usize) -> Vec<SingleOp> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let key = rng.gen_range(0..1_200u32).to_be_bytes().to_vec();
+            match rng.gen_range(0..100) {
+                0 => SingleOp::Flush,
+                1..=15 => SingleOp::Delete(key),
+                16..=19 => SingleOp::Put(key, rng.gen_range(5_000..12_000), rng.gen()),
+                _ => SingleOp::Put(key, rng.gen_range(0..400), rng.gen()),
+            }
+        })
+        .collect()
+}
+
+/// The model after `op`.
+pub fn single_apply(model: &mut Model, op: &SingleOp) {
+    match op {
+        SingleOp::Put(k, len, version) => {
+            model.insert(k.clone(), value_for(k, *version, *len));
+        }
+        SingleOp::Delete(k) => {
+            model.remove(k);
+        }
+        SingleOp::Flush => {}
+    }
+}
+
+/// Runs `ops` on `db` up to the first that fails; returns the ops done and the count at the
+/// last flush that returned.
+pub fn run_single_ops(db: &Db, ops: &[SingleOp]) -> (usize, usize) {
+    let (mut done, mut flushed) = (0, 0);
+    for op in ops {
+        let ok = match op {
+            SingleOp::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
+            SingleOp::Delete(k) => db.delete(k).is_ok(),
+            SingleOp::Flush => db.flush().is_ok(),
+        };
+        if !ok {
+            break;
+        }
+        done += 1;
+        if matches!(op, SingleOp::Flush) {
+            flushed = done;
+        }
+    }
+    (done, flushed)
+}
+
+/// The op count in `from..=done + 1` after which the store held exactly `got`, if any (op
+/// `done` was in flight at the crash: it may have become durable without being acknowledged).
+pub fn state_at(got: &Model, ops: &[SingleOp], from: usize, done: usize) -> Option<usize> {
+    let mut expected = Model::new();
+    for op in &ops[..from] {
+        single_apply(&mut expected, op);
+    }
+    for at in from..=done + 1 {
+        if *got == expected {
+            return Some(at);
+        }
+        match ops.get(at) {
+            Some(op) => single_apply(&mut expected, op),
+            None => break,
+        }
+    }
+    None
+}
+
+/// One power-loss point of the single-threaded workload: runs 600 seeded operations until the
+/// power goes (at a seeded write, or after the last operation), reopens and checks: `check`
+/// clean with at most 2 leaked pages, the scan's key count equal to `len`, every operation that
+/// returned present (`Durability::Commit`), and the scan equal to the reference model after
+/// some operation at or after the last `flush` that returned.
+pub fn single_once(seed: u64) -> Result<Outcome, String> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4a5);
+    let plan = FaultPlan {
+        // The workload writes ≈ 100-170 pages: most crash points fall inside it.
+        crash: CrashPoint::AfterWrites(rng.gen_range(1..150)),
+        write_cache_bytes: rng.gen_range(4..256) << 12,
+    };
+    let second = second_crash(&mut rng);
+    let state = FaultState::new(emulator(32 << 20), plan).expect("a fault device");
+    let ops = single_workload(seed, 600);
+    // Ops completed (in order, up to the first failure) and the count at the last flush that
+    // returned: the store must come back at or after it.
+    let (mut done, mut flushed) = (0, 0);
+    if let Ok(db) = Db::open("unused", single_options(DeviceKind::Faulty(state.clone()))) {
+        (done, flushed) = run_single_ops(&db, &ops);
+        // The process dies with the power: the close fails on the dead device (quietly, where
+        // a drop would warn about it).
+        state.power_loss();
+        let _ = db.close();
+    }
+    let (db, report) = recover(&state, seed, &single_options, second)?;
+    ensure!(
+        report.leaked_pages <= 2,
+        "{} leaked pages (at most 2): {report:?}",
+        report.leaked_pages
+    );
+    let got = contents(&db)?;
+    ensure!(
+        got.len() as u64 == db.len(),
+        "the scan found {} keys, the store counts {}",
+        got.len(),
+        db.len()
+    );
+    db.close().map_err(|e| format!("closing: {e}"))?;
+    ensure!(
+        state_at(&got, &ops, done, done).is_some(),
+        "the store is not the state after the {done} ops that returned (nor after the one in \
+         flight): an acknowledged write was lost"
+    );
+    let Some(at) = state_at(&got, &ops, flushed, done) else {
+        return Err(format!(
+            "the store is no state between op {flushed} (the last flush that returned) and op \
+             {done} ({} keys)",
+            got.len()
+        ));
+    };
+    if std::env::var_os("CRASH_VERBOSE").is_some() {
+        eprintln!(
+            "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, second crash \
+             {second:?}, {:?}",
+            state.counts()
+        );
+    }
+    Ok(Outcome {
+        back_at: at,
+        second_crash: second.is_some(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bank transfers and churn on two cores.
+
+/// Accounts of the bank workload and each one's opening balance.
+pub const ACCOUNTS: u32 = 64;
+pub const START: u64 = 1_000;
+/// Keys of the churn job.
+pub const CHURN_KEYS: u32 = 600;
+
+pub fn account(i: u32) -> Vec<u8> {
+    format!("acct-{i}").into_bytes()
+}
+
+pub fn balance(tx: &mut Tx<'_>, i: u32) -> Result<u64, DbError> {
+    let v = tx.get(&account(i))?.expect("accounts are never deleted");
+    Ok(u64::from_le_bytes(v[..8].try_into().unwrap()))
+}
+
+/// Moves up to `amount` from account `a` to `b` (a transaction: read both, write both).
+pub fn transfer(h: &DbHandle, a: u32, b: u32, amount: u64) -> Result<(), DbError> {
+    h.transaction(|tx| {
+        let (x, y) = (balance(tx, a)?, balance(tx, b)?);
+        let amount = amount.min(x);
+        tx.put(&account(a), &(x - amount).to_le_bytes())?;
+        tx.put(&account(b), &(y + amount).to_le_bytes())?;
+        Ok(())
+    })
+}
+
+/// Every account at its opening balance, in one batch.
+pub fn open_accounts(db: &Db) -> Result<(), DbError> {
+    let values: Vec<(Vec<u8>, Vec<u8>)> = (0..ACCOUNTS)
+        .map(|i| (account(i), START.to_le_bytes().to_vec()))
+        .collect();
+    let pairs: Vec<(&[u8], &[u8])> = values
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        .collect();
+    db.put_many(&pairs)
+}
+
+/// What the churn job did: its ops in order (key, `Some(version, len)` for a put, `None` for a
+/// delete) and whether the last one was in flight at the crash.
+pub struct Churn {
+    pub ops: Vec<(u32, Option<(u64, usize)>)>,
+    pub in_flight: bool,
+}
+
+pub fn churn_key(k: u32) -> Vec<u8> {
+    format!("churn-{k}").into_bytes()
+}
+
+/// The churn keys after the first `n` ops.
+pub fn churn_state(ops: &[(u32, Option<(u64, usize)>)], n: usize) -> Vec<Option<Vec<u8>>> {
+    let mut state = vec![None; CHURN_KEYS as usize];
+    for &(k, op) in &ops[..n] {
+        state[k as usize] = op.map(|(version, len)| value_for(&churn_key(k), version, len));
+    }
+    state
+}
+
+/// A job inserting, overwriting (small and extent-sized values, enough keys to split buckets)
+/// and deleting until the power goes.
+pub fn churn(h: &DbHandle, seed: u64) -> Churn {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4u64);
+    let mut ops = Vec::new();
+    for version in 0..2_000u64 {
+        let k = rng.gen_range(0..CHURN_KEYS);
+        let op = match rng.gen_range(0..10) {
+            0 | 1 => None,
+            2 => Some((version, rng.gen_range(5_000..12_000))),
+            _ => Some((version, rng.gen_range(0..300))),
+        };
+        ops.push((k, op));
+        let key = churn_key(k);
+        let result = match op {
+            None => h.delete(&key).map(|_| ()),
+            Some((version, len)) => h.put(&key, &value_for(&key, version, len)),
+        };
+        if result.is_err() {
+            return Churn {
+                ops,
+                in_flight: true,
+            };
+        }
+    }
+    Churn {
+        ops,
+        in_flight: false,
+    }
+}
+
+/// The options of the concurrent workload's store on `device`: two cores.
+pub fn concurrent_options(device: DeviceKind) -> DbOptions {
+    DbOptions::new(512 << 10)
+        .device(device)
+        .cores(2)
+        .threads_per_core(16)
+        .max_directory_depth(8)
+        .max_value_bytes(16 << 10)
+        .cleaner(false)
+        .hash_key(HASH_KEY)
+}
+
+type Job<R> = Box<dyn FnOnce(DbHandle) -> R + Send>;
+
+/// One power-loss point of the concurrent workload: on two cores, three jobs transfer between
+/// accounts while a fourth inserts, overwrites (values up to three pages) and deletes keys,
+/// until the power is cut at a seeded write. Checks after reopening: `check` clean, the jobs
+/// ended within 30 s of the power loss (a write waiting for a failed group commit is woken),
+/// the accounts all present once their batch returned (or all absent), the total conserved (no
+/// transaction half applied), and the churn keys exactly as after the churn job's acknowledged
+/// ops (or one more, in flight).
+pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let plan = FaultPlan {
+        crash: CrashPoint::AfterWrites(rng.gen_range(10..400)),
+        write_cache_bytes: rng.gen_range(4..256) << 12,
+    };
+    // Drawn from its own stream, so the crash points above stay those of earlier runs.
+    let second = second_crash(&mut SmallRng::seed_from_u64(seed ^ 0x5ec0_0d00));
+    let state = FaultState::new(emulator(64 << 20), plan).expect("a fault device");
+    let mut setup_done = false;
+    let mut churned = None;
+    if let Ok(db) = Db::open(
+        "unused",
+        concurrent_options(DeviceKind::Faulty(state.clone())),
+    ) {
+        setup_done = open_accounts(&db).is_ok();
+        if setup_done {
+            let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
+            for w in 0..3u64 {
+                jobs.push(Box::new(move |h: DbHandle| {
+                    let mut rng = SmallRng::seed_from_u64(seed ^ (w << 40));
+                    for _ in 0..1_000 {
+                        let a = rng.gen_range(0..ACCOUNTS);
+                        let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+                        if transfer(&h, a, b, rng.gen_range(0..100)).is_err() {
+                            break;
+                        }
+                    }
+                    None
+                }));
+            }
+            jobs.push(Box::new(move |h: DbHandle| Some(churn(&h, seed))));
+            let start = Instant::now();
+            churned = run_parallel(&db, jobs).pop().flatten();
+            // Liveness, not speed: a write waiting for a group commit that failed must wake
+            // and fail, not sit out the store's 60 s bound on that wait.
+            ensure!(
+                start.elapsed() < Duration::from_secs(30),
+                "the jobs took {:?} to end after the power loss",
+                start.elapsed()
+            );
+        }
+        state.power_loss();
+        let _ = db.close();
+    }
+    let (db, _) = recover(&state, seed, &concurrent_options, second)?;
+    let mut accounts = 0u32;
+    for i in 0..ACCOUNTS {
+        accounts += u32::from(
+            db.contains(&account(i))
+                .map_err(|e| format!("a read: {e}"))?,
+        );
+    }
+    if !setup_done {
+        ensure!(
+            accounts == 0 || accounts == ACCOUNTS,
+            "{accounts} of {ACCOUNTS} accounts: half a batch"
+        );
+    }
+    if accounts == ACCOUNTS {
+        let got: u64 = db
+            .run(|h| h.transaction(|tx| (0..ACCOUNTS).map(|i| balance(tx, i)).sum()))
+            .map_err(|e| format!("a transaction: {e}"))?
+            .map_err(|e| format!("a transaction: {e}"))?;
+        ensure!(
+            got == START * u64::from(ACCOUNTS),
+            "the total is {got}, not {}: half a transaction",
+            START * u64::from(ACCOUNTS)
+        );
+    } else {
+        ensure!(
+            !setup_done,
+            "acknowledged accounts lost ({accounts} of {ACCOUNTS})"
+        );
+    }
+    if let Some(c) = churned {
+        let mut got = Vec::with_capacity(CHURN_KEYS as usize);
+        for k in 0..CHURN_KEYS {
+            got.push(db.get(&churn_key(k)).map_err(|e| format!("a read: {e}"))?);
+        }
+        let acked = c.ops.len() - usize::from(c.in_flight);
+        ensure!(
+            got == churn_state(&c.ops, acked) || got == churn_state(&c.ops, c.ops.len()),
+            "the churn keys are not as after the {acked} acknowledged ops"
+        );
+    }
+    db.close().map_err(|e| format!("closing: {e}"))?;
+    Ok(Outcome {
+        back_at: 0,
+        second_crash: second.is_some(),
+    })
+}
