@@ -283,6 +283,12 @@ fn choose(epochs: [Option<u64>; 2], epoch: u64) -> Option<u64> {
     }
 }
 
+/// Whether a copy is valid with an epoch above `epoch`: written by a checkpoint that never
+/// completed. It is ignored now, but a later superblock's epoch would reach it.
+fn stale(epochs: [Option<u64>; 2], epoch: u64) -> bool {
+    epochs.iter().flatten().any(|&e| e > epoch)
+}
+
 /// The highest epoch any valid directory or map page copy on the device holds, for a store
 /// created anew after its first checkpoint was torn: its checkpoints must number above what the
 /// torn attempt left (else a stale copy could pass for a new one). Groups are scanned from 0
@@ -329,6 +335,7 @@ pub(crate) fn recover(
     let start = space_start(dirs);
     let mut max_seen = sb.epoch;
     let mut dir_copy = Vec::with_capacity(dirs as usize);
+    let (mut stale_dirs, mut stale_groups) = (Vec::new(), Vec::new());
     let mut dir_bytes = Vec::with_capacity(dirs as usize);
     for i in 0..dirs {
         let pages = [dir_page(dirs, i, 0), dir_page(dirs, i, 1)];
@@ -345,6 +352,9 @@ pub(crate) fn recover(
             )
         })?;
         dir_copy.push(copy as u8);
+        if stale(epochs, sb.epoch) {
+            stale_dirs.push(i);
+        }
         let [b0, b1] = bytes;
         dir_bytes.push(if copy == 0 { b0 } else { b1 });
     }
@@ -369,8 +379,20 @@ pub(crate) fn recover(
             )
         })?;
         map_copy.push(copy as u8);
+        if stale(epochs, sb.epoch) {
+            stale_groups.push(group);
+        }
     }
     let state = CopyState::new(sb.max_depth, dir_copy, map_copy);
+    // A copy a crashed checkpoint wrote (its epoch above the superblock's) would be taken for
+    // current once a later superblock's epoch passes its own, unless the page is written
+    // again first: the next checkpoint (the one ending this open) overwrites it.
+    for i in stale_dirs {
+        state.mark_dir_changed(i);
+    }
+    for group in stale_groups {
+        state.mark_map_changed(group);
+    }
     for index in 0..1u64 << sb.global_depth {
         let b = &dir_bytes[(index / DIR_PER_PAGE) as usize];
         let slot = get_u64(b, dir_slot_offset(index));
