@@ -12,43 +12,16 @@ use rand::{Rng, SeedableRng};
 use tamer_bench::crash;
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
-    Db, DbError, DbHandle, DeviceKind, Durability, Tx, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
+    Db, DbError, DbHandle, DeviceKind, Durability, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
 };
 
 type Job<R> = Box<dyn FnOnce(DbHandle) -> R + Send>;
 
-const ACCOUNTS: u32 = 64;
-const START: u64 = 1_000;
-
-fn account(i: u32) -> Vec<u8> {
-    format!("acct-{i}").into_bytes()
-}
-
-fn balance(tx: &mut Tx<'_>, i: u32) -> Result<u64, DbError> {
-    let v = tx.get(&account(i))?.expect("accounts are never deleted");
-    Ok(u64::from_le_bytes(v[..8].try_into().unwrap()))
-}
+/// The bank helpers the crash harness uses too.
+use crash::power::{account, balance, transfer, ACCOUNTS, START};
 
 fn open_accounts(db: &Db) {
-    let values: Vec<(Vec<u8>, Vec<u8>)> = (0..ACCOUNTS)
-        .map(|i| (account(i), START.to_le_bytes().to_vec()))
-        .collect();
-    let pairs: Vec<(&[u8], &[u8])> = values
-        .iter()
-        .map(|(k, v)| (k.as_slice(), v.as_slice()))
-        .collect();
-    db.put_many(&pairs).unwrap();
-}
-
-/// Moves up to 100 from account `a` to `b` (a transaction: read both, write both).
-fn transfer(h: &DbHandle, a: u32, b: u32, amount: u64) -> Result<(), DbError> {
-    h.transaction(|tx| {
-        let (x, y) = (balance(tx, a)?, balance(tx, b)?);
-        let amount = amount.min(x);
-        tx.put(&account(a), &(x - amount).to_le_bytes())?;
-        tx.put(&account(b), &(y + amount).to_le_bytes())?;
-        Ok(())
-    })
+    crash::power::open_accounts(db).unwrap();
 }
 
 fn total(h: &DbHandle) -> u64 {

@@ -173,21 +173,7 @@ impl Results {
 
     /// `lad`'s commit p50 at one in flight ÷ the round's median probe (4 KiB write + flush).
     fn commit_vs_flush(&self, target: Target) -> Option<f64> {
-        let one = Point {
-            workload: Workload::Update,
-            in_flight: 1,
-        };
-        let per_round: Vec<f64> = self
-            .probes
-            .iter()
-            .filter(|(t, _, _)| *t == target)
-            .filter_map(|(_, round, ns)| {
-                let lad = self.find(target, one, Config::Lad, *round)?;
-                let probe: Vec<f64> = ns.iter().map(|&n| n as f64).collect();
-                ratio(lad.p50_us * 1_000.0, median(&probe)?)
-            })
-            .collect();
-        median(&per_round)
+        self.vs_probe(target, |lad, _| lad.p50_us)
     }
 
     /// As [`Results::commit_vs_flush`] with `volatile`'s p50 of the same round subtracted
@@ -195,6 +181,12 @@ impl Results {
     /// what is left estimates the commit phase alone. A difference of medians, not a median of
     /// differences: an estimate, reported beside the whole-operation figure.
     fn commit_phase_vs_flush(&self, target: Target) -> Option<f64> {
+        self.vs_probe(target, |lad, volatile| lad.p50_us - volatile.p50_us)
+    }
+
+    /// Median over rounds of `us(lad, volatile)` (µs, `update` at one in flight) ÷ the round's
+    /// median probe.
+    fn vs_probe(&self, target: Target, us: impl Fn(&Sample, &Sample) -> f64) -> Option<f64> {
         let one = Point {
             workload: Workload::Update,
             in_flight: 1,
@@ -207,7 +199,7 @@ impl Results {
                 let lad = self.find(target, one, Config::Lad, *round)?;
                 let volatile = self.find(target, one, Config::Volatile, *round)?;
                 let probe: Vec<f64> = ns.iter().map(|&n| n as f64).collect();
-                ratio((lad.p50_us - volatile.p50_us) * 1_000.0, median(&probe)?)
+                ratio(us(lad, volatile) * 1_000.0, median(&probe)?)
             })
             .collect();
         median(&per_round)

@@ -81,6 +81,13 @@ impl Engine {
     /// overlapped at a time. Returns how many it read.
     pub fn warm_buckets(&self, buckets: &[(u64, u64)]) -> Result<u64, DbError> {
         let _op = self.check_open()?;
+        self.fetch_buckets(buckets)?;
+        Ok(buckets.len() as u64)
+    }
+
+    /// Reads `buckets` ((page, pattern) pairs) into the cache as index pages, [`BATCH`] reads
+    /// in flight (no admission: recovery runs it before the store opens).
+    pub(super) fn fetch_buckets(&self, buckets: &[(u64, u64)]) -> Result<(), DbError> {
         for chunk in buckets.chunks(BATCH) {
             let fetches = chunk
                 .iter()
@@ -93,7 +100,7 @@ impl Engine {
                 fetch.wait()?;
             }
         }
-        Ok(buckets.len() as u64)
+        Ok(())
     }
 
     /// Every bucket once: (page, pattern), from the directory (in DRAM, pinned).

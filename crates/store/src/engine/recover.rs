@@ -20,7 +20,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tamer_cache::{PageClass, BATCH};
+use tamer_cache::BATCH;
 
 use super::buckets::Linked;
 use super::commit::{decode_page, CommitRecord, DeltaOp};
@@ -153,18 +153,7 @@ impl Engine {
             }
             buckets.sort_unstable();
             buckets.dedup();
-            for chunk in buckets.chunks(BATCH) {
-                let fetches = chunk
-                    .iter()
-                    .map(|&(page, pattern)| {
-                        self.cache
-                            .prefetch_as(page, PageClass::Index { set_key: pattern })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                for fetch in fetches {
-                    fetch.wait()?;
-                }
-            }
+            self.fetch_buckets(&buckets)?;
             let mut pages = Vec::new();
             for d in window.iter().flat_map(|r| &r.deltas) {
                 let matches = self.read_bucket_of(d.hash, |bytes, count| {
