@@ -526,14 +526,15 @@ fn check(path: &std::path::Path, cache_mib: u64) -> ExitCode {
         }
     };
     println!(
-        "{}: {} keys, {} records verified, {} buckets, {} data pages, {} extent pages, {} free \
-         pages, {} leaked pages",
+        "{}: {} keys, {} records verified, {} buckets, {} data pages, {} extent pages, {} \
+         directory segment pages, {} free pages, {} leaked pages",
         path.display(),
         report.keys,
         report.records,
         report.buckets,
         report.data_pages,
         report.extent_pages,
+        report.directory_pages,
         report.free_pages,
         report.leaked_pages
     );

@@ -10,13 +10,15 @@
 //! copy before it is written).
 //!
 //! Pages are named by their first copy's physical page, the cache's tag for them. It also
-//! records which index pages changed since the last checkpoint, without a lock (a bit each,
-//! set by the change, cleared by the checkpoint that writes the page). DRAM: one byte per
-//! directory page and per group, four bits per managed page (a bucket's first page, which
-//! copy, changed).
+//! records which index pages changed since the last checkpoint (a bit each, set by the
+//! change, cleared by the checkpoint that writes the page; a changed bucket or directory
+//! segment page is also listed once, so a checkpoint finds them without walking the
+//! directory). DRAM: one byte per fixed directory page and per group, four bits per managed
+//! page (the first page of a two-copy index page, which copy, changed, a directory page),
+//! 16 bytes per listed change.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 use tamer_cache::PageAddresses;
 
@@ -26,10 +28,12 @@ use crate::layout::*;
 const COPY: u8 = 1;
 /// In the same byte: changed since the last checkpoint.
 const CHANGED: u8 = 2;
-/// A managed page's four bits: a bucket's first page, its current copy is the second, changed.
+/// A managed page's four bits: the first page of a two-copy index page (a bucket or a
+/// directory segment page), its current copy is the second, changed, a directory page.
 const BUCKET: u64 = 1;
 const BUCKET_COPY: u64 = 2;
 const BUCKET_CHANGED: u64 = 4;
+const DIR_PAGE: u64 = 8;
 
 pub(crate) struct CopyState {
     space_start: u64,
@@ -38,18 +42,22 @@ pub(crate) struct CopyState {
     dir_copy: Vec<AtomicU8>,
     /// Per group, its map page: [`COPY`] | [`CHANGED`]; grows with the store.
     map_copy: RwLock<Vec<AtomicU8>>,
-    /// Four bits per logical page ([`BUCKET`], [`BUCKET_COPY`], [`BUCKET_CHANGED`]), 16 pages
-    /// per word; grows with the store.
+    /// Four bits per logical page ([`BUCKET`], [`BUCKET_COPY`], [`BUCKET_CHANGED`],
+    /// [`DIR_PAGE`]), 16 pages per word; grows with the store.
     buckets: RwLock<Vec<AtomicU64>>,
+    /// The two-copy index pages whose changed bit was set, once each: (first logical page,
+    /// the cache's set key for it). At most one entry per such page.
+    changed_pairs: Mutex<Vec<(u64, u64)>>,
     /// Index pages whose changed bit is set.
     changed: AtomicUsize,
 }
 
 impl CopyState {
-    /// State of a store whose directory has `dir_pages` pages, with the directory copies
-    /// chosen at open (`dir_copy`, all 0 for a new store) and the map copies of its groups.
-    pub fn new(max_depth: u32, dir_copy: Vec<u8>, map_copy: Vec<u8>) -> Self {
-        let dir_pages = dir_pages(max_depth);
+    /// State of a store whose fixed directory region holds 2^`fixed_depth` slots, with the
+    /// fixed directory pages' copies chosen at open (`dir_copy`, all 0 for a new store) and
+    /// the map copies of its groups.
+    pub fn new(fixed_depth: u32, dir_copy: Vec<u8>, map_copy: Vec<u8>) -> Self {
+        let dir_pages = dir_pages(fixed_depth);
         assert_eq!(
             dir_copy.len() as u64,
             dir_pages,
@@ -61,6 +69,7 @@ impl CopyState {
             dir_copy: dir_copy.into_iter().map(AtomicU8::new).collect(),
             map_copy: RwLock::new(map_copy.into_iter().map(AtomicU8::new).collect()),
             buckets: RwLock::new(Vec::new()),
+            changed_pairs: Mutex::new(Vec::new()),
             changed: AtomicUsize::new(0),
         }
     }
@@ -127,8 +136,9 @@ impl CopyState {
         f(&copies[index])
     }
 
-    /// Marks the bucket whose first page is logical page `l` changed.
-    pub fn mark_bucket_changed(&self, l: u64) {
+    /// Marks the two-copy index page (a bucket or a directory segment page) whose first page
+    /// is logical page `l` changed; `set_key` places it in the cache.
+    pub fn mark_pair_changed(&self, l: u64, set_key: u64) {
         let shift = 4 * (l % 16);
         let flag = BUCKET_CHANGED << shift;
         let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
@@ -138,20 +148,31 @@ impl CopyState {
         };
         if w.load(Ordering::Relaxed) & flag == 0 && w.fetch_or(flag, Ordering::AcqRel) & flag == 0 {
             self.changed.fetch_add(1, Ordering::Relaxed);
+            // Only the change that set the bit lists the page: once per page.
+            self.changed_pairs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((l, set_key));
         }
     }
 
-    /// Clears bucket `l`'s changed mark; true when it was set.
-    pub fn take_bucket_changed(&self, l: u64) -> bool {
-        let flag = BUCKET_CHANGED << (4 * (l % 16));
+    /// The two-copy index pages changed since the last call, their marks cleared: (first
+    /// logical page, set key, whether it is a directory page).
+    pub fn take_changed_pairs(&self) -> Vec<(u64, u64, bool)> {
+        let listed =
+            std::mem::take(&mut *self.changed_pairs.lock().unwrap_or_else(|p| p.into_inner()));
         let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
-        let was = words
-            .get((l / 16) as usize)
-            .is_some_and(|w| w.fetch_and(!flag, Ordering::AcqRel) & flag != 0);
-        if was {
-            self.changed.fetch_sub(1, Ordering::Relaxed);
-        }
-        was
+        listed
+            .into_iter()
+            .map(|(l, set_key)| {
+                let shift = 4 * (l % 16);
+                let w = &words[(l / 16) as usize];
+                let was = w.fetch_and(!(BUCKET_CHANGED << shift), Ordering::AcqRel) >> shift;
+                assert!(was & BUCKET_CHANGED != 0, "a listed page is marked changed");
+                self.changed.fetch_sub(1, Ordering::Relaxed);
+                (l, set_key, was & DIR_PAGE != 0)
+            })
+            .collect()
     }
 
     #[cfg(test)]
@@ -196,14 +217,25 @@ impl CopyState {
     /// Marks logical page `l` a bucket's first page whose current copy is `copy` (its changed
     /// mark is kept).
     pub fn set_bucket(&self, l: u64, copy: u64) {
+        self.set_pair(l, copy, 0);
+    }
+
+    /// Marks logical page `l` the first copy of a directory segment page whose current copy
+    /// is `copy` (its changed mark is kept).
+    pub fn set_dir_segment_page(&self, l: u64, copy: u64) {
+        self.set_pair(l, copy, DIR_PAGE);
+    }
+
+    fn set_pair(&self, l: u64, copy: u64, dir: u64) {
         debug_assert!(copy < 2);
         let index = (l / 16) as usize;
         let shift = 4 * (l % 16);
-        let bits = (BUCKET | (copy * BUCKET_COPY)) << shift;
+        let bits = (BUCKET | (copy * BUCKET_COPY) | dir) << shift;
+        let kept = !((BUCKET | BUCKET_COPY | DIR_PAGE) << shift);
         let set = |w: &AtomicU64| {
             // Other pages' bits share the word: one atomic read-modify-write.
             let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                Some(old & !((BUCKET | BUCKET_COPY) << shift) | bits)
+                Some(old & kept | bits)
             });
         };
         {
@@ -294,10 +326,10 @@ fn stale(epochs: [Option<u64>; 2], epoch: u64) -> bool {
 /// torn attempt left (else a stale copy could pass for a new one). Groups are scanned from 0
 /// until both copies of one are empty (a new store allocates from the start).
 pub(crate) fn max_epoch_written(
-    max_depth: u32,
+    fixed_depth: u32,
     mut read: impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
 ) -> Result<u64, crate::DbError> {
-    let dirs = dir_pages(max_depth);
+    let dirs = dir_pages(fixed_depth);
     let start = space_start(dirs);
     let mut max = 0;
     for i in 0..dirs {
@@ -322,68 +354,63 @@ pub(crate) fn max_epoch_written(
 }
 
 /// Recovery's first step: for a store whose current superblock is `sb`, each directory page's
-/// and each map page's current copy, then each bucket's from the chosen directory. `read`
-/// returns a device page (zeros past the end). Returns the state and the next checkpoint's
-/// epoch, above every epoch found (a checkpoint that crashed left higher ones: they must never
-/// be taken for a later checkpoint's). Reads 2 × (directory pages + groups) pages.
+/// (fixed region and segments in use) and each map page's current copy, then each bucket's
+/// from the chosen directory. `read` returns a device page (zeros past the end). Returns the
+/// state and the next checkpoint's epoch, above every epoch found and above `sb.epoch + 1`:
+/// a checkpoint that crashed left copies with epoch `sb.epoch + 1` at most (the next one
+/// starts only once its superblock is durable), some in pages not read here (a segment not
+/// in use yet), and they must never be taken for a later checkpoint's. Reads 2 × (directory
+/// pages in use + groups) pages.
 pub(crate) fn recover(
     sb: &Superblock,
     mut read: impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
 ) -> Result<(CopyState, u64), crate::DbError> {
     let corrupt = |page: u64, detail: String| crate::DbError::Corrupt { page, detail };
-    let dirs = dir_pages(sb.max_depth);
+    let dirs = dir_pages(sb.fixed_depth);
     let start = space_start(dirs);
-    let mut max_seen = sb.epoch;
+    let mut max_seen = sb.epoch + 1;
     let mut dir_copy = Vec::with_capacity(dirs as usize);
     let (mut stale_dirs, mut stale_groups) = (Vec::new(), Vec::new());
     let mut dir_bytes = Vec::with_capacity(dirs as usize);
     for i in 0..dirs {
         let pages = [dir_page(dirs, i, 0), dir_page(dirs, i, 1)];
-        let bytes = [read(pages[0])?, read(pages[1])?];
-        let epochs = [0, 1].map(|c| copy_epoch(pages[c], &bytes[c], 0));
-        max_seen = max_seen.max(epochs.iter().flatten().copied().max().unwrap_or(0));
-        let copy = choose(epochs, sb.epoch).ok_or_else(|| {
-            corrupt(
-                pages[0],
-                format!(
-                    "no valid copy of directory page {i} at or before epoch {}",
-                    sb.epoch
-                ),
-            )
-        })?;
-        dir_copy.push(copy as u8);
-        if stale(epochs, sb.epoch) {
+        let chosen =
+            choose_page(pages, 0, sb.epoch, &mut read, &mut max_seen)?.ok_or_else(|| {
+                corrupt(
+                    pages[0],
+                    format!(
+                        "no valid copy of directory page {i} at or before epoch {}",
+                        sb.epoch
+                    ),
+                )
+            })?;
+        dir_copy.push(chosen.copy as u8);
+        if chosen.stale {
             stale_dirs.push(i);
         }
-        let [b0, b1] = bytes;
-        dir_bytes.push(if copy == 0 { b0 } else { b1 });
+        dir_bytes.push(chosen.bytes);
     }
+    let segments = recover_segments(sb, start, &mut read, &mut max_seen)?;
     let groups = sb.next_page.div_ceil(MAP_ENTRIES);
     let mut map_copy = Vec::with_capacity(groups as usize);
     for group in 0..groups {
         let pages = [map_page(start, group, 0), map_page(start, group, 1)];
-        let epochs = [read(pages[0])?, read(pages[1])?]
-            .iter()
-            .enumerate()
-            .map(|(c, b)| copy_epoch(pages[c], b, 8))
-            .collect::<Vec<_>>();
-        let epochs = [epochs[0], epochs[1]];
-        max_seen = max_seen.max(epochs.iter().flatten().copied().max().unwrap_or(0));
-        let copy = choose(epochs, sb.epoch).ok_or_else(|| {
-            corrupt(
-                pages[0],
-                format!(
-                    "no valid copy of group {group}'s map at or before epoch {}",
-                    sb.epoch
-                ),
-            )
-        })?;
-        map_copy.push(copy as u8);
-        if stale(epochs, sb.epoch) {
+        let chosen =
+            choose_page(pages, 8, sb.epoch, &mut read, &mut max_seen)?.ok_or_else(|| {
+                corrupt(
+                    pages[0],
+                    format!(
+                        "no valid copy of group {group}'s map at or before epoch {}",
+                        sb.epoch
+                    ),
+                )
+            })?;
+        map_copy.push(chosen.copy as u8);
+        if chosen.stale {
             stale_groups.push(group);
         }
     }
-    let state = CopyState::new(sb.max_depth, dir_copy, map_copy);
+    let state = CopyState::new(sb.fixed_depth, dir_copy, map_copy);
     // A copy a crashed checkpoint wrote (its epoch above the superblock's) would be taken for
     // current once a later superblock's epoch passes its own, unless the page is written
     // again first: the next checkpoint (the one ending this open) overwrites it.
@@ -393,9 +420,22 @@ pub(crate) fn recover(
     for group in stale_groups {
         state.mark_map_changed(group);
     }
+    for page in segments.iter().flatten() {
+        state.set_dir_segment_page(page.l, page.chosen.copy);
+        if page.chosen.stale {
+            state.mark_pair_changed(page.l, physical(start, page.l));
+        }
+    }
     for index in 0..1u64 << sb.global_depth {
-        let b = &dir_bytes[(index / DIR_PER_PAGE) as usize];
-        let slot = get_u64(b, dir_slot_offset(index));
+        let (place, at) = dir_place(sb.fixed_depth, index);
+        let (b, slot_page) = match place {
+            DirPlace::Fixed(i) => (&dir_bytes[i as usize], dir_page(dirs, i, 0)),
+            DirPlace::Segment { s, k } => {
+                let seg = &segments[s as usize][k as usize];
+                (&seg.chosen.bytes, physical(start, seg.l))
+            }
+        };
+        let slot = get_u64(b, at);
         let (page, depth) = dir_slot_parts(slot);
         if index >= 1u64 << depth.min(sb.global_depth) {
             continue; // the bucket's lowest slot names it
@@ -404,13 +444,99 @@ pub(crate) fn recover(
             .filter(|&l| l + 1 < sb.next_page)
             .ok_or_else(|| {
                 corrupt(
-                    DIR_START + index / DIR_PER_PAGE,
+                    slot_page,
                     format!("slot {index} names page {page}, not a bucket"),
                 )
             })?;
         state.set_bucket(l, dir_slot_copy(slot));
     }
     Ok((state, max_seen + 1))
+}
+
+/// One directory segment page as recovery found it: its first copy's logical page and its
+/// chosen copy (bytes empty for a segment not in use).
+struct SegmentPage {
+    l: u64,
+    chosen: Chosen,
+}
+
+/// Every allocated directory segment's pages: those in use (below the global depth) read and
+/// chosen as the fixed region's are, the others named with copy 0 and not read (a doubling
+/// writes them whole before they are used).
+fn recover_segments(
+    sb: &Superblock,
+    start: u64,
+    read: &mut impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
+    max_seen: &mut u64,
+) -> Result<Vec<Vec<SegmentPage>>, crate::DbError> {
+    let in_use = sb.global_depth.saturating_sub(sb.fixed_depth) as usize;
+    let mut out = Vec::with_capacity(sb.dir_segments.len());
+    for (s, &first) in sb.dir_segments.iter().enumerate() {
+        let pages = segment_pages(sb.fixed_depth, s as u32);
+        if first == 0 || first + 2 * pages > sb.next_page {
+            return Err(crate::DbError::Corrupt {
+                page: 0,
+                detail: format!("directory segment {s} at logical page {first}: out of range"),
+            });
+        }
+        let mut seg = Vec::with_capacity(pages as usize);
+        for k in 0..pages {
+            let l = segment_page(first, k, 0);
+            if s >= in_use {
+                let chosen = Chosen {
+                    copy: 0,
+                    stale: false,
+                    bytes: Vec::new(),
+                };
+                seg.push(SegmentPage { l, chosen });
+                continue;
+            }
+            let copies = [physical(start, l), physical(start, l + 1)];
+            let chosen = choose_page(copies, 0, sb.epoch, read, max_seen)?.ok_or_else(|| {
+                crate::DbError::Corrupt {
+                    page: copies[0],
+                    detail: format!(
+                        "no valid copy of directory segment {s}'s page {k} at or before epoch {}",
+                        sb.epoch
+                    ),
+                }
+            })?;
+            seg.push(SegmentPage { l, chosen });
+        }
+        out.push(seg);
+    }
+    Ok(out)
+}
+
+/// An index page's current copy as chosen at open: which, whether the other is stale, and
+/// the current copy's bytes.
+struct Chosen {
+    copy: u64,
+    stale: bool,
+    bytes: Vec<u8>,
+}
+
+/// Reads both copies of an index page (`pages`, the epoch at `epoch_at`) and chooses the
+/// current one (`None` when neither qualifies); raises `max_seen` to every epoch found.
+fn choose_page(
+    pages: [u64; 2],
+    epoch_at: usize,
+    epoch: u64,
+    read: &mut impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
+    max_seen: &mut u64,
+) -> Result<Option<Chosen>, crate::DbError> {
+    let bytes = [read(pages[0])?, read(pages[1])?];
+    let epochs = [0, 1].map(|c| copy_epoch(pages[c], &bytes[c], epoch_at));
+    *max_seen = (*max_seen).max(epochs.iter().flatten().copied().max().unwrap_or(0));
+    let Some(copy) = choose(epochs, epoch) else {
+        return Ok(None);
+    };
+    let [b0, b1] = bytes;
+    Ok(Some(Chosen {
+        copy,
+        stale: stale(epochs, epoch),
+        bytes: if copy == 0 { b0 } else { b1 },
+    }))
 }
 
 #[cfg(test)]
@@ -452,5 +578,89 @@ mod tests {
         state.set_bucket(40, 0);
         assert_eq!(state.read_from(p), p);
         assert_eq!(state.bucket_copy(40), 0);
+    }
+
+    /// A sealed page with `epoch` at `epoch_at` and `slots` from `DIR_HEADER`.
+    fn sealed(page: u64, epoch: u64, slots: &[u64]) -> Vec<u8> {
+        let mut b = vec![0u8; tamer_cache::PAGE_SIZE];
+        put_u64(&mut b, 0, epoch);
+        for (j, &slot) in slots.iter().enumerate() {
+            put_u64(&mut b, DIR_HEADER + 8 * j, slot);
+        }
+        tamer_cache::checksum::seal_page(page, &mut b);
+        b
+    }
+
+    /// Recovery over a fixed region of one slot and two segments, the second allocated but
+    /// not in use (holding a crashed checkpoint's copy): segment 0's copy with the highest
+    /// epoch not above the superblock's is taken, a copy above it is marked for rewriting,
+    /// the unused segment is not read, and the next epoch is at least the superblock's + 2
+    /// (a crashed checkpoint's copies, epoch + 1, may sit in pages not read). Catches the
+    /// next epoch taken as the highest seen + 1, an unused segment read (its copy's epoch
+    /// would raise the next epoch: the test reads no page of it), a segment page's copy bit
+    /// not set from its chosen copy, a stale segment copy left unmarked.
+    #[test]
+    fn recovery_chooses_segment_copies_and_skips_a_crashed_epoch() {
+        let start = space_start(dir_pages(0));
+        let bucket = physical(start, 0);
+        // Segment 0 (slot 1) at logical 2 (copies at 2, 3); segment 1 (slots 2, 3) at 4, 5.
+        let mut sb = Superblock {
+            sequence: 9,
+            epoch: 7,
+            hash_key: [1, 2],
+            max_depth: 8,
+            global_depth: 1,
+            fixed_depth: 0,
+            dir_segments: vec![2, 4],
+            clean: false,
+            next_page: 8,
+            key_count: 0,
+            max_value_bytes: 1 << 20,
+            commit_ts: 0,
+            queue_first: 0,
+            queues: 1,
+            queue_pages: 16,
+        };
+        let mut pages = std::collections::HashMap::new();
+        let fixed = dir_page(1, 0, 0);
+        pages.insert(fixed, sealed(fixed, 3, &[dir_slot(bucket, 0, 1)]));
+        let (s0c0, s0c1) = (physical(start, 2), physical(start, 3));
+        pages.insert(s0c0, sealed(s0c0, 6, &[dir_slot(bucket, 1, 1)]));
+        pages.insert(s0c1, sealed(s0c1, 8, &[0])); // a crashed checkpoint's
+        let read = |page: u64| -> Result<Vec<u8>, crate::DbError> {
+            assert!(
+                !(physical(start, 4)..=physical(start, 5)).contains(&page),
+                "an unused segment is not read"
+            );
+            Ok(pages
+                .get(&page)
+                .cloned()
+                .unwrap_or_else(|| vec![0; tamer_cache::PAGE_SIZE]))
+        };
+        let (state, next) = recover(&sb, read).unwrap();
+        assert_eq!(next, 9, "above the crashed checkpoint's epoch 8");
+        assert_eq!(state.read_from(s0c0), s0c0, "copy 0 (epoch 6) is current");
+        assert_eq!(state.bucket_copy(0), 1, "the bucket's copy from its slots");
+        assert_eq!(
+            state.changed(),
+            1,
+            "the stale copy is rewritten by the next checkpoint"
+        );
+        let listed = state.take_changed_pairs();
+        assert_eq!(listed, vec![(2, s0c0, true)]);
+        assert_eq!(state.read_from(physical(start, 4)), physical(start, 4));
+        assert_eq!(state.write_to(physical(start, 4)), None, "an index page");
+        assert_eq!(state.write_to(physical(start, 6)), Some(physical(start, 6)));
+        // With nothing above the superblock's epoch, the next is still its + 2.
+        pages.remove(&s0c1);
+        sb.epoch = 20;
+        let (_, next) = recover(&sb, |page| {
+            Ok(pages
+                .get(&page)
+                .cloned()
+                .unwrap_or_else(|| vec![0; tamer_cache::PAGE_SIZE]))
+        })
+        .unwrap();
+        assert_eq!(next, 22);
     }
 }

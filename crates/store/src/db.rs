@@ -21,8 +21,12 @@ use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
 /// Default largest value: 16 MiB.
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 16 << 20;
-/// Default directory depth bound: 2^16 buckets (a 512 KiB directory, 129 pinned pages).
-pub const DEFAULT_DIRECTORY_DEPTH: u32 = 16;
+/// Default directory depth bound: the largest, 2^30 slots (nothing is reserved for it: the
+/// directory grows in segments past its fixed region).
+pub const DEFAULT_DIRECTORY_DEPTH: u32 = MAX_DIRECTORY_DEPTH;
+/// Default depth of the directory's fixed, pinned region: 2^16 slots (512 KiB, 129 pages
+/// per copy).
+pub const DEFAULT_PINNED_DIRECTORY_DEPTH: u32 = 16;
 
 /// What the store lives on.
 #[derive(Clone, Debug)]
@@ -72,9 +76,14 @@ pub struct DbOptions {
     pub initial_file_bytes: u64,
     /// Largest the file may grow to (`None`: until the disk or RLIMIT_FSIZE says no).
     pub max_file_bytes: Option<u64>,
-    /// The directory holds up to 2^depth bucket pointers (pinned in DRAM: 8 bytes each).
-    /// Fixed when the store is created; 4..=20, default 16.
+    /// The directory holds up to 2^depth bucket pointers (8 bytes each): the index's limit,
+    /// about 2^depth × 255 keys. Fixed when the store is created; 4..=30, default 30.
     pub max_directory_depth: u32,
+    /// The directory's first 2^depth slots live in a fixed region pinned in DRAM (8 bytes
+    /// each, reserved on the device at creation); past it the directory grows in segments
+    /// allocated from the store's space and cached as index pages. Fixed when the store is
+    /// created; 0..=30 (at most `max_directory_depth`), default 16.
+    pub pinned_directory_depth: u32,
     /// The runtime's scheduling policy (default [`Policy::PriorityAging`], seed 002).
     pub policy: Policy,
     /// How a thread waits for its own miss: [`WaitMode::Park`] (default, switch-on-miss) or
@@ -175,6 +184,7 @@ impl DbOptions {
             initial_file_bytes: 16 << 20,
             max_file_bytes: None,
             max_directory_depth: DEFAULT_DIRECTORY_DEPTH,
+            pinned_directory_depth: DEFAULT_PINNED_DIRECTORY_DEPTH,
             policy: Policy::PriorityAging,
             miss_wait: WaitMode::Park,
             idle: IdleMode::Block,
@@ -218,6 +228,10 @@ impl DbOptions {
     }
     pub fn max_directory_depth(mut self, depth: u32) -> Self {
         self.max_directory_depth = depth;
+        self
+    }
+    pub fn pinned_directory_depth(mut self, depth: u32) -> Self {
+        self.pinned_directory_depth = depth;
         self
     }
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -569,11 +583,15 @@ impl Db {
         if options.max_value_bytes > 1 << 30 {
             return Err(DbError::Config("max_value_bytes: at most 1 GiB".into()));
         }
-        if !(4..=MAX_DIRECTORY_DEPTH).contains(&options.max_directory_depth) {
-            return Err(DbError::Config(format!(
-                "max_directory_depth {}: must be 4..={MAX_DIRECTORY_DEPTH}",
-                options.max_directory_depth
-            )));
+        for (name, depth, min) in [
+            ("max_directory_depth", options.max_directory_depth, 4),
+            ("pinned_directory_depth", options.pinned_directory_depth, 0),
+        ] {
+            if !(min..=MAX_DIRECTORY_DEPTH).contains(&depth) {
+                return Err(DbError::Config(format!(
+                    "{name} {depth}: must be {min}..={MAX_DIRECTORY_DEPTH}"
+                )));
+            }
         }
         let model = match &options.device {
             DeviceKind::Emulated {
@@ -600,11 +618,18 @@ impl Db {
                 path.display()
             )));
         }
-        let max_depth = existing
-            .as_ref()
-            .map_or(options.max_directory_depth, |(sb, _)| sb.max_depth);
-        // The directory; the superblock copies are written through evictable frames.
-        let pinned_pages = dir_pages(max_depth);
+        let (max_depth, fixed_depth) = existing.as_ref().map_or(
+            (
+                options.max_directory_depth,
+                options
+                    .pinned_directory_depth
+                    .min(options.max_directory_depth),
+            ),
+            |(sb, _)| (sb.max_depth, sb.fixed_depth),
+        );
+        // The directory's fixed region; the superblock copies are written through evictable
+        // frames.
+        let pinned_pages = dir_pages(fixed_depth);
         // Recovery's first step: which copy of each index page the last checkpoint wrote.
         let (copies, next_epoch) = match &existing {
             Some((sb, _)) => {
@@ -613,13 +638,13 @@ impl Db {
             }
             None => {
                 let state = crate::copies::CopyState::new(
-                    max_depth,
+                    fixed_depth,
                     vec![0; pinned_pages as usize],
                     vec![],
                 );
                 let next_epoch = if first_torn {
                     let raw = RawPages::open(&path, model.as_ref())?;
-                    1 + crate::copies::max_epoch_written(max_depth, |page| raw.read(page))?
+                    1 + crate::copies::max_epoch_written(fixed_depth, |page| raw.read(page))?
                 } else {
                     1
                 };
@@ -634,8 +659,8 @@ impl Db {
             .filter(|&rest| rest >= 8 * PAGE_SIZE as u64)
             .ok_or_else(|| {
                 DbError::Config(format!(
-                    "cache_bytes = {}: must hold the pinned superblock and directory ({pinned_bytes} \
-                     bytes at max_directory_depth {max_depth}) and one 8-way set (32 KiB)",
+                    "cache_bytes = {}: must hold the pinned directory ({pinned_bytes} bytes at \
+                     pinned_directory_depth {fixed_depth}) and one 8-way set (32 KiB)",
                     options.cache_bytes
                 ))
             })?;
@@ -712,6 +737,7 @@ impl Db {
             space,
             max_value: options.max_value_bytes,
             max_depth,
+            fixed_depth,
             existing,
             new_hash_key: options.hash_key,
             copies,

@@ -111,9 +111,14 @@ pub(crate) struct Engine {
     sb_sequence: AtomicU64,
     pub max_value: usize,
     pub max_depth: u32,
+    /// Depth of the directory's fixed region (2^fixed_depth slots, pinned).
+    fixed_depth: u32,
+    /// The directory segments past the fixed region: first logical page each, 0 until
+    /// allocated (`layout::dir_place`).
+    dir_segments: Box<[AtomicU64]>,
     /// First page past the superblocks and the directory: the first group's map page.
     space_start: u64,
-    /// Pages of one copy of the directory.
+    /// Pages of one copy of the directory's fixed region.
     dir_pages: u64,
     /// Which copy of each index page is current (shared with the cache's addresses).
     copies: Arc<CopyState>,
@@ -162,6 +167,8 @@ pub(crate) struct EngineSetup {
     pub space: Space,
     pub max_value: usize,
     pub max_depth: u32,
+    /// Depth of a new store's fixed directory region (an existing store keeps its own).
+    pub fixed_depth: u32,
     /// The superblock found at open and its page (`None`: a new store).
     pub existing: Option<(Superblock, u64)>,
     /// The hash key of a new store (random when `None`).
@@ -231,6 +238,7 @@ impl Engine {
             space,
             max_value,
             max_depth,
+            fixed_depth,
             existing,
             new_hash_key,
             copies,
@@ -246,6 +254,16 @@ impl Engine {
             });
         let epoch = existing.as_ref().map_or(0, |(sb, _)| sb.epoch);
         debug_assert!(next_epoch > epoch);
+        let dir_segments = directory::no_segments();
+        let fixed_depth = match &existing {
+            Some((sb, _)) => {
+                for (slot, &first) in dir_segments.iter().zip(&sb.dir_segments) {
+                    slot.store(first, Ordering::Relaxed);
+                }
+                sb.fixed_depth
+            }
+            None => fixed_depth.min(max_depth),
+        };
         // Dirty index pages cannot be evicted: a checkpoint runs well before they could fill
         // the sets (half the frames, at least 16 pages; index pages take at most
         // `ways - 1` of a set's frames, so data pages always keep one to be evicted).
@@ -267,8 +285,10 @@ impl Engine {
             sb_sequence: AtomicU64::new(sb_sequence),
             max_value,
             max_depth,
-            space_start: space_start(dir_pages(max_depth)),
-            dir_pages: dir_pages(max_depth),
+            fixed_depth,
+            dir_segments,
+            space_start: space_start(dir_pages(fixed_depth)),
+            dir_pages: dir_pages(fixed_depth),
             copies,
             ckpt: CheckpointLatch::new(),
             epoch: AtomicU64::new(epoch),
@@ -362,7 +382,7 @@ impl Engine {
 
     /// Creates or loads the store; marks it open (not clean) on the device.
     pub fn load(&self) -> Result<(), DbError> {
-        let dir_pages = dir_pages(self.max_depth);
+        let dir_pages = self.dir_pages;
         let existing = self
             .opened_from
             .lock()
@@ -399,7 +419,7 @@ impl Engine {
                 let b = self
                     .cache
                     .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
-                self.dirty_bucket(bucket);
+                self.dirty_bucket(bucket, 0);
                 b.write(|bytes| init_bucket(bytes, 0, 0));
                 drop(b);
                 self.dir_set(0, bucket, 0)?;

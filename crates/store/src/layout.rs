@@ -4,6 +4,8 @@
 pub use tamer_cache::PAGE_PAYLOAD as PAYLOAD;
 
 pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
+/// Version 5: 48-bit entry tags (11-byte entries, 370 a bucket) and a directory that grows
+/// past its fixed region in segments allocated from the space (so past 2^20 slots).
 /// Version 4: staging queues (one ring of [`QUEUE_PAGES`] pages per queue, named by the
 /// superblock, with the checkpoint's commit timestamp) and map kind [`MapKind::Queue`].
 /// Version 3: two superblock copies (pages 0 and 1, written alternately, the newer valid one
@@ -11,7 +13,7 @@ pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
 /// compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a 16-byte record
 /// slot), 16-byte aligned records and directory slots carrying the bucket's local depth.
 /// Older stores are refused with a message.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Copies of the superblock, at pages `0..SUPERBLOCK_COPIES`.
 pub const SUPERBLOCK_COPIES: u64 = 2;
@@ -95,16 +97,32 @@ pub const DIR_START: u64 = SUPERBLOCK_COPIES;
 
 /// Bucket header: kind u32, local depth u16, count u16, pattern u64.
 pub const BUCKET_HEADER: usize = 16;
-/// Bucket entry: 9 bytes, kept as two arrays so a lookup scans 4-byte hashes contiguously:
-/// the low 32 bits of the key hash (u32, at `BUCKET_HEADER + 4 i`), then the record's place
-/// (page u32 + slot u8, at [`BUCKET_LOCS`]` + 5 i`).
-pub const ENTRY: usize = 9;
-/// Entries per bucket: (4088 - 16) / 9 = 452.
+/// Bucket entry: 11 bytes, kept as three arrays so a lookup scans 4-byte tags contiguously:
+/// the key hash's bits 16..48 (u32, at `BUCKET_HEADER + 4 i`), its bits 0..16 (u16, at
+/// [`BUCKET_TAGS_LOW`]` + 2 i`), then the record's place (page u32 + slot u8, at
+/// [`BUCKET_LOCS`]` + 5 i`). The low 48 bits of the hash are the entry's tag
+/// ([`TAG_BITS`]): a split reads the bit it splits on from the tag, and the bits above a
+/// bucket's depth filter lookups.
+pub const ENTRY: usize = 11;
+/// Entries per bucket: (4088 - 16) / 11 = 370.
 pub const BUCKET_CAP: usize = (PAYLOAD - BUCKET_HEADER) / ENTRY;
+/// Where a bucket's array of low tag bits starts.
+pub const BUCKET_TAGS_LOW: usize = BUCKET_HEADER + 4 * BUCKET_CAP;
 /// Where a bucket's array of places starts.
-pub const BUCKET_LOCS: usize = BUCKET_HEADER + 4 * BUCKET_CAP;
+pub const BUCKET_LOCS: usize = BUCKET_TAGS_LOW + 2 * BUCKET_CAP;
 const _: () = assert!(BUCKET_LOCS + 5 * BUCKET_CAP <= PAYLOAD);
-const _: () = assert!(BUCKET_CAP == 452);
+const _: () = assert!(BUCKET_CAP == 370);
+/// Bits of the key hash an entry keeps (its tag): the directory's depth stays below this, so
+/// a split always finds its bit in the tag, with at least `TAG_BITS - depth` bits left to
+/// tell keys apart.
+pub const TAG_BITS: u32 = 48;
+const _: () = assert!(crate::MAX_DIRECTORY_DEPTH + 16 <= TAG_BITS);
+
+/// An entry's tag: the low [`TAG_BITS`] bits of a key hash.
+pub fn tag(hash: u64) -> u64 {
+    hash & ((1u64 << TAG_BITS) - 1)
+}
+
 /// Largest page number + 1: an entry names its page in 32 bits, so a store file holds at
 /// most 2^32 pages (16 TiB).
 pub const MAX_PAGES: u64 = 1 << 32;
@@ -165,6 +183,8 @@ pub enum MapKind {
     BucketCopy = 5,
     /// A page of a staging queue.
     Queue = 6,
+    /// A page of a directory segment (both copies of each of its pages).
+    Directory = 7,
 }
 
 impl MapKind {
@@ -177,6 +197,7 @@ impl MapKind {
             4 => MapKind::ExtentTail,
             5 => MapKind::BucketCopy,
             6 => MapKind::Queue,
+            7 => MapKind::Directory,
             _ => return None,
         })
     }
@@ -244,10 +265,67 @@ pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Pages of one copy of the directory for `max_depth`.
-pub fn dir_pages(max_depth: u32) -> u64 {
-    (1u64 << max_depth).div_ceil(DIR_PER_PAGE)
+/// Pages of one copy of a directory of 2^`depth` slots (the fixed region holds
+/// 2^`fixed_depth` slots).
+pub fn dir_pages(depth: u32) -> u64 {
+    (1u64 << depth).div_ceil(DIR_PER_PAGE)
 }
+
+// --- the directory past its fixed region ---
+//
+// The directory's first 2^fixed_depth slots live in the fixed region (pages 2.., two copies,
+// pinned in DRAM). Past it, doubling from depth d to d + 1 (d >= fixed_depth) allocates
+// segment s = d - fixed_depth from the space: `dir_pages(d)` directory pages holding slots
+// 2^d..2^(d+1), each as two consecutive logical pages (its copies, map kind
+// [`MapKind::Directory`]); the superblock names each segment's first logical page. A segment
+// page has the fixed region's format (`[epoch u64]` then 510 slots) and is an index page
+// like a bucket: changed only in DRAM, written to its other copy by a checkpoint, chosen at
+// open by epoch.
+
+/// Where a directory slot lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DirPlace {
+    /// Page `i` of the fixed region.
+    Fixed(u64),
+    /// Page `k` of segment `s`.
+    Segment { s: u32, k: u64 },
+}
+
+/// Directory slot `index`'s page and its offset in that page, for a fixed region of
+/// 2^`fixed_depth` slots.
+pub fn dir_place(fixed_depth: u32, index: u64) -> (DirPlace, usize) {
+    if index < 1u64 << fixed_depth {
+        return (
+            DirPlace::Fixed(index / DIR_PER_PAGE),
+            dir_slot_offset(index),
+        );
+    }
+    // index is in 2^d..2^(d+1) for d = its highest bit: segment d - fixed_depth.
+    let d = 63 - index.leading_zeros();
+    let within = index - (1u64 << d);
+    let place = DirPlace::Segment {
+        s: d - fixed_depth,
+        k: within / DIR_PER_PAGE,
+    };
+    (place, dir_slot_offset(within))
+}
+
+/// Directory pages of segment `s` (one copy), for a fixed region of 2^`fixed_depth` slots.
+pub fn segment_pages(fixed_depth: u32, s: u32) -> u64 {
+    dir_pages(fixed_depth + s)
+}
+
+/// The logical page of copy `copy` of page `k` of the segment starting at logical `first`.
+pub fn segment_page(first: u64, k: u64, copy: u64) -> u64 {
+    debug_assert!(copy < 2);
+    first + 2 * k + copy
+}
+
+/// Where the superblock lists the directory segments (u64 each, at most [`MAX_SEGMENTS`]).
+const SEGMENTS_AT: usize = 128;
+/// Most directory segments: one per depth past the fixed region.
+pub const MAX_SEGMENTS: usize = crate::MAX_DIRECTORY_DEPTH as usize;
+const _: () = assert!(SEGMENTS_AT + 8 * MAX_SEGMENTS <= PAYLOAD);
 
 /// The superblock (pages 0 and 1: each write goes to the copy not holding the newest, with
 /// the next sequence number, so a torn write leaves the other copy intact).
@@ -263,6 +341,11 @@ pub struct Superblock {
     pub hash_key: [u64; 2],
     pub max_depth: u32,
     pub global_depth: u32,
+    /// Depth of the directory's fixed region (at most `max_depth`): 2^fixed_depth slots.
+    pub fixed_depth: u32,
+    /// The directory segments allocated so far (first logical page each): segment `s` holds
+    /// slots 2^(fixed_depth+s)..2^(fixed_depth+s+1). At least `global_depth - fixed_depth`.
+    pub dir_segments: Vec<u64>,
     /// 1 when the store was closed cleanly (the free list and high-water mark are current).
     pub clean: bool,
     /// First logical page never allocated (the high-water mark).
@@ -287,7 +370,7 @@ impl Superblock {
         put_u32(b, 12, tamer_cache::PAGE_SIZE as u32);
         put_u32(b, 16, self.max_depth);
         put_u32(b, 20, self.global_depth);
-        put_u32(b, 24, dir_pages(self.max_depth) as u32);
+        put_u32(b, 24, dir_pages(self.fixed_depth) as u32);
         put_u32(b, 28, u32::from(self.clean));
         put_u64(b, 32, self.next_page);
         put_u64(b, 48, self.key_count);
@@ -300,6 +383,15 @@ impl Superblock {
         put_u64(b, 104, self.queue_first);
         put_u32(b, 112, self.queues);
         put_u32(b, 116, self.queue_pages);
+        put_u32(b, 120, self.fixed_depth);
+        assert!(
+            self.dir_segments.len() <= MAX_SEGMENTS,
+            "segments fit the superblock"
+        );
+        put_u32(b, 124, self.dir_segments.len() as u32);
+        for (s, &first) in self.dir_segments.iter().enumerate() {
+            put_u64(b, SEGMENTS_AT + 8 * s, first);
+        }
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -333,7 +425,17 @@ impl Superblock {
             queue_first: get_u64(b, 104),
             queues: get_u32(b, 112),
             queue_pages: get_u32(b, 116),
+            fixed_depth: get_u32(b, 120),
+            dir_segments: Vec::new(),
         };
+        let segments = get_u32(b, 124) as usize;
+        if segments > MAX_SEGMENTS {
+            return Err(format!("{segments} directory segments"));
+        }
+        let mut sb = sb;
+        sb.dir_segments = (0..segments)
+            .map(|s| get_u64(b, SEGMENTS_AT + 8 * s))
+            .collect();
         if u64::from(sb.queues) > MAX_QUEUES
             || !(QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&u64::from(sb.queue_pages))
         {
@@ -342,10 +444,15 @@ impl Superblock {
                 sb.queues, sb.queue_pages
             ));
         }
-        if sb.max_depth > crate::MAX_DIRECTORY_DEPTH || sb.global_depth > sb.max_depth {
+        if sb.max_depth > crate::MAX_DIRECTORY_DEPTH
+            || sb.global_depth > sb.max_depth
+            || sb.fixed_depth > sb.max_depth
+            || sb.fixed_depth + segments as u32 > sb.max_depth
+            || sb.global_depth > sb.fixed_depth + segments as u32
+        {
             return Err(format!(
-                "bad directory depth {}/{}",
-                sb.global_depth, sb.max_depth
+                "bad directory depths: global {}, fixed {}, {segments} segments, max {}",
+                sb.global_depth, sb.fixed_depth, sb.max_depth
             ));
         }
         Ok(Some(sb))
@@ -358,8 +465,8 @@ pub struct Entry {
     /// The low 32 bits of the key's hash (the directory uses the low `depth` of them, so a
     /// split can redistribute entries without reading their records, up to depth 32; the
     /// bits above a bucket's depth filter candidates: a lookup reads a record whose key is
-    /// not its own with probability ≈ entries × 2^-(32 - depth)).
-    pub hash: u32,
+    /// not its own with probability ≈ entries × 2^-(48 - depth)).
+    pub hash: u64,
     /// The record's data page, or its extent's first page.
     pub page: u64,
     /// Offset / [`RECORD_ALIGN`] in the data page; 0 for an extent.
@@ -372,7 +479,7 @@ impl Entry {
         debug_assert!(page < MAX_PAGES, "page {page} beyond 2^32");
         debug_assert!(offset.is_multiple_of(RECORD_ALIGN) && offset < PAYLOAD);
         Self {
-            hash: hash as u32,
+            hash: tag(hash),
             page,
             slot: (offset / RECORD_ALIGN) as u8,
         }
@@ -382,7 +489,8 @@ impl Entry {
         debug_assert!(i < BUCKET_CAP);
         let loc = BUCKET_LOCS + 5 * i;
         Self {
-            hash: get_u32(b, BUCKET_HEADER + 4 * i),
+            hash: u64::from(get_u32(b, BUCKET_HEADER + 4 * i)) << 16
+                | u64::from(get_u16(b, BUCKET_TAGS_LOW + 2 * i)),
             page: u64::from(get_u32(b, loc)),
             slot: b[loc + 4],
         }
@@ -391,7 +499,9 @@ impl Entry {
     pub fn write(&self, b: &mut [u8], i: usize) {
         debug_assert!(i < BUCKET_CAP);
         let loc = BUCKET_LOCS + 5 * i;
-        put_u32(b, BUCKET_HEADER + 4 * i, self.hash);
+        debug_assert_eq!(self.hash, tag(self.hash), "an entry keeps a tag");
+        put_u32(b, BUCKET_HEADER + 4 * i, (self.hash >> 16) as u32);
+        put_u16(b, BUCKET_TAGS_LOW + 2 * i, self.hash as u16);
         put_u32(b, loc, self.page as u32);
         b[loc + 4] = self.slot;
     }
@@ -417,11 +527,13 @@ impl Entry {
     }
 }
 
-/// The first entry of bucket `b` (of `count` entries) whose hash fragment is `hash`'s, from
-/// entry `from` on.
+/// The first entry of bucket `b` (of `count` entries) whose tag is `hash`'s, from entry
+/// `from` on: the high 32 bits of the tag are scanned, the low 16 checked on a match.
 pub fn next_hash_match(b: &[u8], count: usize, hash: u64, from: usize) -> Option<usize> {
-    let want = hash as u32;
-    (from..count.min(BUCKET_CAP)).find(|&i| get_u32(b, BUCKET_HEADER + 4 * i) == want)
+    let (high, low) = ((tag(hash) >> 16) as u32, hash as u16);
+    (from..count.min(BUCKET_CAP)).find(|&i| {
+        get_u32(b, BUCKET_HEADER + 4 * i) == high && get_u16(b, BUCKET_TAGS_LOW + 2 * i) == low
+    })
 }
 
 /// Pages of an extent holding a record of `len` bytes.
@@ -501,6 +613,76 @@ mod tests {
             start + GROUP_PAGES + MAP_COPIES
         );
         assert_eq!(logical(start, start - 1), None);
+    }
+
+    /// An entry keeps the hash's low 48 bits and a lookup compares all of them. Catches a tag
+    /// cut to 32 bits (the hashes differing in bits 32..48 would match), the low array ignored
+    /// (bits 0..16), bits above 48 compared, and the arrays overlapping.
+    #[test]
+    fn entries_keep_48_bit_tags_and_lookups_compare_them_all() {
+        let mut b = vec![0u8; PAYLOAD];
+        let base = 0xdead_beef_cafe_f00d_u64;
+        let hashes = [
+            base,
+            base ^ 1 << 40,
+            base ^ 1 << 3,
+            base ^ 1 << 20,
+            base ^ 1 << 60,
+        ];
+        for (i, &h) in hashes.iter().enumerate() {
+            Entry::new(h, 1000 + i as u64, 16 * (i + 1)).write(&mut b, i);
+        }
+        Entry::new(u64::MAX, u32::MAX as u64, 16 * 255).write(&mut b, BUCKET_CAP - 1);
+        for (i, &h) in hashes.iter().enumerate() {
+            let e = Entry::read(&b, i);
+            assert_eq!(
+                (e.hash, e.page, e.offset()),
+                (tag(h), 1000 + i as u64, 16 * (i + 1))
+            );
+        }
+        assert_eq!(Entry::read(&b, BUCKET_CAP - 1).hash, (1 << TAG_BITS) - 1);
+        // The last hash differs from the first only above the tag: it is a match.
+        assert_eq!(next_hash_match(&b, hashes.len(), base, 0), Some(0));
+        assert_eq!(next_hash_match(&b, hashes.len(), base, 1), Some(4));
+        for (i, &h) in hashes.iter().enumerate().take(4).skip(1) {
+            assert_eq!(next_hash_match(&b, hashes.len(), h, 0), Some(i), "hash {i}");
+        }
+        assert_eq!(next_hash_match(&b, hashes.len(), base ^ 1 << 47, 0), None);
+    }
+
+    /// Every slot of a directory of depth 12 past fixed regions of depth 0, 1, 4 and 12 has
+    /// its own (page, offset); a segment holds exactly the slots its doubling adds, in
+    /// `segment_pages` pages. Catches an offset taken from the slot index instead of its
+    /// place in the segment, a segment numbered from the wrong depth, an off-by-one at a
+    /// segment's first slot.
+    #[test]
+    fn every_directory_slot_has_its_own_place() {
+        for fixed in [0, 1, 4, 12] {
+            let mut seen = std::collections::HashSet::new();
+            for index in 0..1u64 << 12 {
+                let (place, at) = dir_place(fixed, index);
+                assert!((DIR_HEADER..DIR_HEADER + 8 * DIR_PER_PAGE as usize).contains(&at));
+                assert!(
+                    seen.insert((place, at)),
+                    "fixed {fixed}: slot {index} shares a place"
+                );
+                match place {
+                    DirPlace::Fixed(i) => {
+                        assert!(index < 1 << fixed && i < dir_pages(fixed));
+                    }
+                    DirPlace::Segment { s, k } => {
+                        let depth = fixed + s;
+                        assert!((1u64 << depth..1u64 << (depth + 1)).contains(&index));
+                        assert!(k < segment_pages(fixed, s), "fixed {fixed} slot {index}");
+                    }
+                }
+            }
+            assert_eq!(
+                dir_place(fixed, 1 << fixed).0,
+                DirPlace::Segment { s: 0, k: 0 }
+            );
+        }
+        assert_eq!(segment_page(100, 3, 1), 107);
     }
 
     #[test]

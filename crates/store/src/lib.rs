@@ -41,17 +41,22 @@
 //! instead (a mismatch is `Corrupt` too, for `contains` as for `get`).
 //!
 //! ```text
-//! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (3),
+//! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (5),
 //!                   page size, max/global directory depth, directory pages, clean flag,
 //!                   high-water mark (next never-used logical page), 0 (was the free-list
 //!                   head), key count, max value size, sequence number, hash key (2 × u64),
-//!                   the last checkpoint's epoch; the valid copy (checksum) with the higher
-//!                   sequence is current, so a torn write loses nothing
+//!                   the last checkpoint's epoch, its commit timestamp, the staging queues,
+//!                   the fixed directory depth and the directory segments; the valid copy
+//!                   (checksum) with the higher sequence is current, so a torn write loses
+//!                   nothing
 //! pages 2..2+2D     directory, two copies of D pages: [epoch u64] then 510 u64 slots each
 //!                   [bucket's first page: low 55 bits][its current copy: bit 55]
 //!                   [bucket's local depth: top 8 bits]
-//!                   (D = ceil(2^max_depth / 510): 129 pages for the default depth 16); the
-//!                   current copy of each page is loaded into the cache's pinned partition
+//!                   (D = ceil(2^fixed_depth / 510): 129 pages for the default depth 16);
+//!                   the current copy of each page is loaded into the cache's pinned
+//!                   partition. Deeper slots live in segments: segment s (slots
+//!                   2^(fixed+s)..2^(fixed+s+1)) is ceil(2^(fixed+s) / 510) pages of the
+//!                   same format, two consecutive logical pages each, in the space
 //! pages 2+2D..      groups of 2 + 1018 pages: [map copy 0][map copy 1] then 1018 managed
 //!                   pages, numbered *logically* by the allocator and extents (map pages
 //!                   skipped) and physically everywhere else: buckets (two pages: its two
@@ -59,11 +64,13 @@
 //!
 //!  map      [kind "PMAP" u32][group u32][epoch u64]
 //!           1018 × [kind: top 4 bits (0 free, 1 bucket, 2 data, 3 extent head, 4 extent
-//!                   tail, 5 bucket copy)][a data page's live bytes: low 16 bits]  (u32 each)
+//!                   tail, 5 bucket copy, 6 queue, 7 directory)][a data page's live bytes:
+//!                   low 16 bits]  (u32 each)
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
-//!           452 × [hash fragment u32]        (the key hash's low 32 bits)
-//!           452 × [page u32][slot u8]        (record offset / 16; slot 0: an extent)
-//!           (9 bytes an entry; the first `count` of each array are in use)
+//!           370 × [tag high u32]             (the key hash's bits 16..48)
+//!           370 × [tag low u16]              (its bits 0..16)
+//!           370 × [page u32][slot u8]        (record offset / 16; slot 0: an extent)
+//!           (11 bytes an entry; the first `count` of each array are in use)
 //!  data     [kind "DATA" u32][0 u32][written bytes u32][closed-at u32]
 //!           records at 16-byte aligned offsets: [key len u32][value len u32]
 //!           [crc32c(key‖value) u32][0 u32][key][value]     (records of ≤ 4072 bytes)
@@ -72,19 +79,21 @@
 //!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
 //! ```
 //!
-//! Stores of versions 1 and 2 are refused at open with a message naming both versions;
+//! Stores of versions 1 to 4 are refused at open with a message naming both versions;
 //! `docs/format.md` has the details.
 //!
 //! **Index**: extendible hashing on the low bits of a 64-bit key hash ([`key_hash`]:
 //! SipHash-1-3 keyed by 128 random bits chosen when the store is created, so that nobody
-//! without the key can craft keys that share a bucket and fill it). The directory has 2^global_depth live slots, at most
-//! 2^max_directory_depth (default 2^16 = 65 536 slots, 512 KiB pinned; 2^20 at most). A full
-//! bucket splits (doubling the directory when needed) instead of chaining, so there are no
-//! overflow chains at all. An entry keeps the hash's low 32 bits, so a split redistributes
-//! entries without reading their records. When a bucket at the maximum depth is full, the
-//! put fails with [`DbError::IndexFull`]; capacity at the default depth is 65 536 × 452 ≈
-//! 29.6 M entries (≈ 20 M at extendible hashing's typical 69 % fill). A store file holds at
-//! most 2^32 pages (16 TiB): entries name pages in 32 bits.
+//! without the key can craft keys that share a bucket and fill it). The directory has
+//! 2^global_depth live slots, at most 2^max_directory_depth (default and largest 2^30); its
+//! first 2^pinned_directory_depth (default 2^16 = 65 536 slots, 512 KiB) are pinned, deeper
+//! ones live in segments cached as index pages. A full bucket splits (doubling the directory
+//! when needed) instead of chaining, so there are no overflow chains at all. An entry keeps
+//! the hash's low 48 bits, so a split redistributes entries without reading their records.
+//! When a bucket at the maximum depth is full, the put fails with [`DbError::IndexFull`];
+//! capacity at depth 30 is 2^30 × 370 entries (≈ 2.7 × 10^11 keys at extendible hashing's
+//! typical 69 % fill; 10^9 keys need depth ≈ 24). A store file holds at most 2^32 pages
+//! (16 TiB): entries name pages in 32 bits.
 //!
 //! **The index stays in DRAM** within the one budget the user gives (`cache_bytes`): bucket
 //! pages are the cache's *index pages* ([`tamer_cache::PageClass::Index`]), placed in the set
@@ -92,17 +101,17 @@
 //! pages: a set gives up a data frame while it holds at most `ways - 1` index frames. At open
 //! every bucket page is read in when they fit, else each set's first `ways - 1`
 //! ([`DbOptions::warm_index`], [`IndexStats::placeable_index_pages`]). So a point lookup of
-//! a record not in DRAM costs exactly one device read, its own page; at 9 bytes an entry and
-//! ~70-85 % bucket fill the index costs ≈ 11-13 bytes per key (the tier bench reports it). An
+//! a record not in DRAM costs exactly one device read, its own page; at 11 bytes an entry and
+//! ~70-85 % bucket fill the index costs ≈ 13-16 bytes per key (the tier bench reports it). An
 //! index larger than its share is paged like anything else (CLOCK among a set's index frames),
 //! never refused; [`Db::index_stats`] reports the split.
 //!
-//! **Point lookup** = directory slot (pinned, no I/O) → 1 bucket page (resident when the
-//! index fits) → the record's page(s). Worst case: 1 record page for a record ≤ 4072 bytes,
-//! or its extent's first page (the header) and then the rest, read 8 at a time overlapped.
-//! Each entry whose 32-bit hash fragment equals the key's costs one more record read: with
-//! ≤ 452 entries a bucket at depth d, about 452 × 2^-(32-d) per lookup (≈ 0.03 % at the
-//! quick bench's depth 12). Splits can make a lookup retry: it re-reads the directory slot and
+//! **Point lookup** = directory slot (pinned, no I/O; a segment page past 2^16 slots is an
+//! index page, resident as buckets are) → 1 bucket page (resident when the index fits) → the
+//! record's page(s). Worst case: 1 record page for a record ≤ 4072 bytes, or its extent's
+//! first page (the header) and then the rest, read 8 at a time overlapped. Each entry whose
+//! 48-bit tag equals the key's costs one more record read: with ≤ 370 entries a bucket at
+//! depth d, about 370 × 2^-(48-d) per lookup (≈ 10^-8 at depth 24). Splits can make a lookup retry: it re-reads the directory slot and
 //! the bucket.
 //!
 //! **Writes are out of place**: a put writes the new record to fresh space (the open data
@@ -196,6 +205,7 @@ mod layout;
 pub use db::{
     Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, CHECKPOINT_INTERVAL,
     DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
+    DEFAULT_PINNED_DIRECTORY_DEPTH,
 };
 pub use engine::{
     CheckReport, CheckpointStats, CommitStats, CompactionStats, Durability, Problem, RecoveryStats,
@@ -206,5 +216,7 @@ pub use engine::{
 pub use error::DbError;
 pub use layout::{key_hash, BUCKET_CAP, MAX_DELTAS, MAX_SMALL_RECORD, QUEUE_PAGES_MAX};
 
-/// Largest `max_directory_depth`: 2^20 slots, an 8 MiB pinned directory.
-pub const MAX_DIRECTORY_DEPTH: u32 = 20;
+/// Largest `max_directory_depth`: 2^30 slots (an 8 GiB directory, ≈ 2.7 × 10^11 keys at
+/// extendible hashing's typical fill); entry tags keep 48 bits, so 18 bits past the deepest
+/// directory still tell keys apart.
+pub const MAX_DIRECTORY_DEPTH: u32 = 30;

@@ -147,9 +147,10 @@ fn the_budget_split_and_bytes_per_key_are_reported() {
     db.close().unwrap();
 }
 
-/// Keys whose buckets split unevenly under `common::TEST_HASH_KEY` (found by search: 38 buckets, and with 6
-/// sets one set holds more than its index ways while the total fits).
-const KEYS_UNEVEN: u64 = 14_000;
+/// Keys whose buckets split unevenly under `common::TEST_HASH_KEY` (found by search over
+/// 8,000-20,000 keys with 370-entry buckets: 38 buckets, and with 6 sets one set holds more
+/// than its index ways while the total fits).
+const KEYS_UNEVEN: u64 = 11_500;
 
 /// Mutations caught: an index said to fit because its total fits, while buckets of different
 /// depths crowd one set beyond its index ways (warmed at open, then pushed out by data pages:
@@ -229,4 +230,103 @@ fn a_version_1_store_is_refused_with_a_clear_error() {
         Err(DbError::Config(msg)) => assert!(msg.contains("format version 1"), "{msg}"),
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
     }
+}
+
+/// Puts `keys` (from `from`) with values naming the key and `round`.
+fn put_range(db: &Db, from: u64, keys: u64, round: u64) {
+    for k in from..from + keys {
+        db.put(&key(k), &common::value_for(&key(k), round, 24))
+            .unwrap();
+    }
+}
+
+/// Every key below `keys` holds its `round` value.
+fn assert_range(db: &Db, keys: u64, round: u64) {
+    for k in 0..keys {
+        let got = db.get(&key(k)).unwrap();
+        assert_eq!(got, Some(common::value_for(&key(k), round, 24)), "key {k}");
+    }
+}
+
+/// The directory past a 4-slot fixed region, in segments: 60,000 keys double it to depth
+/// 8-9 (six or seven segments), then the store is checked, reopened (recovery reads the
+/// segments' chosen copies), grown further after the reopen, and reopened again.
+/// Mutations caught: a slot placed at the wrong segment page or offset (keys lost or a
+/// check problem), segments missing from the superblock or ignored at open, segment pages
+/// not written by checkpoints (a reopen reads their older copies), a doubling that writes
+/// the upper half but not into the new segment.
+#[test]
+fn the_directory_grows_past_its_fixed_region_in_segments() {
+    let options = || {
+        emulated(4 << 20, 64 << 20)
+            .max_directory_depth(30)
+            .pinned_directory_depth(2)
+            .cores(1)
+    };
+    let db = Db::open("unused", options()).unwrap();
+    let model = db.emulator_model().unwrap();
+    put_range(&db, 0, 60_000, 1);
+    assert_range(&db, 60_000, 1);
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.directory_pages > 0, "{report:?}");
+    db.close().unwrap();
+
+    let reopen = || Db::open("unused", options().device(DeviceKind::Model(model.clone())));
+    let db = reopen().unwrap();
+    assert_range(&db, 60_000, 1);
+    put_range(&db, 60_000, 40_000, 1);
+    put_range(&db, 0, 10_000, 2);
+    let grown = db.check().unwrap();
+    assert!(grown.is_clean(), "{grown:?}");
+    assert!(
+        grown.directory_pages > report.directory_pages,
+        "{grown:?} vs {report:?}"
+    );
+    db.close().unwrap();
+
+    let db = reopen().unwrap();
+    assert_range(&db, 10_000, 2);
+    for k in 10_000..100_000 {
+        assert_eq!(
+            db.get(&key(k)).unwrap(),
+            Some(common::value_for(&key(k), 1, 24)),
+            "key {k}"
+        );
+    }
+    assert_eq!(db.len(), 100_000);
+    assert!(db.check().unwrap().is_clean());
+    db.close().unwrap();
+}
+
+/// A store refuses a pinned region deeper than the bound, and an existing store keeps the
+/// depths it was created with whatever a reopen asks. Catches the option ignored at creation
+/// or taken over the superblock's at reopen.
+#[test]
+fn the_pinned_region_is_chosen_at_creation() {
+    let err = Db::open(
+        "unused",
+        emulated(4 << 20, 16 << 20).pinned_directory_depth(31),
+    )
+    .err()
+    .expect("refused");
+    assert!(matches!(err, DbError::Config(_)), "{err}");
+    let db = Db::open(
+        "unused",
+        emulated(4 << 20, 16 << 20).pinned_directory_depth(3),
+    )
+    .unwrap();
+    let model = db.emulator_model().unwrap();
+    put_range(&db, 0, 5_000, 1);
+    db.close().unwrap();
+    let db = Db::open(
+        "unused",
+        emulated(4 << 20, 16 << 20)
+            .pinned_directory_depth(10)
+            .device(DeviceKind::Model(model)),
+    )
+    .unwrap();
+    assert_range(&db, 5_000, 1);
+    assert!(db.check().unwrap().directory_pages > 0);
+    db.close().unwrap();
 }

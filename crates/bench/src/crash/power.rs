@@ -177,6 +177,8 @@ pub fn single_options(device: DeviceKind) -> DbOptions {
         .cores(1)
         .threads_per_core(4)
         .max_directory_depth(8)
+        // A one-slot fixed region: every doubling past depth 1 allocates a segment.
+        .pinned_directory_depth(1)
         .max_value_bytes(16 << 10)
         .cleaner(false)
         .warm_index(false)
@@ -432,6 +434,7 @@ pub fn concurrent_options(device: DeviceKind) -> DbOptions {
         .cores(2)
         .threads_per_core(16)
         .max_directory_depth(8)
+        .pinned_directory_depth(1)
         .max_value_bytes(16 << 10)
         .cleaner(false)
         .hash_key(HASH_KEY)

@@ -76,6 +76,7 @@ pub fn options() -> DbOptions {
         .device(DeviceKind::Uring)
         .cores(1)
         .max_directory_depth(10)
+        .pinned_directory_depth(2)
         .max_value_bytes(MAX_VALUE)
         .initial_file_bytes(4 << 20)
 }

@@ -211,7 +211,7 @@ impl Plan {
 
 /// Pages of a store with `records` of `value` bytes and `rows` of `row` bytes, 8-byte keys
 /// (records of 16 + 8 + value bytes, 16-byte aligned in 4072-byte data payloads; buckets of
-/// 452 entries ~70 % full).
+/// `BUCKET_CAP` entries ~70 % full).
 pub fn estimated_pages(records: u64, value: usize, rows: u64, row: usize) -> u64 {
     let per_page = |v: usize| (4072 / (16 + 8 + v).next_multiple_of(16)).max(1) as u64;
     let data = records.div_ceil(per_page(value)) + rows.div_ceil(per_page(row));

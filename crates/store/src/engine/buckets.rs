@@ -103,7 +103,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
-            self.dirty_bucket(bucket);
+            self.dirty_bucket(bucket, pattern);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -166,7 +166,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
-            self.dirty_bucket(bucket);
+            self.dirty_bucket(bucket, pattern);
             let outcome = b.write(|bytes| -> Result<Link, DbError> {
                 if !bucket_covers(bytes, hash) {
                     return Ok(Link::Retry);
@@ -231,7 +231,7 @@ mod tests {
             let (second_bytes, _) = e.record_bytes(&second, usize::MAX)?;
             let attempt = |expect: Expect<'_>, value: &[u8]| -> Result<bool, DbError> {
                 let (mut copy, _) = e.write_record(b"key", value)?;
-                copy.hash = hash as u32;
+                copy.hash = tag(hash);
                 Ok(match e.link(hash, b"key", copy, Some(&expect))? {
                     Linked::Replaced(old) => {
                         e.release(&old);
@@ -271,7 +271,7 @@ mod tests {
             };
             let (mut copy, _) = e.write_record(b"nokey", b"x")?;
             let nokey_hash = e.hash(b"nokey");
-            copy.hash = nokey_hash as u32;
+            copy.hash = tag(nokey_hash);
             assert!(matches!(
                 e.link(nokey_hash, b"nokey", copy, Some(&gone))?,
                 Linked::Unchanged

@@ -34,6 +34,8 @@ pub struct CheckReport {
     pub extent_pages: u64,
     /// Pages of the staging queues.
     pub queue_pages: u64,
+    /// Pages of the directory's segments (both copies), past its fixed region.
+    pub directory_pages: u64,
     pub free_pages: u64,
     /// Pages the map says are in use that nothing references (space lost, not data).
     pub leaked_pages: u64,
@@ -105,8 +107,16 @@ impl Engine {
     ) -> Result<(), DbError> {
         let global = self.global_depth.load(std::sync::atomic::Ordering::Acquire);
         for index in 0..1u64 << global {
-            let (page, depth) = self.dir_get(index)?;
-            let slot_page = DIR_START + index / DIR_PER_PAGE;
+            let (place, _) = dir_place(self.fixed_depth, index);
+            let slot_page = self.dir_page_at(place).map_or(0, |(tag, _)| tag);
+            let (page, depth) = match self.dir_get(index) {
+                Ok(slot) => slot,
+                Err(DbError::Corrupt { page, detail }) => {
+                    report.problem(page, format!("slot {index} unreadable: {detail}"));
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
             if depth > global {
                 report.problem(slot_page, format!("slot {index}: depth {depth} > {global}"));
                 continue;
@@ -193,7 +203,7 @@ impl Engine {
         let mut keys = HashSet::new();
         for e in entries {
             report.keys += 1;
-            if u64::from(e.hash) & mask(depth) != pattern {
+            if e.hash & mask(depth) != pattern {
                 report.problem(page, format!("entry hash {:#x} outside the bucket", e.hash));
                 continue;
             }
@@ -242,7 +252,7 @@ impl Engine {
         }
         let klen = get_u32(&bytes, 0) as usize;
         let key = &bytes[RECORD_HEADER..RECORD_HEADER + klen];
-        if self.hash(key) as u32 != e.hash {
+        if tag(self.hash(key)) != e.hash {
             report.problem(e.page, "record's key does not hash to its entry");
         }
         if !keys.insert(key.to_vec()) {
@@ -308,6 +318,8 @@ impl Engine {
                 Some(MapKind::BucketCopy)
             } else if self.is_queue_page(l) {
                 Some(MapKind::Queue)
+            } else if self.is_dir_segment_page(l) {
+                Some(MapKind::Directory)
             } else {
                 None
             };
@@ -349,6 +361,7 @@ impl Engine {
             }
             MapKind::ExtentHead | MapKind::ExtentTail => report.extent_pages += 1,
             MapKind::Queue => report.queue_pages += 1,
+            MapKind::Directory => report.directory_pages += 1,
             MapKind::Bucket | MapKind::BucketCopy | MapKind::Free => {}
         }
     }
@@ -359,6 +372,18 @@ impl Engine {
     fn is_queue_page(&self, l: u64) -> bool {
         let first = self.commit.first.load(std::sync::atomic::Ordering::Relaxed);
         (first..first + u64::from(self.commit.queues()) * self.commit.pages()).contains(&l)
+    }
+
+    /// True when logical page `l` is a page of an allocated directory segment.
+    fn is_dir_segment_page(&self, l: u64) -> bool {
+        self.dir_segments
+            .iter()
+            .map(|s| s.load(std::sync::atomic::Ordering::Acquire))
+            .enumerate()
+            .take_while(|&(_, first)| first != 0)
+            .any(|(s, first)| {
+                (first..first + 2 * segment_pages(self.fixed_depth, s as u32)).contains(&l)
+            })
     }
 }
 

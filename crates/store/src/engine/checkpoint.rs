@@ -201,18 +201,41 @@ impl Engine {
         // Records first: the index about to be made durable names them.
         self.cache.flush()?;
         let epoch = self.next_epoch.load(Ordering::Acquire);
-        let buckets = self.take_changed_buckets()?;
+        let (buckets, mut segment_pages): (Vec<_>, Vec<_>) = self
+            .copies
+            .take_changed_pairs()
+            .into_iter()
+            .partition(|&(_, _, dir)| !dir);
         self.checkpoint_buckets(&buckets)?;
         let bucket_pages = buckets.len();
         // Switching bucket copies changed directory slots: those pages go too.
+        let after = self.copies.take_changed_pairs();
+        assert!(
+            after.iter().all(|&(_, _, dir)| dir),
+            "only slots changed meanwhile"
+        );
+        segment_pages.extend(after);
+        segment_pages.sort_unstable();
+        segment_pages.dedup();
         let dir = self.copies.take_changed_dir_pages();
-        let mut writes = Vec::with_capacity(dir.len());
+        let mut writes = Vec::with_capacity(dir.len() + segment_pages.len());
         for &i in &dir {
             let tag = dir_page(self.dir_pages, i, 0);
             self.cache.get(tag)?.write(|b| put_u64(b, 0, epoch));
             let new = 1 - self.copies.dir_copy(i);
             self.copies.set_dir_copy(i, new);
             writes.push((tag, PageClass::Data, dir_page(self.dir_pages, i, new)));
+        }
+        for &(l, set_key, _) in &segment_pages {
+            let tag = self.phys(l);
+            let class = PageClass::Index { set_key };
+            self.cache
+                .get_as(tag, class)?
+                .write(|b| put_u64(b, 0, epoch));
+            // Named before its write, while dirty (so not evictable), as a bucket's copy.
+            let new = 1 - self.copies.bucket_copy(l);
+            self.copies.set_dir_segment_page(l, new);
+            writes.push((tag, class, self.phys(l + new)));
         }
         for group in self.copies.take_changed_groups() {
             let tag = map_page(self.space_start, group, 0);
@@ -251,29 +274,13 @@ impl Engine {
         Ok(bucket_pages + writes.len())
     }
 
-    /// The buckets changed since the last checkpoint, (first page, pattern), their marks
-    /// cleared: each bucket is visited at its lowest directory slot, its pattern.
-    fn take_changed_buckets(&self) -> Result<Vec<(u64, u64)>, DbError> {
-        let global = self.global_depth.load(Ordering::Acquire);
-        let mut changed = Vec::new();
-        for index in 0..1u64 << global {
-            let (page, depth) = self.dir_get(index)?;
-            if index < 1u64 << depth.min(global)
-                && self.copies.take_bucket_changed(self.logical_of(page)?)
-            {
-                changed.push((page, index));
-            }
-        }
-        Ok(changed)
-    }
-
     /// Writes the changed buckets to their other copies and names those copies in their
     /// directory slots. Each copy is named before its write, while the page is dirty and so
     /// cannot be evicted: once written it is clean, and a miss then reads the copy written.
-    fn checkpoint_buckets(&self, buckets: &[(u64, u64)]) -> Result<(), DbError> {
+    fn checkpoint_buckets(&self, buckets: &[(u64, u64, bool)]) -> Result<(), DbError> {
         let mut writes = Vec::with_capacity(buckets.len());
-        for &(page, pattern) in buckets {
-            let l = self.logical_of(page)?;
+        for &(l, pattern, _) in buckets {
+            let page = self.phys(l);
             let new = 1 - self.copies.bucket_copy(l);
             self.copies.set_bucket(l, new);
             writes.push((
@@ -287,7 +294,8 @@ impl Engine {
             return Err(super::corrupt(0, "a changed bucket was not in the cache"));
         }
         let global = self.global_depth.load(Ordering::Acquire);
-        for &(page, pattern) in buckets {
+        for &(l, pattern, _) in buckets {
+            let page = self.phys(l);
             let depth = self.bucket(page, pattern)?.read(bucket_depth).min(global);
             let mut index = pattern & mask(depth);
             while index < 1u64 << global {

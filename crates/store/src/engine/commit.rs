@@ -263,7 +263,7 @@ pub(crate) fn decode_page(image: &[u8]) -> Vec<CommitRecord> {
                     op,
                     hash,
                     entry: Entry {
-                        hash: hash as u32,
+                        hash: tag(hash),
                         page: u64::from(get_u32(d, 4)),
                         slot: d[1],
                     },

@@ -166,7 +166,7 @@ impl Engine {
             return Ok(false);
         }
         let (mut e, pages) = self.write_record(key, &record[RECORD_HEADER + klen..])?;
-        e.hash = hash as u32;
+        e.hash = tag(hash);
         let expect = Expect {
             page,
             offset,

@@ -1,10 +1,13 @@
 //! The directory and the bucket pages it names: the index's hash of a key, the directory's
-//! slots (pinned pages), which bucket covers a hash, a bucket page as an index page placed by
-//! its pattern, and the walk over every bucket (`buckets`, the warm-up at open).
+//! slots (the fixed region's pages pinned, segment pages cached as index pages), which bucket
+//! covers a hash, a bucket page as an index page placed by its pattern, and the walk over
+//! every bucket (`buckets`, the warm-up at open).
 //!
 //! Invariants: a slot is one `u64`, written with one atomic store and read optimistically with
 //! one atomic load; a slot names its bucket's current copy (`CopyState`), and every slot or
-//! bucket change marks its page changed for the next checkpoint; a bucket's pattern is the
+//! bucket change marks its page changed for the next checkpoint; a slot at or past 2^global
+//! depth is never read (a segment is named before the depth that uses it is published);
+//! a bucket's pattern is the
 //! lowest slot naming it (a split keeps the old bucket's pattern, so a slot read before the
 //! split still leads to a bucket whose pattern matches at the depth the slot names).
 
@@ -12,9 +15,17 @@ use std::sync::atomic::Ordering;
 
 use tamer_cache::{PageClass, PageRef, BATCH};
 
+use std::sync::atomic::AtomicU64;
+
 use super::Engine;
 use crate::layout::*;
 use crate::DbError;
+
+/// The directory segments' first logical pages (0: not allocated), one per depth past the
+/// fixed region; read on every lookup without a lock.
+pub(super) fn no_segments() -> Box<[AtomicU64]> {
+    (0..MAX_SEGMENTS).map(|_| AtomicU64::new(0)).collect()
+}
 
 pub(super) fn mask(depth: u32) -> u64 {
     if depth == 0 {
@@ -30,33 +41,75 @@ impl Engine {
         key_hash(self.hash_key, key)
     }
 
-    /// Marks a bucket changed since the last checkpoint (no lock: a bit in `CopyState`).
-    pub(super) fn dirty_bucket(&self, page: u64) {
+    /// Marks a bucket (pattern `pattern`) changed since the last checkpoint (no lock: a bit
+    /// in `CopyState`, and the first mark lists it).
+    pub(super) fn dirty_bucket(&self, page: u64, pattern: u64) {
         if let Some(l) = logical(self.space_start, page) {
-            self.copies.mark_bucket_changed(l);
+            self.copies.mark_pair_changed(l, pattern);
         }
+    }
+
+    /// The cache tag of the directory page at `place` and, for a segment page, its first
+    /// copy's logical page.
+    pub(super) fn dir_page_at(&self, place: DirPlace) -> Result<(u64, Option<u64>), DbError> {
+        match place {
+            DirPlace::Fixed(i) => Ok((dir_page(self.dir_pages, i, 0), None)),
+            DirPlace::Segment { s, k } => {
+                let first = self
+                    .dir_segments
+                    .get(s as usize)
+                    .map_or(0, |f| f.load(Ordering::Acquire));
+                if first == 0 {
+                    return Err(super::corrupt(
+                        0,
+                        format!("directory segment {s} is not allocated"),
+                    ));
+                }
+                let l = segment_page(first, k, 0);
+                Ok((self.phys(l), Some(l)))
+            }
+        }
+    }
+
+    /// The directory page `tag` (a segment page when `segment`) from the cache: the fixed
+    /// region's are pinned, a segment's are index pages placed by their tag.
+    pub(super) fn dir_page_ref(&self, tag: u64, segment: bool) -> Result<PageRef<'_>, DbError> {
+        Ok(if segment {
+            self.cache.get_as(tag, PageClass::Index { set_key: tag })?
+        } else {
+            self.cache.get(tag)?
+        })
     }
 
     /// Directory slot `index`: (bucket page, the bucket's local depth).
     pub(super) fn dir_get(&self, index: u64) -> Result<(u64, u32), DbError> {
-        let page = self
-            .cache
-            .get(dir_page(self.dir_pages, index / DIR_PER_PAGE, 0))?;
-        let at = dir_slot_offset(index);
+        let (place, at) = dir_place(self.fixed_depth, index);
+        let (tag, l) = self.dir_page_at(place)?;
+        let page = self.dir_page_ref(tag, l.is_some())?;
         let slot = page
             .load_u64_optimistic(at)
             .unwrap_or_else(|| page.read(|b| get_u64(b, at)));
         Ok(dir_slot_parts(slot))
     }
 
+    /// Marks the directory page at `place` (cache tag `tag`, segment page `l`) changed.
+    pub(super) fn dirty_dir_page(&self, place: DirPlace, tag: u64, l: Option<u64>) {
+        match (place, l) {
+            (DirPlace::Fixed(i), _) => self.copies.mark_dir_changed(i),
+            (DirPlace::Segment { .. }, Some(l)) => self.copies.mark_pair_changed(l, tag),
+            (DirPlace::Segment { .. }, None) => unreachable!("a segment page has a logical page"),
+        }
+    }
+
     /// Points slot `index` at `bucket` (its current copy from `CopyState`) at `depth`.
     pub(super) fn dir_set(&self, index: u64, bucket: u64, depth: u32) -> Result<(), DbError> {
-        let i = index / DIR_PER_PAGE;
-        let page = self.cache.get(dir_page(self.dir_pages, i, 0))?;
+        let (place, at) = dir_place(self.fixed_depth, index);
+        let (tag, l) = self.dir_page_at(place)?;
+        let page = self.dir_page_ref(tag, l.is_some())?;
         let copy = self.copies.bucket_copy(self.logical_of(bucket)?);
-        self.copies.mark_dir_changed(i);
+        self.dirty_dir_page(place, tag, l);
         // One atomic store: `dir_get` reads the slot optimistically with one atomic load.
-        page.store_u64(dir_slot_offset(index), dir_slot(bucket, copy, depth));
+        page.store_u64(at, dir_slot(bucket, copy, depth));
         Ok(())
     }
 

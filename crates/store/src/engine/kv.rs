@@ -127,7 +127,7 @@ impl Engine {
     fn put_once(&self, hash: u64, key: &[u8], value: &[u8]) -> Result<Staged, DbError> {
         let _s = self.begin_change()?;
         let (mut e, pages) = self.write_record(key, value)?;
-        e.hash = hash as u32;
+        e.hash = tag(hash);
         match self.link(hash, key, e, None) {
             Ok(Linked::Replaced(old)) => {
                 self.release(&old);

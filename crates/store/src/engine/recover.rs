@@ -284,7 +284,7 @@ impl Engine {
             match d.op {
                 DeltaOp::Put => {
                     let mut e = d.entry;
-                    e.hash = d.hash as u32;
+                    e.hash = tag(d.hash);
                     match self.link(d.hash, &key, e, None)? {
                         Linked::Replaced(old) => self.release(&old),
                         Linked::Inserted => {

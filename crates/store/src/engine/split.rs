@@ -10,7 +10,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tamer_cache::PageClass;
+use tamer_cache::{PageClass, PageRef};
 
 use super::directory::mask;
 use super::Engine;
@@ -19,31 +19,90 @@ use crate::DbError;
 
 impl Engine {
     /// Doubles the directory from depth `depth` (the caller holds the split lock): the upper
-    /// half is written first, then the depth is published.
+    /// half (slots 2^depth..2^(depth+1), in the fixed region or in segment `depth -
+    /// fixed_depth`, allocated the first time) is written first, then the depth is published.
+    /// A failure leaves the depth as it was (an allocated segment stays for the next try).
     fn double_directory(&self, depth: u32) -> Result<(), DbError> {
         let half = 1u64 << depth;
-        let lower: Vec<u64> = (0..half)
-            .map(|i| {
-                let (page, d) = self.dir_get(i)?;
-                let copy = self.copies.bucket_copy(self.logical_of(page)?);
-                Ok(dir_slot(page, copy, d))
-            })
-            .collect::<Result<_, DbError>>()?;
+        if depth >= self.fixed_depth {
+            self.ensure_segment(depth - self.fixed_depth)?;
+        }
         let mut i = 0u64;
         while i < half {
             let index = half + i;
-            let page_index = index / DIR_PER_PAGE;
-            let page = self.cache.get(dir_page(self.dir_pages, page_index, 0))?;
-            let room = (DIR_PER_PAGE - index % DIR_PER_PAGE).min(half - i);
-            self.copies.mark_dir_changed(page_index);
+            let (place, at) = dir_place(self.fixed_depth, index);
+            let (tag, l) = self.dir_page_at(place)?;
+            let room = (DIR_PER_PAGE - (at - DIR_HEADER) as u64 / 8).min(half - i);
+            let slots = (i..i + room)
+                .map(|j| {
+                    let (page, d) = self.dir_get(j)?;
+                    let copy = self.copies.bucket_copy(self.logical_of(page)?);
+                    Ok(dir_slot(page, copy, d))
+                })
+                .collect::<Result<Vec<u64>, DbError>>()?;
+            let page = match l {
+                // A segment page is written whole: what its copies held is never read.
+                Some(_) => self
+                    .cache
+                    .get_for_overwrite_as(tag, PageClass::Index { set_key: tag })?,
+                None => self.cache.get(tag)?,
+            };
+            self.dirty_dir_page(place, tag, l);
             page.write(|b| {
-                for j in 0..room {
-                    put_u64(b, dir_slot_offset(index + j), lower[(i + j) as usize]);
+                if l.is_some() {
+                    b[..PAYLOAD].fill(0);
+                }
+                for (j, &slot) in slots.iter().enumerate() {
+                    put_u64(b, at + 8 * j, slot);
                 }
             });
             i += room;
         }
         self.global_depth.store(depth + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// The directory page and offset of each of `slots`, every page marked changed and held
+    /// in the cache (at most one page per slot; a bucket's slots span few pages).
+    fn dir_pages_for(&self, slots: &[u64]) -> Result<Vec<(PageRef<'_>, usize)>, DbError> {
+        let mut out: Vec<(PageRef<'_>, usize)> = Vec::with_capacity(slots.len());
+        let mut last: Option<(u64, usize)> = None;
+        for &index in slots {
+            let (place, at) = dir_place(self.fixed_depth, index);
+            let (tag, l) = self.dir_page_at(place)?;
+            let page = match last {
+                Some((t, n)) if t == tag => out[n].0.clone(),
+                _ => {
+                    let page = self.dir_page_ref(tag, l.is_some())?;
+                    self.dirty_dir_page(place, tag, l);
+                    last = Some((tag, out.len()));
+                    page
+                }
+            };
+            out.push((page, at));
+        }
+        Ok(out)
+    }
+
+    /// Allocates directory segment `s` unless it is: `segment_pages` pages, two copies each,
+    /// named in DRAM at once and by the next checkpoint's superblock.
+    fn ensure_segment(&self, s: u32) -> Result<(), DbError> {
+        let slot = &self.dir_segments[s as usize];
+        if slot.load(Ordering::Acquire) != 0 {
+            return Ok(());
+        }
+        let pages = segment_pages(self.fixed_depth, s);
+        let first = self.logical_of(self.alloc_marked(
+            2 * pages,
+            MapKind::Directory,
+            MapKind::Directory,
+        )?)?;
+        assert!(first != 0, "logical page 0 is the first bucket");
+        for k in 0..pages {
+            self.copies
+                .set_dir_segment_page(segment_page(first, k, 0), 0);
+        }
+        slot.store(first, Ordering::Release);
         Ok(())
     }
 
@@ -54,7 +113,7 @@ impl Engine {
     pub(super) fn split(&self, bucket: u64, pattern: u64, hash: u64) -> Result<(), DbError> {
         let _split = self.split_lock.lock();
         let b = self.bucket(bucket, pattern)?;
-        self.dirty_bucket(bucket);
+        self.dirty_bucket(bucket, pattern);
         b.write(|bytes| {
             if !bucket_covers(bytes, hash) || bucket_count(bytes) < BUCKET_CAP {
                 return Ok(()); // split (or emptied) by another thread meanwhile
@@ -75,15 +134,21 @@ impl Engine {
             if depth == global {
                 self.double_directory(global)?;
             }
-            let new_page = self.alloc_bucket()?;
+            // Every directory page the split rewrites, in the cache before anything changes
+            // (a segment page may miss): from here on the split cannot fail half done.
             let bit = 1u64 << depth;
-            self.dirty_bucket(new_page);
+            let global = self.global_depth.load(Ordering::Acquire);
+            let slots: Vec<u64> = (pattern..1u64 << global)
+                .step_by(1 << (depth + 1))
+                .flat_map(|index| [index | bit, index])
+                .collect();
+            let pages = self.dir_pages_for(&slots)?;
+            let new_page = self.alloc_bucket()?;
             let entries: Vec<Entry> = (0..bucket_count(bytes))
                 .map(|i| Entry::read(bytes, i))
                 .collect();
-            let (moved, kept): (Vec<Entry>, Vec<Entry>) = entries
-                .into_iter()
-                .partition(|e| u64::from(e.hash) & bit != 0);
+            let (moved, kept): (Vec<Entry>, Vec<Entry>) =
+                entries.into_iter().partition(|e| e.hash & bit != 0);
             let class = PageClass::Index {
                 set_key: pattern | bit,
             };
@@ -100,15 +165,21 @@ impl Engine {
                 self.free_or_leak(new_page, 2);
                 return Err(err.into());
             }
+            self.dirty_bucket(new_page, pattern | bit);
             // The slots of the new bucket's pattern now point to it; the old bucket's keep
             // their page with the deeper depth.
-            let global = self.global_depth.load(Ordering::Acquire);
-            let step = 1u64 << (depth + 1);
-            let mut index = pattern;
-            while index < (1u64 << global) {
-                self.dir_set(index | bit, new_page, depth + 1)?;
-                self.dir_set(index, bucket, depth + 1)?;
-                index += step;
+            let (new_copy, old_copy) = (
+                self.copies.bucket_copy(self.logical_of(new_page)?),
+                self.copies.bucket_copy(self.logical_of(bucket)?),
+            );
+            for (n, &index) in slots.iter().enumerate() {
+                let (page, at) = &pages[n];
+                let (target, copy) = if index & bit != 0 {
+                    (new_page, new_copy)
+                } else {
+                    (bucket, old_copy)
+                };
+                page.store_u64(*at, dir_slot(target, copy, depth + 1));
             }
             init_bucket(bytes, depth + 1, pattern);
             for (i, e) in kept.iter().enumerate() {

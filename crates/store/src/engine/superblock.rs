@@ -23,6 +23,13 @@ impl Engine {
             hash_key: self.hash_key,
             max_depth: self.max_depth,
             global_depth: self.global_depth.load(Ordering::Acquire),
+            fixed_depth: self.fixed_depth,
+            dir_segments: self
+                .dir_segments
+                .iter()
+                .map(|s| s.load(Ordering::Acquire))
+                .take_while(|&first| first != 0)
+                .collect(),
             clean,
             epoch: self.epoch.load(Ordering::Acquire),
             next_page: self.lock_alloc().next_page,

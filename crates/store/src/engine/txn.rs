@@ -349,7 +349,7 @@ impl Engine {
                 match value {
                     Some(value) => {
                         let (mut e, pages) = self.write_record(key, value)?;
-                        e.hash = hash as u32;
+                        e.hash = crate::layout::tag(hash);
                         puts.push((hash, key, e));
                         data_pages.extend(pages);
                     }
