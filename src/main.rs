@@ -39,8 +39,13 @@ enum Command {
     /// Verify a store's every checksum and structure (opened read-only) and report what is
     /// wrong. Exit status: 0 clean, 1 damaged, 2 could not check.
     Check {
-        /// The store file.
-        path: PathBuf,
+        /// The store file; several for a store striped over them, in the order it was created
+        /// with.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Pages per stripe unit of a striped store.
+        #[arg(long, default_value_t = tamer_device::STRIPE_UNIT_BLOCKS)]
+        stripe_unit: u64,
         /// MiB of cache to check with (at least the directory's size).
         #[arg(long, default_value_t = 64)]
         cache_mib: u64,
@@ -236,7 +241,11 @@ fn main() -> ExitCode {
         .init();
     let which = match cli.command {
         Command::Bench { which } => which,
-        Command::Check { path, cache_mib } => return check(&path, cache_mib),
+        Command::Check {
+            paths,
+            stripe_unit,
+            cache_mib,
+        } => return check(&paths, stripe_unit, cache_mib),
         Command::Crash(args) => return crash(args),
         Command::CrashWorker { path, seed } => {
             return match tamer_bench::crash::run_worker(&path, seed) {
@@ -500,17 +509,30 @@ fn crash(args: CrashArgs) -> ExitCode {
     }
 }
 
-/// `tamer check PATH`.
-fn check(path: &std::path::Path, cache_mib: u64) -> ExitCode {
-    if !path.is_file() {
-        eprintln!("error: {}: no such store file", path.display());
+/// `tamer check PATH...`.
+fn check(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
+    if let Some(missing) = paths.iter().find(|p| !p.is_file()) {
+        eprintln!("error: {}: no such store file", missing.display());
         return ExitCode::from(2);
     }
-    let options = tamer_store::DbOptions::new(cache_mib.max(1) << 20)
+    let path = &paths[0];
+    let mut options = tamer_store::DbOptions::new(cache_mib.max(1) << 20)
         .read_only(true)
         .cleaner(false)
         .warm_index(false)
         .cores(1);
+    if paths.len() > 1 {
+        options = options.device(tamer_store::DeviceKind::Striped {
+            parts: paths
+                .iter()
+                .map(|p| tamer_store::StripePart {
+                    path: p.clone(),
+                    device: tamer_store::DeviceKind::Uring,
+                })
+                .collect(),
+            unit_blocks: stripe_unit,
+        });
+    }
     let db = match tamer_store::Db::open(path, options) {
         Ok(db) => db,
         Err(err) => {

@@ -312,12 +312,7 @@ fn run_point(
     let ops = Arc::new(AtomicU64::new(0));
     let mode = mechanism.wait_mode();
     // The clock starts once the executors and their stacks exist: set-up is not measured.
-    let blocks = match spec {
-        DeviceSpec::Emulated { model } => model.capacity_bytes(),
-        DeviceSpec::Faulty { state } => state.model().capacity_bytes(),
-        DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
-        DeviceSpec::Mmap { map, .. } => map.capacity_bytes(),
-    } / BLOCK_SIZE as u64;
+    let blocks = spec.capacity_bytes() / BLOCK_SIZE as u64;
     let job = |t: usize, stop_at: u64| {
         point_job(
             t,

@@ -19,6 +19,7 @@
 //! - [`EmulatedDevice`]: seed 000's microsecond-latency device emulator, DRAM-backed, with latency
 //!   in nanoseconds, seeded jitter, a queue-depth cap and an IOPS/bandwidth cap;
 //! - [`SyncDevice`]: blocking `pread`/`pwrite`, the baseline where the core waits for the device;
+//! - [`StripedDevice`]: several devices (one per drive) as one, striped in units of blocks;
 //! - [`FaultyDevice`]: the emulator with power loss (unflushed writes kept, dropped or torn at
 //!   512-byte sectors), read errors and a full device injected, for crash tests.
 //!
@@ -47,6 +48,7 @@ mod file;
 mod mmap;
 mod open;
 mod stats;
+mod striped;
 mod sync;
 mod uring;
 
@@ -58,6 +60,7 @@ pub use file::{fill_with_data, DeviceFile};
 pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
 pub use open::{open_device, uring_available, DeviceSpec};
 pub use stats::DeviceStats;
+pub use striped::{stripe_place, FileSet, StripedDevice, STRIPE_UNIT_BLOCKS};
 pub use sync::SyncDevice;
 pub use uring::{UringConfig, UringDevice, UringSetup};
 

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::{
     Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FaultState,
-    FaultyDevice, FileMap, MmapDevice, SyncDevice, UringConfig, UringDevice,
+    FaultyDevice, FileMap, MmapDevice, StripedDevice, SyncDevice, UringConfig, UringDevice,
 };
 
 /// Set this environment variable to make tamer behave as if io_uring were unavailable.
@@ -34,6 +34,28 @@ pub enum DeviceSpec {
         map: Arc<FileMap>,
         queue_depth: usize,
     },
+    /// Several devices as one ([`StripedDevice`]), striped in units of `unit_blocks` blocks.
+    Striped {
+        parts: Vec<DeviceSpec>,
+        unit_blocks: u64,
+    },
+}
+
+impl DeviceSpec {
+    /// The capacity a device opened on this spec has now.
+    pub fn capacity_bytes(&self) -> u64 {
+        match self {
+            DeviceSpec::Emulated { model } => model.capacity_bytes(),
+            DeviceSpec::Faulty { state } => state.model().capacity_bytes(),
+            DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
+            DeviceSpec::Mmap { map, .. } => map.capacity_bytes(),
+            DeviceSpec::Striped { parts, unit_blocks } => {
+                let unit_bytes = unit_blocks * crate::BLOCK_SIZE as u64;
+                let smallest = parts.iter().map(|p| p.capacity_bytes()).min().unwrap_or(0);
+                smallest / unit_bytes * unit_bytes * parts.len() as u64
+            }
+        }
+    }
 }
 
 /// Whether io_uring can be set up in this process (probed once).
@@ -98,6 +120,18 @@ pub fn open_device(
                 ));
             }
             Ok(Box::new(SyncDevice::new(file.clone(), arena, *queue_depth)))
+        }
+        DeviceSpec::Striped { parts, unit_blocks } => {
+            let handles = parts
+                .iter()
+                .map(|part| match part {
+                    DeviceSpec::Striped { .. } => Err(DeviceError::Config(
+                        "a striped device's parts are not striped".into(),
+                    )),
+                    _ => open_device(part, arena.clone(), handle_index),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Box::new(StripedDevice::new(handles, *unit_blocks)?))
         }
         DeviceSpec::Mmap { map, queue_depth } => {
             if *queue_depth == 0 {

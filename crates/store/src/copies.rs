@@ -620,6 +620,8 @@ mod tests {
             queue_first: 0,
             queues: 1,
             queue_pages: 16,
+            stripe_parts: 1,
+            stripe_unit: 1,
         };
         let mut pages = std::collections::HashMap::new();
         let fixed = dir_page(1, 0, 0);

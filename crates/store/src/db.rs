@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tamer_cache::{CacheConfig, CacheStats, PageCache, BATCH, PAGE_SIZE};
-use tamer_device::{DeviceFile, DeviceSpec, EmulatorConfig, EmulatorModel, FileMap, UringConfig};
+use tamer_device::EmulatorModel;
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
+use crate::device::{Layout, RawPages};
 use crate::engine::{
     check_sizes, is_data_page, CheckReport, CheckpointStats, CommitStats, CompactionStats,
-    Durability, Engine, EngineSetup, RecoveryStats, Space, Tx, WriteBatch, SPARSE_QUEUE,
+    Durability, Engine, EngineSetup, RecoveryStats, Tx, WriteBatch, SPARSE_QUEUE,
 };
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
@@ -53,6 +54,18 @@ pub enum DeviceKind {
     /// writes, read errors, a full device), for crash tests; reopen on
     /// [`tamer_device::FaultState::crash_model`].
     Faulty(Arc<tamer_device::FaultState>),
+    /// Several files (one per drive, say) or emulated devices as one store, striped in units
+    /// of `unit_blocks` pages ([`tamer_device::STRIPE_UNIT_BLOCKS`] is a good default): page
+    /// `p` lives on part `(p / unit) % parts` (the path given to [`Db::open`] is ignored).
+    /// The parts and their order are fixed when the store is created (the superblock records
+    /// how many and the unit; a reopen with others is refused, parts given in another order
+    /// fail their page checksums). A transaction commits with one record in its core's
+    /// staging queue whatever parts its pages are on, and is acknowledged once every part it
+    /// wrote is flushed (`docs/durability.md`).
+    Striped {
+        parts: Vec<crate::device::StripePart>,
+        unit_blocks: u64,
+    },
 }
 
 /// How to open a [`Db`].
@@ -434,85 +447,6 @@ pub struct DbHandle {
     engine: Arc<Engine>,
 }
 
-/// The device's pages read outside the cache (zeros past its end), for recovery's choice of
-/// copies before the cache exists: the file is opened once.
-enum RawPages {
-    Model(Arc<EmulatorModel>),
-    File {
-        file: std::fs::File,
-        len: u64,
-        path: PathBuf,
-    },
-}
-
-impl RawPages {
-    fn open(path: &Path, model: Option<&Arc<EmulatorModel>>) -> Result<Self, DbError> {
-        if let Some(model) = model {
-            return Ok(RawPages::Model(model.clone()));
-        }
-        let file = std::fs::File::open(path)
-            .map_err(|err| DbError::Config(format!("opening {}: {err}", path.display())))?;
-        let len = file.metadata().map_or(0, |m| m.len());
-        Ok(RawPages::File {
-            file,
-            len,
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn read(&self, page: u64) -> Result<Vec<u8>, DbError> {
-        let mut bytes = vec![0u8; PAGE_SIZE];
-        let offset = page * PAGE_SIZE as u64;
-        match self {
-            RawPages::Model(model) => {
-                if offset + PAGE_SIZE as u64 <= model.capacity_bytes() {
-                    model.read_block(page, &mut bytes)?;
-                }
-            }
-            RawPages::File { file, len, path } => {
-                use std::os::unix::fs::FileExt;
-                if offset + PAGE_SIZE as u64 <= *len {
-                    file.read_exact_at(&mut bytes, offset).map_err(|err| {
-                        DbError::Config(format!("reading {}: {err}", path.display()))
-                    })?;
-                }
-            }
-        }
-        Ok(bytes)
-    }
-}
-
-/// The superblock copies (pages `0..SUPERBLOCK_COPIES`) as found on the device: `None` for a
-/// page not there (a short or missing file).
-fn read_superblock_pages(
-    path: &Path,
-    model: Option<&Arc<EmulatorModel>>,
-) -> Result<Vec<Option<Vec<u8>>>, DbError> {
-    let mut pages = Vec::new();
-    for copy in 0..SUPERBLOCK_COPIES {
-        let mut page = vec![0u8; PAGE_SIZE];
-        let offset = copy * PAGE_SIZE as u64;
-        if let Some(model) = model {
-            model.read_at(offset, &mut page)?;
-            pages.push(Some(page));
-            continue;
-        }
-        use std::os::unix::fs::FileExt;
-        let Ok(file) = std::fs::File::open(path) else {
-            return Ok(vec![None; SUPERBLOCK_COPIES as usize]);
-        };
-        let len = file.metadata().map_or(0, |m| m.len());
-        if len < offset + PAGE_SIZE as u64 {
-            pages.push(None);
-            continue;
-        }
-        file.read_exact_at(&mut page, offset)
-            .map_err(|err| DbError::Config(format!("reading {}: {err}", path.display())))?;
-        pages.push(Some(page));
-    }
-    Ok(pages)
-}
-
 /// What the superblock copies say at open.
 enum Found {
     /// The current superblock (the valid copy with the higher sequence) and its page.
@@ -593,20 +527,13 @@ impl Db {
                 )));
             }
         }
-        let model = match &options.device {
-            DeviceKind::Emulated {
-                latency_ns,
-                capacity_bytes,
-            } => Some(
-                EmulatorConfig::with_latency_ns(*latency_ns)
-                    .capacity_bytes(*capacity_bytes)
-                    .build()?,
-            ),
-            DeviceKind::Model(model) => Some(model.clone()),
-            DeviceKind::Faulty(state) => Some(state.model().clone()),
-            _ => None,
-        };
-        let found = choose_superblock(&read_superblock_pages(&path, model.as_ref())?)?;
+        let layout = Layout::of(&path, &options.device)?;
+        let model = layout.single_model();
+        let raw = RawPages::open(&layout)?;
+        let superblocks = (0..SUPERBLOCK_COPIES)
+            .map(|copy| raw.read(copy).map(Some))
+            .collect::<Result<Vec<_>, _>>()?;
+        let found = choose_superblock(&superblocks)?;
         let first_torn = matches!(found, Found::FirstCheckpointTorn);
         let existing = match found {
             Found::Store(sb, page) => Some((sb, page)),
@@ -633,7 +560,16 @@ impl Db {
         // Recovery's first step: which copy of each index page the last checkpoint wrote.
         let (copies, next_epoch) = match &existing {
             Some((sb, _)) => {
-                let raw = RawPages::open(&path, model.as_ref())?;
+                if (sb.stripe_parts, sb.stripe_unit) != (layout.parts(), layout.unit_blocks()) {
+                    return Err(DbError::Config(format!(
+                        "the store is striped over {} parts in units of {} pages; opened with \
+                         {} parts in units of {}",
+                        sb.stripe_parts,
+                        sb.stripe_unit,
+                        layout.parts(),
+                        layout.unit_blocks()
+                    )));
+                }
                 crate::copies::recover(sb, |page| raw.read(page))?
             }
             None => {
@@ -643,7 +579,6 @@ impl Db {
                     vec![],
                 );
                 let next_epoch = if first_torn {
-                    let raw = RawPages::open(&path, model.as_ref())?;
                     1 + crate::copies::max_epoch_written(fixed_depth, |page| raw.read(page))?
                 } else {
                     1
@@ -679,49 +614,12 @@ impl Db {
             other => other,
         })?;
         let cache = Arc::new(cache);
-        let (spec, space) = match &options.device {
-            DeviceKind::Uring | DeviceKind::Sync | DeviceKind::Mmap => {
-                // Read-only: the file as it is, never grown.
-                let initial_bytes = if options.read_only {
-                    0
-                } else {
-                    options
-                        .initial_file_bytes
-                        .max(PAGE_SIZE as u64 * (DIR_START + 2 * pinned_pages + 4))
-                };
-                let file = Arc::new(DeviceFile::open_existing(&path, initial_bytes)?);
-                let space = Space::File {
-                    file: file.clone(),
-                    max_bytes: options.max_file_bytes,
-                };
-                let spec = match options.device {
-                    DeviceKind::Uring => DeviceSpec::Uring {
-                        file,
-                        config: UringConfig::default(),
-                    },
-                    DeviceKind::Mmap => DeviceSpec::Mmap {
-                        map: Arc::new(FileMap::new(file)?),
-                        queue_depth: 64,
-                    },
-                    _ => DeviceSpec::Sync {
-                        file,
-                        queue_depth: 64,
-                    },
-                };
-                (spec, space)
-            }
-            _ => {
-                let model = model.clone().expect("emulated");
-                let capacity_bytes = model.capacity_bytes();
-                let spec = match &options.device {
-                    DeviceKind::Faulty(state) => DeviceSpec::Faulty {
-                        state: state.clone(),
-                    },
-                    _ => DeviceSpec::Emulated { model },
-                };
-                (spec, Space::Fixed { capacity_bytes })
-            }
-        };
+        // Read-only: the files as they are, never grown.
+        let initial_bytes = options
+            .initial_file_bytes
+            .max(PAGE_SIZE as u64 * (DIR_START + 2 * pinned_pages + 4));
+        let (spec, space) =
+            layout.open(initial_bytes, options.max_file_bytes, options.read_only)?;
         let runtime_config = RuntimeConfig {
             cores: options.cores,
             pin: options.pin,
@@ -745,6 +643,7 @@ impl Db {
             durability: options.durability,
             queues: options.cores as u32,
             lock_timeout_ns: options.lock_timeout.as_nanos().min(u64::MAX as u128) as u64,
+            stripe: (layout.parts(), layout.unit_blocks()),
         });
         if options.read_only {
             engine = engine.read_only();

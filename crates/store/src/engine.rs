@@ -116,6 +116,8 @@ pub(crate) struct Engine {
     /// The directory segments past the fixed region: first logical page each, 0 until
     /// allocated (`layout::dir_place`).
     dir_segments: Box<[AtomicU64]>,
+    /// Parts the store is striped over and the unit in pages (recorded in the superblock).
+    stripe: (u32, u64),
     /// First page past the superblocks and the directory: the first group's map page.
     space_start: u64,
     /// Pages of one copy of the directory's fixed region.
@@ -183,6 +185,8 @@ pub(crate) struct EngineSetup {
     pub queues: u32,
     /// How long an operation waits for key locks in all (`DbOptions::lock_timeout`).
     pub lock_timeout_ns: u64,
+    /// Parts the store is striped over and the unit in pages.
+    pub stripe: (u32, u64),
 }
 
 fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
@@ -246,6 +250,7 @@ impl Engine {
             durability,
             queues,
             lock_timeout_ns,
+            stripe,
         } = setup;
         let (queues, last_ts) = existing
             .as_ref()
@@ -287,6 +292,7 @@ impl Engine {
             max_depth,
             fixed_depth,
             dir_segments,
+            stripe,
             space_start: space_start(dir_pages(fixed_depth)),
             dir_pages: dir_pages(fixed_depth),
             copies,

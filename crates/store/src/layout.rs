@@ -325,7 +325,10 @@ pub fn segment_page(first: u64, k: u64, copy: u64) -> u64 {
 const SEGMENTS_AT: usize = 128;
 /// Most directory segments: one per depth past the fixed region.
 pub const MAX_SEGMENTS: usize = crate::MAX_DIRECTORY_DEPTH as usize;
-const _: () = assert!(SEGMENTS_AT + 8 * MAX_SEGMENTS <= PAYLOAD);
+const _: () = assert!(SEGMENTS_AT + 8 * MAX_SEGMENTS <= STRIPE_AT);
+/// Where the superblock keeps the stripe: parts u32, then (at + 8) the unit u64.
+const STRIPE_AT: usize = 376;
+const _: () = assert!(STRIPE_AT + 16 <= PAYLOAD);
 
 /// The superblock (pages 0 and 1: each write goes to the copy not holding the newest, with
 /// the next sequence number, so a torn write leaves the other copy intact).
@@ -346,6 +349,10 @@ pub struct Superblock {
     /// The directory segments allocated so far (first logical page each): segment `s` holds
     /// slots 2^(fixed_depth+s)..2^(fixed_depth+s+1). At least `global_depth - fixed_depth`.
     pub dir_segments: Vec<u64>,
+    /// Parts the store is striped over (1: one file or device) and the stripe unit in pages
+    /// (1 for one part).
+    pub stripe_parts: u32,
+    pub stripe_unit: u64,
     /// 1 when the store was closed cleanly (the free list and high-water mark are current).
     pub clean: bool,
     /// First logical page never allocated (the high-water mark).
@@ -392,6 +399,8 @@ impl Superblock {
         for (s, &first) in self.dir_segments.iter().enumerate() {
             put_u64(b, SEGMENTS_AT + 8 * s, first);
         }
+        put_u32(b, STRIPE_AT, self.stripe_parts);
+        put_u64(b, STRIPE_AT + 8, self.stripe_unit);
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -427,7 +436,15 @@ impl Superblock {
             queue_pages: get_u32(b, 116),
             fixed_depth: get_u32(b, 120),
             dir_segments: Vec::new(),
+            stripe_parts: get_u32(b, STRIPE_AT),
+            stripe_unit: get_u64(b, STRIPE_AT + 8),
         };
+        if sb.stripe_parts == 0 || sb.stripe_unit == 0 {
+            return Err(format!(
+                "striped over {} parts in units of {} pages",
+                sb.stripe_parts, sb.stripe_unit
+            ));
+        }
         let segments = get_u32(b, 124) as usize;
         if segments > MAX_SEGMENTS {
             return Err(format!("{segments} directory segments"));

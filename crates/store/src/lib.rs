@@ -198,6 +198,7 @@
 mod alloc;
 mod copies;
 mod db;
+mod device;
 mod engine;
 mod error;
 mod layout;
@@ -207,6 +208,7 @@ pub use db::{
     DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_PINNED_DIRECTORY_DEPTH,
 };
+pub use device::{StripePart, MAX_STRIPE_PARTS};
 pub use engine::{
     CheckReport, CheckpointStats, CommitStats, CompactionStats, Durability, Problem, RecoveryStats,
     Tx, WriteBatch, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,

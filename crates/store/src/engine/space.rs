@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use tamer_cache::{PageRef, PAGE_SIZE};
-use tamer_device::DeviceFile;
+use tamer_device::FileSet;
 
 use super::{corrupt, Engine};
 use crate::alloc::Alloc;
@@ -21,9 +21,10 @@ use crate::DbError;
 
 /// Where new pages come from.
 pub(crate) enum Space {
-    /// A file grown with `posix_fallocate`, up to `max_bytes`.
+    /// A file, or files striped as one, grown with `posix_fallocate` (all together), up to
+    /// `max_bytes` in all.
     File {
-        file: Arc<DeviceFile>,
+        files: Arc<FileSet>,
         max_bytes: Option<u64>,
     },
     /// A device of a fixed size (the emulator).
@@ -168,7 +169,10 @@ impl Engine {
                 }
                 Ok(())
             }
-            Space::File { file, max_bytes } => {
+            Space::File {
+                files: file,
+                max_bytes,
+            } => {
                 let current = file.capacity_bytes();
                 if bytes <= current {
                     return Ok(());
@@ -275,7 +279,7 @@ impl Engine {
         let bytes = end_physical.saturating_mul(PAGE_SIZE as u64);
         match &self.space {
             Space::Fixed { capacity_bytes } => bytes <= *capacity_bytes,
-            Space::File { file, .. } => bytes <= file.capacity_bytes(),
+            Space::File { files, .. } => bytes <= files.capacity_bytes(),
         }
     }
 
@@ -309,7 +313,7 @@ impl Engine {
 
     fn capacity_bytes(&self) -> u64 {
         match &self.space {
-            Space::File { file, .. } => file.capacity_bytes(),
+            Space::File { files, .. } => files.capacity_bytes(),
             Space::Fixed { capacity_bytes } => *capacity_bytes,
         }
     }

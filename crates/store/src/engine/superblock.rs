@@ -30,6 +30,8 @@ impl Engine {
                 .map(|s| s.load(Ordering::Acquire))
                 .take_while(|&first| first != 0)
                 .collect(),
+            stripe_parts: self.stripe.0,
+            stripe_unit: self.stripe.1,
             clean,
             epoch: self.epoch.load(Ordering::Acquire),
             next_page: self.lock_alloc().next_page,
