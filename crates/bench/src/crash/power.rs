@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
-use tamer_store::{CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Durability, Tx};
+use tamer_store::{
+    CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Durability, StripePart, Tx,
+};
 
 /// A store's contents: every (key, value).
 pub type Model = HashMap<Vec<u8>, Vec<u8>>;
@@ -99,50 +101,97 @@ fn second_crash(rng: &mut SmallRng) -> Option<u64> {
     }
 }
 
-/// Reopens after the power loss `state` had, with seeded fates for its unflushed writes, and
-/// checks the store (`check` clean). With `second = Some(n)` the reopening first runs on a
-/// fault device that loses power at its `n`-th write (seeded fates again), and the store
-/// reopened after that must hold exactly what an uninterrupted reopening holds.
+/// The store's device on `parts`: the one part, or a stripe of them in units of 2 pages (so
+/// that a group commit's pages fall on every part).
+pub fn device_of(mut parts: Vec<DeviceKind>) -> DeviceKind {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
+    DeviceKind::Striped {
+        parts: parts
+            .into_iter()
+            .map(|device| StripePart {
+                path: "unused".into(),
+                device,
+            })
+            .collect(),
+        unit_blocks: 2,
+    }
+}
+
+/// Reopens after the power loss every part in `states` had (one part, or a stripe), with
+/// seeded fates for each part's unflushed writes, and checks the store (`check` clean). With
+/// `second = Some(n)` the reopening first runs on fault devices of which the first loses power
+/// at its `n`-th write (then all), and the store reopened after that must hold exactly what an
+/// uninterrupted reopening holds.
 pub fn recover(
-    state: &FaultState,
+    states: &[Arc<FaultState>],
     seed: u64,
     options: &dyn Fn(DeviceKind) -> DbOptions,
     second: Option<u64>,
 ) -> Result<(Db, CheckReport), String> {
-    state.power_loss();
-    let fates = state.seeded_fates(seed);
-    let image = || {
-        state
-            .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
-            .expect("a crash image")
+    for state in states {
+        state.power_loss();
+    }
+    let images = |states: &[Arc<FaultState>], seed: u64| -> Vec<DeviceKind> {
+        states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                let fates = state.seeded_fates(seed ^ (i as u64) << 56);
+                DeviceKind::Model(
+                    state
+                        .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
+                        .expect("a crash image"),
+                )
+            })
+            .collect()
     };
     let db = match second {
-        None => Db::open("unused", options(DeviceKind::Model(image())))
+        None => Db::open("unused", options(device_of(images(states, seed))))
             .map_err(|e| format!("reopening after the crash: {e}"))?,
         Some(at) => {
-            let clean = Db::open("unused", options(DeviceKind::Model(image())))
+            let clean = Db::open("unused", options(device_of(images(states, seed))))
                 .map_err(|e| format!("reopening after the crash: {e}"))?;
             let expected = contents(&clean)?;
             clean.close().map_err(|e| format!("closing: {e}"))?;
-            let plan = FaultPlan {
-                crash: CrashPoint::AfterWrites(at),
-                ..FaultPlan::default()
-            };
-            let during = FaultState::new(image(), plan).expect("a fault device");
-            if let Ok(db) = Db::open("unused", options(DeviceKind::Faulty(during.clone()))) {
-                during.power_loss();
+            let during: Vec<Arc<FaultState>> = images(states, seed)
+                .into_iter()
+                .enumerate()
+                .map(|(i, image)| {
+                    let DeviceKind::Model(model) = image else {
+                        unreachable!("images are models")
+                    };
+                    let crash = if i == 0 {
+                        CrashPoint::AfterWrites(at)
+                    } else {
+                        CrashPoint::Never
+                    };
+                    let plan = FaultPlan {
+                        crash,
+                        ..FaultPlan::default()
+                    };
+                    FaultState::new(model, plan).expect("a fault device")
+                })
+                .collect();
+            let faulty = during
+                .iter()
+                .map(|d| DeviceKind::Faulty(d.clone()))
+                .collect();
+            if let Ok(db) = Db::open("unused", options(device_of(faulty))) {
+                for d in &during {
+                    d.power_loss();
+                }
                 let _ = db.close();
             }
-            during.power_loss();
-            let image = during
-                .crash_model(
-                    EmulatorConfig::with_latency_ns(1_000),
-                    &during.seeded_fates(seed ^ 0x5ec0_0d00),
-                )
-                .expect("a crash image");
-            let db = Db::open("unused", options(DeviceKind::Model(image))).map_err(|e| {
-                format!("reopening after a second crash at recovery write {at}: {e}")
-            })?;
+            for d in &during {
+                d.power_loss();
+            }
+            let db = Db::open(
+                "unused",
+                options(device_of(images(&during, seed ^ 0x5ec0_0d00))),
+            )
+            .map_err(|e| format!("reopening after a second crash at recovery write {at}: {e}"))?;
             let got = contents(&db)?;
             ensure!(
                 got == expected,
@@ -294,7 +343,7 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
         state.power_loss();
         let _ = db.close();
     }
-    let (db, report) = recover(&state, seed, &options, second)?;
+    let (db, report) = recover(std::slice::from_ref(&state), seed, &options, second)?;
     ensure!(
         report.leaked_pages <= 2,
         "{} leaked pages (at most 2): {report:?}",
@@ -455,15 +504,36 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
         crash: CrashPoint::AfterWrites(rng.gen_range(10..400)),
         write_cache_bytes: rng.gen_range(4..256) << 12,
     };
-    // Drawn from its own stream, so the crash points above stay those of earlier runs.
-    let second = second_crash(&mut SmallRng::seed_from_u64(seed ^ 0x5ec0_0d00));
-    let state = FaultState::new(emulator(64 << 20), plan).expect("a fault device");
+    // Drawn from their own stream, so the crash points above stay those of earlier runs.
+    let mut own = SmallRng::seed_from_u64(seed ^ 0x5ec0_0d00);
+    let second = second_crash(&mut own);
+    // Half the seeds stripe the store over two parts; the first loses power at the seeded
+    // write, the other when the workload has stopped.
+    let parts = if own.gen_bool(0.5) { 2 } else { 1 };
+    let states: Vec<Arc<FaultState>> = (0..parts)
+        .map(|i| {
+            let plan = FaultPlan {
+                crash: if i == 0 {
+                    plan.crash
+                } else {
+                    CrashPoint::Never
+                },
+                ..plan
+            };
+            FaultState::new(emulator(64 << 20), plan).expect("a fault device")
+        })
+        .collect();
+    let faulty = || {
+        device_of(
+            states
+                .iter()
+                .map(|s| DeviceKind::Faulty(s.clone()))
+                .collect(),
+        )
+    };
     let mut setup_done = false;
     let mut churned = None;
-    if let Ok(db) = Db::open(
-        "unused",
-        concurrent_options(DeviceKind::Faulty(state.clone())),
-    ) {
+    if let Ok(db) = Db::open("unused", concurrent_options(faulty())) {
         setup_done = open_accounts(&db).is_ok();
         if setup_done {
             let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
@@ -491,10 +561,12 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
                 start.elapsed()
             );
         }
-        state.power_loss();
+        for state in &states {
+            state.power_loss();
+        }
         let _ = db.close();
     }
-    let (db, _) = recover(&state, seed, &concurrent_options, second)?;
+    let (db, _) = recover(&states, seed, &concurrent_options, second)?;
     let mut accounts = 0u32;
     for i in 0..ACCOUNTS {
         accounts += u32::from(
