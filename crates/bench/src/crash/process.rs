@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tamer_store::Db;
 
-use super::worker::{apply, ops, options};
+use super::worker::{apply, ops, options, second_part};
 
 /// What one kill came to (when its checks passed).
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +46,8 @@ pub fn kill_once(worker: &Path, dir: &Path, seed: u64) -> Result<KillOutcome, St
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let path = dir.join(format!("tamer-crash-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let _cleanup = TempFile(path.clone());
+    let _ = std::fs::remove_file(second_part(&path));
+    let _cleanup = (TempFile(path.clone()), TempFile(second_part(&path)));
     let mut child = Command::new(worker)
         .arg("crash-worker")
         .arg(&path)
@@ -90,7 +91,7 @@ pub fn kill_once(worker: &Path, dir: &Path, seed: u64) -> Result<KillOutcome, St
         "the worker never created its store {} (acknowledged {durable})",
         path.display()
     );
-    let db = Db::open(&path, options().cleaner(false))
+    let db = Db::open(&path, options(&path, seed).cleaner(false))
         .map_err(|e| format!("reopening after SIGKILL: {e}"))?;
     let report = db.check().map_err(|e| format!("check: {e}"))?;
     ensure!(report.is_clean(), "check after SIGKILL: {report:?}");

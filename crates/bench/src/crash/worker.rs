@@ -7,11 +7,11 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tamer_store::{Db, DbOptions, DeviceKind};
+use tamer_store::{Db, DbOptions, DeviceKind, StripePart};
 
 /// Keys the workload touches.
 pub const KEYS: u32 = 2_000;
@@ -70,10 +70,32 @@ pub fn apply(model: &mut HashMap<Vec<u8>, Vec<u8>>, op: &Op) {
     }
 }
 
-/// The options the worker and the checker open the store with.
-pub fn options() -> DbOptions {
+/// The second file of a striped store at `path` (odd seeds).
+pub fn second_part(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".part1");
+    PathBuf::from(name)
+}
+
+/// The options the worker and the checker open the store at `path` with: odd seeds stripe it
+/// over `path` and [`second_part`] in units of 4 pages.
+pub fn options(path: &Path, seed: u64) -> DbOptions {
+    let device = if seed % 2 == 1 {
+        DeviceKind::Striped {
+            parts: [path.to_path_buf(), second_part(path)]
+                .into_iter()
+                .map(|path| StripePart {
+                    path,
+                    device: DeviceKind::Uring,
+                })
+                .collect(),
+            unit_blocks: 4,
+        }
+    } else {
+        DeviceKind::Uring
+    };
     DbOptions::new(4 << 20)
-        .device(DeviceKind::Uring)
+        .device(device)
         .cores(1)
         .max_directory_depth(10)
         .pinned_directory_depth(2)
@@ -83,7 +105,8 @@ pub fn options() -> DbOptions {
 
 /// Runs the workload of `seed` on the store at `path` until killed (or an error).
 pub fn run_worker(path: &Path, seed: u64) -> Result<(), String> {
-    let db = Db::open(path, options()).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let db = Db::open(path, options(path, seed))
+        .map_err(|e| format!("opening {}: {e}", path.display()))?;
     let mut out = std::io::stdout().lock();
     for (done, op) in ops(seed).enumerate() {
         match op {
