@@ -656,7 +656,12 @@ impl Db {
             model,
             path,
         };
-        db.run(|h| h.engine.load())??;
+        if let Err(err) = db.run(|h| h.engine.load()).and_then(|loaded| loaded) {
+            // The close fails for the open's reason (the store never opened): the open's
+            // error says it, without a second warning from `Drop`.
+            let _ = db.close_inner();
+            return Err(err);
+        }
         if options.warm_index {
             // Only a head start: a bucket it cannot read (corrupt, a device error) reports
             // that error to the operations that need it.
@@ -665,7 +670,13 @@ impl Db {
             }
         }
         if options.cleaner && !options.read_only {
-            db.cleaners = Some(Cleaners::start(db.runtime(), &db.engine, options.cores)?);
+            match Cleaners::start(db.runtime(), &db.engine, options.cores) {
+                Ok(cleaners) => db.cleaners = Some(cleaners),
+                Err(err) => {
+                    let _ = db.close_inner();
+                    return Err(err);
+                }
+            }
         }
         Ok(db)
     }
