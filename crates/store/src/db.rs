@@ -895,7 +895,7 @@ impl Db {
     /// Compacts every data page queued as sparse (live bytes ≤ [`crate::COMPACT_LIVE_BYTES`]): their
     /// live records move to the open page and the pages are freed. The background cleaner does
     /// this a few pages per pass when space runs short (free pages and room below the end of the
-    /// file under [`crate::COMPACT_RESERVE_MIN_PAGES`] or 1/32 of the pages in use); this call
+    /// file under [`crate::COMPACT_RESERVE_MIN_PAGES`] or 1/8 of the pages in use); this call
     /// does it now, whatever the room (at most 4 × [`SPARSE_QUEUE`] pages).
     /// Returns the pages taken from the queue.
     pub fn compact(&self) -> Result<usize, DbError> {

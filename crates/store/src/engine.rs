@@ -158,6 +158,8 @@ pub(crate) struct Engine {
     read_only: bool,
     /// Closed data pages that fell to `COMPACT_LIVE_BYTES` live bytes or fewer.
     sparse: crossbeam_queue::ArrayQueue<u64>,
+    /// A sparse hint was dropped since the last map rescan (`compaction::refill_sparse`).
+    sparse_rescan: AtomicBool,
     pages_compacted: AtomicU64,
     records_moved: AtomicU64,
     hints_dropped: AtomicU64,
@@ -321,6 +323,8 @@ impl Engine {
             active_ops: std::sync::atomic::AtomicUsize::new(0),
             read_only: false,
             sparse: crossbeam_queue::ArrayQueue::new(SPARSE_QUEUE),
+            // The queue starts empty: the sparse pages a reopened store has are in its map.
+            sparse_rescan: AtomicBool::new(true),
             pages_compacted: AtomicU64::new(0),
             records_moved: AtomicU64::new(0),
             hints_dropped: AtomicU64::new(0),

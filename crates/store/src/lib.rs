@@ -129,10 +129,10 @@
 //! dies. A free page is marked in the map first, then handed to the in-DRAM free extents
 //! (coalesced, best fit by size), which a clean open rebuilds from the map.
 //! **Compaction** reclaims the dead bytes of data pages that still hold live records: a
-//! settled page whose live bytes fall to [`COMPACT_LIVE_BYTES`] (a quarter of a page) or fewer
+//! settled page whose live bytes fall to [`COMPACT_LIVE_BYTES`] (half a page) or fewer
 //! is queued (in DRAM, at most [`SPARSE_QUEUE`] pages; a full queue drops the hint), and the
 //! background cleaner (under space pressure: when the free pages plus the room below the
-//! file's end fall under [`COMPACT_RESERVE_MIN_PAGES`] or 1/32 of the pages in use) or
+//! file's end fall under [`COMPACT_RESERVE_MIN_PAGES`] or 1/8 of the pages in use) or
 //! [`Db::compact`] (at once) moves its live records to the open page: each move
 //! is an ordinary out-of-place write whose entry switch is conditional (it happens only if the
 //! key's entry still points at the same record bytes, under the bucket's exclusive latch), so
