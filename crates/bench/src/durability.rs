@@ -36,6 +36,12 @@
 //! in the same rounds ([`probe`]). Recovery time: a power loss on the fault-injecting emulator
 //! after a `lad` run, then a reopen ([`recovery`]).
 //!
+//! Bytes per transaction, two ways: `bytes_per_txn` counts what the store and the log wrote
+//! during the window; `settled_bytes_per_txn` counts from a checkpoint ending the warm-up
+//! through a checkpoint after the jobs stop, so it includes the page writes that put the
+//! window's transactions in the store itself (a `wal`'s data pages are written by a
+//! checkpoint, not at commit, and usually no checkpoint falls inside its window).
+//!
 //! Not varied: the staging queues' size. It is fixed per store (`QUEUE_PAGES_MAX` pages per
 //! queue, fewer on a small device) and `DbOptions` has no setting for it.
 //!

@@ -91,6 +91,9 @@ pub(super) struct Window {
     pub(super) checkpoint_ns: u64,
     /// Every page the store wrote (cache write-backs: group commits, cleaner, checkpoints).
     pub(super) store_pages: u64,
+    /// `store_pages` from the checkpoint that ends the warm-up through one after the jobs
+    /// stopped: every page write the window's transactions need to be in the store itself.
+    pub(super) settled_pages: u64,
     pub(super) log_bytes: u64,
     pub(super) log_syncs: u64,
 }
@@ -108,6 +111,12 @@ impl Window {
     /// Bytes the store and its log wrote per transaction.
     pub(super) fn bytes_per_txn(&self) -> f64 {
         (self.store_pages * tamer_cache::PAGE_SIZE as u64 + self.log_bytes) as f64
+            / self.txns.max(1) as f64
+    }
+    /// Bytes per transaction once the window's writes are in the store (`settled_pages`):
+    /// a `wal`'s data pages are written by a checkpoint, not at commit, and count here.
+    pub(super) fn settled_bytes_per_txn(&self) -> f64 {
+        (self.settled_pages * tamer_cache::PAGE_SIZE as u64 + self.log_bytes) as f64
             / self.txns.max(1) as f64
     }
     /// Bytes of the commit path per transaction: `lad`'s group commits (queue + data pages)
@@ -229,6 +238,12 @@ pub(super) fn window(
             .map_err(|e| format!("spawning job {j}: {e}"))?;
     }
     std::thread::sleep(plan.warmup);
+    // A checkpoint ends the warm-up, so that the one after the window writes the window's
+    // pages only (`settled_pages`).
+    if plan.settle {
+        db.flush()
+            .map_err(|e| format!("the checkpoint ending the warm-up: {e}"))?;
+    }
     let before = Counters::of(db, log.map(|(l, _)| &**l));
     let started = Instant::now();
     shared.recording.store(true, Ordering::Release);
@@ -247,6 +262,11 @@ pub(super) fn window(
         }
         std::thread::sleep(Duration::from_micros(200));
     }
+    if plan.settle {
+        db.flush()
+            .map_err(|e| format!("the checkpoint after the window: {e}"))?;
+    }
+    let settled = Counters::of(db, None).since(before);
     if let Some(err) = shared
         .first_error
         .lock()
@@ -273,6 +293,7 @@ pub(super) fn window(
         checkpoints: delta.checkpoints,
         checkpoint_ns: delta.checkpoint_ns,
         store_pages: delta.store_pages,
+        settled_pages: settled.store_pages,
         log_bytes: delta.log_bytes,
         log_syncs: delta.log_syncs,
     })

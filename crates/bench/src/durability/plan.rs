@@ -176,6 +176,9 @@ pub struct Plan {
     pub recovery_run: Duration,
     /// Idle store cores spin on the device instead of blocking (`--poll`; set by [`super::run`]).
     pub poll: bool,
+    /// A checkpoint ends each window's warm-up and another follows its jobs, for the settled
+    /// bytes per transaction (off for the recovery run: its crash must find queue records).
+    pub settle: bool,
 }
 
 /// Items preloaded in each queue.
@@ -249,6 +252,7 @@ impl Plan {
             probes_per_round: 100,
             recovery_run: Duration::from_millis(700),
             poll: false,
+            settle: true,
         };
         if !quick {
             return base;

@@ -32,6 +32,7 @@ pub(super) fn measure(plan: &Plan, options: &BenchOptions) -> Result<Recovery, S
         keys: plan.keys.min(RECOVERY_KEYS_MAX),
         warmup: std::time::Duration::ZERO,
         measure: plan.recovery_run,
+        settle: false,
         ..plan.clone()
     };
     let config = emulator_config(&plan, options.seed);

@@ -35,6 +35,9 @@ pub(super) struct Sample {
     pub(super) bytes_per_txn: f64,
     /// The commit path's bytes per transaction (see [`Window::commit_bytes_per_txn`]).
     pub(super) commit_bytes_per_txn: f64,
+    /// Bytes per transaction once its writes are in the store (see
+    /// [`Window::settled_bytes_per_txn`]).
+    pub(super) settled_bytes_per_txn: f64,
 }
 
 impl Sample {
@@ -66,6 +69,7 @@ impl Sample {
             checkpoint_share: w.checkpoint_ns as f64 / 1e9 / w.secs.max(1e-9),
             bytes_per_txn: w.bytes_per_txn(),
             commit_bytes_per_txn: w.commit_bytes_per_txn(),
+            settled_bytes_per_txn: w.settled_bytes_per_txn(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Sample {
             checkpoint_share: f64::NAN,
             bytes_per_txn: f64::NAN,
             commit_bytes_per_txn: f64::NAN,
+            settled_bytes_per_txn: f64::NAN,
         }
     }
 
@@ -126,6 +131,7 @@ impl Sample {
             "checkpoint_wait_share": finite(self.checkpoint_share),
             "bytes_per_txn": finite(self.bytes_per_txn),
             "commit_bytes_per_txn": finite(self.commit_bytes_per_txn),
+            "settled_bytes_per_txn": finite(self.settled_bytes_per_txn),
         })
     }
 }
@@ -173,7 +179,7 @@ impl Results {
 
     /// `lad`'s commit p50 at one in flight ÷ the round's median probe (4 KiB write + flush).
     fn commit_vs_flush(&self, target: Target) -> Option<f64> {
-        self.vs_probe(target, |lad, _| lad.p50_us)
+        self.vs_probe(target, |lad, _| Some(lad.p50_us))
     }
 
     /// As [`Results::commit_vs_flush`] with `volatile`'s p50 of the same round subtracted
@@ -181,12 +187,16 @@ impl Results {
     /// what is left estimates the commit phase alone. A difference of medians, not a median of
     /// differences: an estimate, reported beside the whole-operation figure.
     fn commit_phase_vs_flush(&self, target: Target) -> Option<f64> {
-        self.vs_probe(target, |lad, volatile| lad.p50_us - volatile.p50_us)
+        self.vs_probe(target, |lad, volatile| Some(lad.p50_us - volatile?.p50_us))
     }
 
-    /// Median over rounds of `us(lad, volatile)` (µs, `update` at one in flight) ÷ the round's
-    /// median probe.
-    fn vs_probe(&self, target: Target, us: impl Fn(&Sample, &Sample) -> f64) -> Option<f64> {
+    /// Median over rounds of `us(lad, volatile)` (µs, `update` at one in flight; `volatile`
+    /// when that point ran it) ÷ the round's median probe.
+    fn vs_probe(
+        &self,
+        target: Target,
+        us: impl Fn(&Sample, Option<&Sample>) -> Option<f64>,
+    ) -> Option<f64> {
         let one = Point {
             workload: Workload::Update,
             in_flight: 1,
@@ -197,9 +207,9 @@ impl Results {
             .filter(|(t, _, _)| *t == target)
             .filter_map(|(_, round, ns)| {
                 let lad = self.find(target, one, Config::Lad, *round)?;
-                let volatile = self.find(target, one, Config::Volatile, *round)?;
+                let volatile = self.find(target, one, Config::Volatile, *round);
                 let probe: Vec<f64> = ns.iter().map(|&n| n as f64).collect();
-                ratio(us(lad, volatile) * 1_000.0, median(&probe)?)
+                ratio(us(lad, volatile)? * 1_000.0, median(&probe)?)
             })
             .collect();
         median(&per_round)
@@ -275,6 +285,7 @@ pub(super) fn report(results: &Results, result: &mut BenchResult) {
     print_table(results);
     let tps = |s: &Sample| s.txns_per_s;
     let bytes = |s: &Sample| s.bytes_per_txn;
+    let settled = |s: &Sample| s.settled_bytes_per_txn;
     for (name, target, point, num, den) in throughput_figures() {
         result.figure(&name, results.ratio(target, point, (num, den), tps));
     }
@@ -292,6 +303,18 @@ pub(super) fn report(results: &Results, result: &mut BenchResult) {
         (
             "lad_bytes_vs_wal_disk",
             results.ratio(disk, MAIN_POINT, (Config::Lad, Config::Wal), bytes),
+        ),
+        (
+            "lad_settled_bytes_vs_wal",
+            results.ratio(emu, MAIN_POINT, (Config::Lad, Config::Wal), settled),
+        ),
+        (
+            "lad_settled_bytes_vs_wal_update",
+            results.ratio(emu, update, (Config::Lad, Config::Wal), settled),
+        ),
+        (
+            "lad_settled_bytes_vs_wal_disk",
+            results.ratio(disk, MAIN_POINT, (Config::Lad, Config::Wal), settled),
         ),
         ("commit_p50_vs_flush", results.commit_vs_flush(emu)),
         ("commit_p50_vs_flush_disk", results.commit_vs_flush(disk)),
@@ -361,7 +384,7 @@ fn print_table(results: &Results) {
     keys.dedup();
     println!("\nmedians over rounds:");
     println!(
-        "  {:<4} {:<13} {:<8} {:>8} {:>6} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>5} {:>7} {:>6}",
+        "  {:<4} {:<13} {:<8} {:>8} {:>6} {:>8} {:>9} {:>7} {:>6} {:>7} {:>8} {:>6} {:>5} {:>7} {:>6}",
         "dev",
         "point",
         "config",
@@ -372,6 +395,7 @@ fn print_table(results: &Results) {
         "syncs/s",
         "B/txn",
         "commitB",
+        "settledB",
         "ckpt/s",
         "ckpt%",
         "ovfl/tx",
@@ -390,7 +414,7 @@ fn print_table(results: &Results) {
         let tps = |s: &Sample| s.txns_per_s;
         let vs_volatile = results.ratio(target, point, (config, Config::Volatile), tps);
         println!(
-            "  {:<4} {:<13} {:<8} {:>8.0} {:>6.3} {:>8.1} {:>9.1} {:>7.0} {:>6.0} {:>7.0} {:>6.1} {:>5.1} {:>7.4} {:>6}",
+            "  {:<4} {:<13} {:<8} {:>8.0} {:>6.3} {:>8.1} {:>9.1} {:>7.0} {:>6.0} {:>7.0} {:>8.0} {:>6.1} {:>5.1} {:>7.4} {:>6}",
             target.name(),
             format!("{}×{}", point.workload.name(), point.in_flight),
             config.name(),
@@ -401,6 +425,7 @@ fn print_table(results: &Results) {
             m(|s| s.group_commits_per_s),
             m(|s| s.bytes_per_txn),
             m(|s| s.commit_bytes_per_txn),
+            m(|s| s.settled_bytes_per_txn),
             m(|s| s.checkpoints_per_s),
             m(|s| s.checkpoint_share * 100.0),
             m(|s| s.overflow_rate),
