@@ -50,9 +50,8 @@ impl DeviceSpec {
             DeviceSpec::Uring { file, .. } | DeviceSpec::Sync { file, .. } => file.capacity_bytes(),
             DeviceSpec::Mmap { map, .. } => map.capacity_bytes(),
             DeviceSpec::Striped { parts, unit_blocks } => {
-                let unit_bytes = unit_blocks * crate::BLOCK_SIZE as u64;
                 let smallest = parts.iter().map(|p| p.capacity_bytes()).min().unwrap_or(0);
-                smallest / unit_bytes * unit_bytes * parts.len() as u64
+                crate::striped::striped_capacity(smallest, *unit_blocks, parts.len())
             }
         }
     }

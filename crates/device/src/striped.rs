@@ -20,6 +20,13 @@ use crate::{
 /// and random 4 KiB pages spread over every part.
 pub const STRIPE_UNIT_BLOCKS: u64 = 64;
 
+/// The capacity of `parts` parts striped in units of `unit_blocks` blocks, the smallest
+/// holding `smallest_bytes`: its whole units, times the parts.
+pub fn striped_capacity(smallest_bytes: u64, unit_blocks: u64, parts: usize) -> u64 {
+    let unit_bytes = unit_blocks * BLOCK_SIZE as u64;
+    smallest_bytes / unit_bytes * unit_bytes * parts as u64
+}
+
 /// Where a device block lives: (part, block on that part).
 pub fn stripe_place(block: u64, unit: u64, parts: u64) -> (usize, u64) {
     debug_assert!(unit > 0 && parts > 0);
@@ -69,7 +76,7 @@ impl FileSet {
             .map(|f| f.capacity_bytes())
             .min()
             .unwrap_or(0);
-        smallest / self.unit_bytes() * self.unit_bytes() * self.files.len() as u64
+        striped_capacity(smallest, self.unit_blocks, self.files.len())
     }
 
     /// Each file's size for a striped capacity of at least `bytes`.
@@ -178,14 +185,13 @@ impl Device for StripedDevice {
 
     /// Whole stripes of the smallest part, times the parts.
     fn capacity_bytes(&self) -> u64 {
-        let unit_bytes = self.unit * BLOCK_SIZE as u64;
         let smallest = self
             .parts
             .iter()
             .map(|p| p.capacity_bytes())
             .min()
             .unwrap_or(0);
-        smallest / unit_bytes * unit_bytes * self.parts.len() as u64
+        striped_capacity(smallest, self.unit, self.parts.len())
     }
 
     fn queue_depth(&self) -> usize {

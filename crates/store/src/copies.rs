@@ -374,16 +374,8 @@ pub(crate) fn recover(
     let mut dir_bytes = Vec::with_capacity(dirs as usize);
     for i in 0..dirs {
         let pages = [dir_page(dirs, i, 0), dir_page(dirs, i, 1)];
-        let chosen =
-            choose_page(pages, 0, sb.epoch, &mut read, &mut max_seen)?.ok_or_else(|| {
-                corrupt(
-                    pages[0],
-                    format!(
-                        "no valid copy of directory page {i} at or before epoch {}",
-                        sb.epoch
-                    ),
-                )
-            })?;
+        let chosen = choose_page(pages, 0, sb.epoch, &mut read, &mut max_seen)?
+            .ok_or_else(|| no_copy(pages[0], format!("directory page {i}"), sb.epoch))?;
         dir_copy.push(chosen.copy as u8);
         if chosen.stale {
             stale_dirs.push(i);
@@ -395,16 +387,8 @@ pub(crate) fn recover(
     let mut map_copy = Vec::with_capacity(groups as usize);
     for group in 0..groups {
         let pages = [map_page(start, group, 0), map_page(start, group, 1)];
-        let chosen =
-            choose_page(pages, 8, sb.epoch, &mut read, &mut max_seen)?.ok_or_else(|| {
-                corrupt(
-                    pages[0],
-                    format!(
-                        "no valid copy of group {group}'s map at or before epoch {}",
-                        sb.epoch
-                    ),
-                )
-            })?;
+        let chosen = choose_page(pages, 8, sb.epoch, &mut read, &mut max_seen)?
+            .ok_or_else(|| no_copy(pages[0], format!("group {group}'s map"), sb.epoch))?;
         map_copy.push(chosen.copy as u8);
         if chosen.stale {
             stale_groups.push(group);
@@ -493,19 +477,26 @@ fn recover_segments(
             }
             let copies = [physical(start, l), physical(start, l + 1)];
             let chosen = choose_page(copies, 0, sb.epoch, read, max_seen)?.ok_or_else(|| {
-                crate::DbError::Corrupt {
-                    page: copies[0],
-                    detail: format!(
-                        "no valid copy of directory segment {s}'s page {k} at or before epoch {}",
-                        sb.epoch
-                    ),
-                }
+                no_copy(
+                    copies[0],
+                    format!("directory segment {s}'s page {k}"),
+                    sb.epoch,
+                )
             })?;
             seg.push(SegmentPage { l, chosen });
         }
         out.push(seg);
     }
     Ok(out)
+}
+
+/// The error for an index page (`what`, its first copy at `page`) with no valid copy at or
+/// before `epoch`.
+fn no_copy(page: u64, what: String, epoch: u64) -> crate::DbError {
+    crate::DbError::Corrupt {
+        page,
+        detail: format!("no valid copy of {what} at or before epoch {epoch}"),
+    }
 }
 
 /// An index page's current copy as chosen at open: which, whether the other is stale, and
