@@ -11,6 +11,7 @@ use std::sync::Arc;
 use common::{temp_path, TempFile, TEST_HASH_KEY};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tamer_bench::crash::power::stripe_of;
 use tamer_device::{CrashPoint, EmulatorConfig, EmulatorModel, FaultPlan, FaultState};
 use tamer_store::{Db, DbError, DbOptions, DeviceKind, Durability, StripePart};
 
@@ -26,16 +27,7 @@ fn value(k: u64, round: u64) -> Vec<u8> {
 
 fn striped(parts: Vec<DeviceKind>, unit_blocks: u64) -> DbOptions {
     DbOptions::new(4 << 20)
-        .device(DeviceKind::Striped {
-            parts: parts
-                .into_iter()
-                .map(|device| StripePart {
-                    path: "unused".into(),
-                    device,
-                })
-                .collect(),
-            unit_blocks,
-        })
+        .device(stripe_of(parts, unit_blocks))
         .cores(2)
         .threads_per_core(16)
         .max_directory_depth(12)

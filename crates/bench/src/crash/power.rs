@@ -101,9 +101,9 @@ fn second_crash(rng: &mut SmallRng) -> Option<u64> {
     }
 }
 
-/// The store's device on `parts`: the one part, or a stripe of them in units of 2 pages (so
-/// that a group commit's pages fall on every part).
-pub fn device_of(mut parts: Vec<DeviceKind>) -> DeviceKind {
+/// The store's device on `parts`: the one part, or a stripe of them in units of
+/// `unit_blocks` pages.
+pub fn stripe_of(mut parts: Vec<DeviceKind>, unit_blocks: u64) -> DeviceKind {
     if parts.len() == 1 {
         return parts.pop().expect("one part");
     }
@@ -115,8 +115,13 @@ pub fn device_of(mut parts: Vec<DeviceKind>) -> DeviceKind {
                 device,
             })
             .collect(),
-        unit_blocks: 2,
+        unit_blocks,
     }
+}
+
+/// [`stripe_of`] in units of 2 pages, so that a group commit's pages fall on every part.
+pub fn device_of(parts: Vec<DeviceKind>) -> DeviceKind {
+    stripe_of(parts, 2)
 }
 
 /// Reopens after the power loss every part in `states` had (one part, or a stripe), with

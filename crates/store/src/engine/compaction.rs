@@ -79,16 +79,23 @@ impl Engine {
         for group in 0..next_page.div_ceil(MAP_ENTRIES) {
             let first = group * MAP_ENTRIES;
             let end = next_page.min(first + MAP_ENTRIES);
-            let sparse: Vec<u64> = (first..end)
-                .filter(|&l| {
-                    self.map_get(l).is_ok_and(|entry| {
+            // One read of the group's map page (an unreadable one is skipped, as before a
+            // rescan: its pages stay sparse).
+            let Ok((r, _)) = self.map_of(first) else {
+                continue;
+            };
+            let sparse: Vec<u64> = r.read(|b| {
+                (first..end)
+                    .filter(|&l| {
+                        let entry = get_u32(b, MAP_HEADER + (l - first) as usize * 4);
                         let live = map_live(entry);
                         MapKind::of(entry) == Some(MapKind::Data)
                             && live > 0
                             && live <= COMPACT_LIVE_BYTES
                     })
-                })
-                .collect();
+                    .collect()
+            });
+            drop(r);
             for l in sparse {
                 if self.sparse.push(self.phys(l)).is_err() {
                     // Full: the rest are found by the next rescan.

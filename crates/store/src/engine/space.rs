@@ -46,7 +46,7 @@ impl Engine {
 
     /// The map page of logical page `l`, and the byte offset of `l`'s entry in it. A map page
     /// never written reads as all zeros: every entry free.
-    fn map_of(&self, l: u64) -> Result<(PageRef<'_>, usize), DbError> {
+    pub(super) fn map_of(&self, l: u64) -> Result<(PageRef<'_>, usize), DbError> {
         let group = l / MAP_ENTRIES;
         let page = map_page(self.space_start, group, 0);
         // A data-class page: map pages are few (one per 4 MiB of store) and touched by every
