@@ -37,7 +37,7 @@ pub const COMPACT_RESERVE_MIN_PAGES: u64 = 256;
 /// An eighth: at the `volatile` TATP's ~11 MB/s of appends, a thirty-second of an 80 MB store
 /// lasted ~0.2 s, less than the 1 s between the checkpoints that release deferred frees, and
 /// the device filled while compaction started.
-pub const COMPACT_RESERVE_FRACTION: u64 = 32;
+pub const COMPACT_RESERVE_FRACTION: u64 = 8;
 
 /// Bound of the queue of pages waiting for compaction (DRAM only; one u64 each). A page that
 /// finds it full is counted in [`CompactionStats::hints_dropped`] and stays sparse.
