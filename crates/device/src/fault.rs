@@ -18,8 +18,10 @@
 //! After the power loss every request fails with `EIO` (the host is gone); the test then builds
 //! the crash image ([`FaultState::crash_model`]) and reopens a store on it.
 //!
-//! Memory: the durable image (the device's capacity) plus the unflushed writes' data, at most
-//! `write_cache_bytes` of completed writes plus the writes in flight.
+//! Memory: the durable image (kept sparse, in chunks of [`IMAGE_CHUNK_BYTES`]: chunks never
+//! written and zero cost nothing, so a crash image of a mostly empty device is cheap to build)
+//! plus the unflushed writes' data, at most `write_cache_bytes` of completed writes plus the
+//! writes in flight.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,6 +38,93 @@ use crate::{
 /// The unit of a torn write: a sector.
 pub const SECTOR_BYTES: usize = 512;
 const _: () = assert!(BLOCK_SIZE.is_multiple_of(SECTOR_BYTES) && BLOCK_SIZE / SECTOR_BYTES <= 64);
+
+/// The unit of the sparse durable image: a chunk is allocated when a write first reaches it
+/// (or when it holds non-zero bytes at [`FaultState::new`]).
+pub const IMAGE_CHUNK_BYTES: usize = 64 << 10;
+const _: () = assert!(IMAGE_CHUNK_BYTES.is_multiple_of(BLOCK_SIZE));
+
+/// A device's bytes as chunks of [`IMAGE_CHUNK_BYTES`]; an absent chunk reads as zeros.
+#[derive(Clone)]
+struct SparseImage {
+    len_bytes: usize,
+    chunks: Vec<Option<Box<[u8]>>>,
+}
+
+impl SparseImage {
+    /// The model's current contents; chunks that read as zeros stay absent.
+    fn of_model(model: &EmulatorModel) -> Result<Self, DeviceError> {
+        let len_bytes = model.capacity_bytes() as usize;
+        let mut chunks = Vec::with_capacity(len_bytes.div_ceil(IMAGE_CHUNK_BYTES));
+        let mut buffer = vec![0u8; IMAGE_CHUNK_BYTES];
+        for start in (0..len_bytes).step_by(IMAGE_CHUNK_BYTES) {
+            let len = IMAGE_CHUNK_BYTES.min(len_bytes - start);
+            model.read_at(start as u64, &mut buffer[..len])?;
+            let zero = is_zero(&buffer[..len]);
+            chunks.push((!zero).then(|| buffer[..len].to_vec().into_boxed_slice()));
+        }
+        Ok(Self { len_bytes, chunks })
+    }
+
+    /// All zeros, `len_bytes` long.
+    fn zeros(len_bytes: usize) -> Self {
+        Self {
+            len_bytes,
+            chunks: vec![None; len_bytes.div_ceil(IMAGE_CHUNK_BYTES)],
+        }
+    }
+
+    /// Copies `bytes` in at `offset`, allocating the chunks it reaches.
+    fn write(&mut self, offset: usize, mut bytes: &[u8]) {
+        assert!(
+            offset + bytes.len() <= self.len_bytes,
+            "write past the image"
+        );
+        let mut at = offset;
+        while !bytes.is_empty() {
+            let index = at / IMAGE_CHUNK_BYTES;
+            let within = at % IMAGE_CHUNK_BYTES;
+            let chunk_len = IMAGE_CHUNK_BYTES.min(self.len_bytes - index * IMAGE_CHUNK_BYTES);
+            let chunk =
+                self.chunks[index].get_or_insert_with(|| vec![0u8; chunk_len].into_boxed_slice());
+            let n = bytes.len().min(chunk_len - within);
+            chunk[within..within + n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            at += n;
+        }
+    }
+
+    /// The whole image, zeros included.
+    fn to_vec(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len_bytes];
+        for (index, chunk) in self.chunks.iter().enumerate() {
+            if let Some(chunk) = chunk {
+                let at = index * IMAGE_CHUNK_BYTES;
+                out[at..at + chunk.len()].copy_from_slice(chunk);
+            }
+        }
+        out
+    }
+
+    /// Writes the present chunks into `model` (a new model reads zeros elsewhere).
+    fn write_into(&self, model: &EmulatorModel) -> Result<(), DeviceError> {
+        for (index, chunk) in self.chunks.iter().enumerate() {
+            if let Some(chunk) = chunk {
+                model.write_at((index * IMAGE_CHUNK_BYTES) as u64, chunk)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True when every byte is zero (word at a time: this scans whole devices).
+fn is_zero(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(16);
+    let words_zero = words.by_ref().fold(0u128, |acc, w| {
+        acc | u128::from_ne_bytes(w.try_into().expect("16 bytes"))
+    });
+    words_zero == 0 && words.remainder().iter().all(|&b| b == 0)
+}
 
 /// When the power goes out by itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +192,7 @@ pub struct FaultCounts {
 }
 
 struct Journal {
-    durable: Vec<u8>,
+    durable: SparseImage,
     /// In push order.
     unflushed: VecDeque<Unflushed>,
     unflushed_completed_bytes: u64,
@@ -134,14 +223,44 @@ impl std::fmt::Debug for FaultState {
 impl FaultState {
     /// Faults over `model`, whose current contents are taken as durable.
     pub fn new(model: Arc<EmulatorModel>, plan: FaultPlan) -> Result<Arc<Self>, DeviceError> {
+        let durable = SparseImage::of_model(&model)?;
+        Self::with_image(model, plan, durable)
+    }
+
+    /// Faults over a new model built from `config`: all zeros, so nothing to read.
+    pub fn fresh(config: EmulatorConfig, plan: FaultPlan) -> Result<Arc<Self>, DeviceError> {
+        let model = config.build()?;
+        let durable = SparseImage::zeros(model.capacity_bytes() as usize);
+        Self::with_image(model, plan, durable)
+    }
+
+    /// Faults over a new model (with `config`'s timing) holding this device's crash image for
+    /// `fates`: [`FaultState::crash_model`] wrapped by [`FaultState::new`], without reading the
+    /// image back (a test that crashes a recovering store).
+    pub fn after_crash(
+        &self,
+        config: EmulatorConfig,
+        fates: &[Fate],
+        plan: FaultPlan,
+    ) -> Result<Arc<Self>, DeviceError> {
+        let image = self.sparse_crash_image(fates);
+        let model = config.capacity_bytes(image.len_bytes as u64).build()?;
+        image.write_into(&model)?;
+        Self::with_image(model, plan, image)
+    }
+
+    fn with_image(
+        model: Arc<EmulatorModel>,
+        plan: FaultPlan,
+        durable: SparseImage,
+    ) -> Result<Arc<Self>, DeviceError> {
         if plan.write_cache_bytes < BLOCK_SIZE as u64 {
             return Err(DeviceError::Config(format!(
                 "write_cache_bytes {}: at least one block",
                 plan.write_cache_bytes
             )));
         }
-        let mut durable = vec![0u8; model.capacity_bytes() as usize];
-        model.read_at(0, &mut durable)?;
+        assert_eq!(durable.len_bytes as u64, model.capacity_bytes());
         Ok(Arc::new(Self {
             model,
             plan,
@@ -193,6 +312,10 @@ impl FaultState {
     /// The medium after the power loss, with `fates[i]` for the `i`-th unflushed write (in
     /// the order described in the module doc; missing fates are [`Fate::Drop`]).
     pub fn crash_image(&self, fates: &[Fate]) -> Vec<u8> {
+        self.sparse_crash_image(fates).to_vec()
+    }
+
+    fn sparse_crash_image(&self, fates: &[Fate]) -> SparseImage {
         let journal = self.journal();
         let mut image = journal.durable.clone();
         for (write, fate) in apply_order(&journal.unflushed).zip(fates.iter().copied()) {
@@ -221,9 +344,9 @@ impl FaultState {
         config: EmulatorConfig,
         fates: &[Fate],
     ) -> Result<Arc<EmulatorModel>, DeviceError> {
-        let image = self.crash_image(fates);
-        let model = config.capacity_bytes(image.len() as u64).build()?;
-        model.write_at(0, &image)?;
+        let image = self.sparse_crash_image(fates);
+        let model = config.capacity_bytes(image.len_bytes as u64).build()?;
+        image.write_into(&model)?;
         Ok(model)
     }
 
@@ -379,8 +502,12 @@ fn apply_order(unflushed: &VecDeque<Unflushed>) -> impl Iterator<Item = &Unflush
     order.into_iter()
 }
 
-fn apply(image: &mut [u8], write: &Unflushed, fate: Fate) {
+fn apply(image: &mut SparseImage, write: &Unflushed, fate: Fate) {
     let base = write.offset_bytes as usize;
+    if fate == Fate::Keep {
+        image.write(base, &write.data);
+        return;
+    }
     for (i, sector) in write.data.chunks(SECTOR_BYTES).enumerate() {
         let kept = match fate {
             Fate::Keep => true,
@@ -388,8 +515,7 @@ fn apply(image: &mut [u8], write: &Unflushed, fate: Fate) {
             Fate::Tear { mask } => mask >> (i % 64) & 1 == 1,
         };
         if kept {
-            let at = base + i * SECTOR_BYTES;
-            image[at..at + sector.len()].copy_from_slice(sector);
+            image.write(base + i * SECTOR_BYTES, sector);
         }
     }
 }

@@ -55,7 +55,10 @@ mod uring;
 pub use arena::Arena;
 pub use emulated::{EmulatedDevice, EmulatorConfig, EmulatorModel};
 pub use error::DeviceError;
-pub use fault::{CrashPoint, Fate, FaultCounts, FaultPlan, FaultState, FaultyDevice, SECTOR_BYTES};
+pub use fault::{
+    CrashPoint, Fate, FaultCounts, FaultPlan, FaultState, FaultyDevice, IMAGE_CHUNK_BYTES,
+    SECTOR_BYTES,
+};
 pub use file::{fill_with_data, DeviceFile};
 pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
 pub use open::{open_device, uring_available, DeviceSpec};

@@ -85,11 +85,8 @@ pub fn run_parallel<R: Send + 'static>(
     out.into_iter().map(|r| r.expect("every job")).collect()
 }
 
-fn emulator(capacity_bytes: u64) -> Arc<tamer_device::EmulatorModel> {
-    EmulatorConfig::with_latency_ns(1_000)
-        .capacity_bytes(capacity_bytes)
-        .build()
-        .expect("an emulated device")
+fn emulator(capacity_bytes: u64) -> EmulatorConfig {
+    EmulatorConfig::with_latency_ns(1_000).capacity_bytes(capacity_bytes)
 }
 
 /// Draws whether this seed's recovery crashes too, and at which of its writes.
@@ -160,13 +157,10 @@ pub fn recover(
                 .map_err(|e| format!("reopening after the crash: {e}"))?;
             let expected = contents(&clean)?;
             clean.close().map_err(|e| format!("closing: {e}"))?;
-            let during: Vec<Arc<FaultState>> = images(states, seed)
-                .into_iter()
+            let during: Vec<Arc<FaultState>> = states
+                .iter()
                 .enumerate()
-                .map(|(i, image)| {
-                    let DeviceKind::Model(model) = image else {
-                        unreachable!("images are models")
-                    };
+                .map(|(i, state)| {
                     let crash = if i == 0 {
                         CrashPoint::AfterWrites(at)
                     } else {
@@ -176,7 +170,10 @@ pub fn recover(
                         crash,
                         ..FaultPlan::default()
                     };
-                    FaultState::new(model, plan).expect("a fault device")
+                    let fates = state.seeded_fates(seed ^ (i as u64) << 56);
+                    state
+                        .after_crash(EmulatorConfig::with_latency_ns(1_000), &fates, plan)
+                        .expect("a fault device")
                 })
                 .collect();
             let faulty = during
@@ -336,7 +333,7 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
     let second = second_crash(&mut rng);
     let durability = single_durability(seed);
     let options = move |device| single_options(device).durability(durability);
-    let state = FaultState::new(emulator(32 << 20), plan).expect("a fault device");
+    let state = FaultState::fresh(emulator(32 << 20), plan).expect("a fault device");
     let ops = single_workload(seed, 600);
     // Ops completed (in order, up to the first failure) and the count at the last flush that
     // returned: the store must come back at or after it.
@@ -525,7 +522,7 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
                 },
                 ..plan
             };
-            FaultState::new(emulator(64 << 20), plan).expect("a fault device")
+            FaultState::fresh(emulator(64 << 20), plan).expect("a fault device")
         })
         .collect();
     let faulty = || {
