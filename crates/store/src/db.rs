@@ -18,6 +18,7 @@ use crate::engine::{
     Durability, Engine, EngineSetup, RecoveryStats, Tx, WriteBatch, SPARSE_QUEUE,
 };
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
+use crate::layout::{QUEUE_PAGES_MAX, QUEUE_PAGES_MIN};
 use crate::{DbError, MAX_DIRECTORY_DEPTH};
 
 /// Default largest value: 16 MiB.
@@ -97,6 +98,11 @@ pub struct DbOptions {
     /// allocated from the store's space and cached as index pages. Fixed when the store is
     /// created; 0..=30 (at most `max_directory_depth`), default 16.
     pub pinned_directory_depth: u32,
+    /// Pages (4 KiB) of each core's staging queue, fixed when the store is created:
+    /// [`QUEUE_PAGES_MIN`]..=[`QUEUE_PAGES_MAX`]. `None` (default): 1/64 of the device's (or
+    /// `max_file_bytes`') pages shared by the queues, clamped to that range. A transaction
+    /// whose staged changes do not fit the room left writes undo images instead (an overflow).
+    pub staging_queue_pages: Option<u64>,
     /// The runtime's scheduling policy (default [`Policy::PriorityAging`], seed 002).
     pub policy: Policy,
     /// How a thread waits for its own miss: [`WaitMode::Park`] (default, switch-on-miss) or
@@ -198,6 +204,7 @@ impl DbOptions {
             max_file_bytes: None,
             max_directory_depth: DEFAULT_DIRECTORY_DEPTH,
             pinned_directory_depth: DEFAULT_PINNED_DIRECTORY_DEPTH,
+            staging_queue_pages: None,
             policy: Policy::PriorityAging,
             miss_wait: WaitMode::Park,
             idle: IdleMode::Block,
@@ -245,6 +252,10 @@ impl DbOptions {
     }
     pub fn pinned_directory_depth(mut self, depth: u32) -> Self {
         self.pinned_directory_depth = depth;
+        self
+    }
+    pub fn staging_queue_pages(mut self, pages: Option<u64>) -> Self {
+        self.staging_queue_pages = pages;
         self
     }
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -527,6 +538,13 @@ impl Db {
                 )));
             }
         }
+        if let Some(pages) = options.staging_queue_pages {
+            if !(QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&pages) {
+                return Err(DbError::Config(format!(
+                    "staging_queue_pages {pages}: must be {QUEUE_PAGES_MIN}..={QUEUE_PAGES_MAX}"
+                )));
+            }
+        }
         let layout = Layout::of(&path, &options.device)?;
         let model = layout.single_model();
         let raw = RawPages::open(&layout)?;
@@ -642,6 +660,7 @@ impl Db {
             next_epoch,
             durability: options.durability,
             queues: options.cores as u32,
+            queue_pages: options.staging_queue_pages,
             lock_timeout_ns: options.lock_timeout.as_nanos().min(u64::MAX as u128) as u64,
             stripe: (layout.parts(), layout.unit_blocks()),
         });

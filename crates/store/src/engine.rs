@@ -118,6 +118,8 @@ pub(crate) struct Engine {
     dir_segments: Box<[AtomicU64]>,
     /// Parts the store is striped over and the unit in pages (recorded in the superblock).
     stripe: (u32, u64),
+    /// Pages of each staging queue if this open creates the store (`None`: from its size).
+    new_queue_pages: Option<u64>,
     /// First page past the superblocks and the directory: the first group's map page.
     space_start: u64,
     /// Pages of one copy of the directory's fixed region.
@@ -185,6 +187,8 @@ pub(crate) struct EngineSetup {
     pub durability: Durability,
     /// Staging queues of a new store (one per core; an existing store keeps its own).
     pub queues: u32,
+    /// Pages of each staging queue of a new store (`None`: from the device's size).
+    pub queue_pages: Option<u64>,
     /// How long an operation waits for key locks in all (`DbOptions::lock_timeout`).
     pub lock_timeout_ns: u64,
     /// Parts the store is striped over and the unit in pages.
@@ -251,6 +255,7 @@ impl Engine {
             next_epoch,
             durability,
             queues,
+            queue_pages,
             lock_timeout_ns,
             stripe,
         } = setup;
@@ -297,6 +302,7 @@ impl Engine {
             fixed_depth,
             dir_segments,
             stripe,
+            new_queue_pages: queue_pages,
             space_start: space_start(dir_pages(fixed_depth)),
             dir_pages: dir_pages(fixed_depth),
             copies,
@@ -421,7 +427,10 @@ impl Engine {
                         max_bytes.map_or(u64::MAX, |bytes| bytes / PAGE_SIZE_BYTES)
                     }
                 };
-                let per_queue = (limit_pages / 64 / queues).clamp(QUEUE_PAGES_MIN, QUEUE_PAGES_MAX);
+                let per_queue = self.new_queue_pages.unwrap_or_else(|| {
+                    (limit_pages / 64 / queues).clamp(QUEUE_PAGES_MIN, QUEUE_PAGES_MAX)
+                });
+                assert!((QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&per_queue));
                 self.commit.pages.store(per_queue, Ordering::Relaxed);
                 let first =
                     self.alloc_marked(queues * per_queue, MapKind::Queue, MapKind::Queue)?;

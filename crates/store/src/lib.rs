@@ -216,7 +216,9 @@ pub use engine::{
     SPARSE_QUEUE,
 };
 pub use error::DbError;
-pub use layout::{key_hash, BUCKET_CAP, MAX_DELTAS, MAX_SMALL_RECORD, QUEUE_PAGES_MAX};
+pub use layout::{
+    key_hash, BUCKET_CAP, MAX_DELTAS, MAX_SMALL_RECORD, QUEUE_PAGES_MAX, QUEUE_PAGES_MIN,
+};
 
 /// Largest `max_directory_depth`: 2^30 slots (an 8 GiB directory, ≈ 2.7 × 10^11 keys at
 /// extendible hashing's typical fill); entry tags keep 48 bits, so 18 bits past the deepest

@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
     CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Durability, StripePart, Tx,
+    QUEUE_PAGES_MIN,
 };
 
 /// A store's contents: every (key, value).
@@ -250,6 +251,16 @@ pub fn single_durability(seed: u64) -> Durability {
     }
 }
 
+/// A third of the seeds make their store with the smallest staging queues
+/// ([`QUEUE_PAGES_MIN`] pages, not the 128 the device's size gives): the rings wrap and fill
+/// within a run, so queue reuse and overflows are crashed too. Drawn from its own generator so
+/// the seed's other draws stay as they were.
+pub fn staging_queue_pages(seed: u64) -> Option<u64> {
+    SmallRng::seed_from_u64(seed ^ 0x9e_e9e5)
+        .gen_ratio(1, 3)
+        .then_some(QUEUE_PAGES_MIN)
+}
+
 pub fn single_workload(seed: u64, n: usize) -> Vec<SingleOp> {
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n)
@@ -332,7 +343,12 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
     };
     let second = second_crash(&mut rng);
     let durability = single_durability(seed);
-    let options = move |device| single_options(device).durability(durability);
+    let queue_pages = staging_queue_pages(seed);
+    let options = move |device| {
+        single_options(device)
+            .durability(durability)
+            .staging_queue_pages(queue_pages)
+    };
     let state = FaultState::fresh(emulator(32 << 20), plan).expect("a fault device");
     let ops = single_workload(seed, 600);
     // Ops completed (in order, up to the first failure) and the count at the last flush that
@@ -535,7 +551,9 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
     };
     let mut setup_done = false;
     let mut churned = None;
-    if let Ok(db) = Db::open("unused", concurrent_options(faulty())) {
+    let queue_pages = staging_queue_pages(seed);
+    let options = move |device| concurrent_options(device).staging_queue_pages(queue_pages);
+    if let Ok(db) = Db::open("unused", options(faulty())) {
         setup_done = open_accounts(&db).is_ok();
         if setup_done {
             let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
@@ -568,7 +586,7 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
         }
         let _ = db.close();
     }
-    let (db, _) = recover(&states, seed, &concurrent_options, second)?;
+    let (db, _) = recover(&states, seed, &options, second)?;
     let mut accounts = 0u32;
     for i in 0..ACCOUNTS {
         accounts += u32::from(
