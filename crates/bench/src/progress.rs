@@ -49,3 +49,39 @@ impl Drop for Progress {
         self.0.finish_and_clear();
     }
 }
+
+/// How long recovery runs before [`RecoveryBar`] shows a bar (issue 9: past a second).
+pub const RECOVERY_BAR_AFTER: Duration = Duration::from_secs(1);
+
+/// A progress bar for a store's recovery at open (`DbOptions::on_recovery_progress`), shown
+/// once recovery has taken [`RECOVERY_BAR_AFTER`], one bar per phase; cleared when dropped.
+#[derive(Default)]
+pub struct RecoveryBar {
+    shown: std::sync::Mutex<Option<(tamer_store::RecoveryPhase, Progress)>>,
+}
+
+impl RecoveryBar {
+    /// Reports `p`.
+    pub fn on_progress(&self, p: &tamer_store::RecoveryProgress) {
+        if p.elapsed < RECOVERY_BAR_AFTER {
+            return;
+        }
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        if shown.as_ref().is_none_or(|(phase, _)| *phase != p.phase) {
+            let what = match p.phase {
+                tamer_store::RecoveryPhase::ReadingQueues => "recovery: staging queue pages read",
+                tamer_store::RecoveryPhase::CheckingRecords => "recovery: commit records checked",
+                tamer_store::RecoveryPhase::Redoing => "recovery: commit records redone",
+            };
+            *shown = Some((p.phase, Progress::count(p.total, what)));
+        }
+        if let Some((_, bar)) = shown.as_ref() {
+            bar.set(p.done);
+        }
+    }
+
+    /// Removes the bar (recovery is over).
+    pub fn finish(&self) {
+        self.shown.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}

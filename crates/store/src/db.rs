@@ -15,7 +15,8 @@ use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, Spawn
 use crate::device::{Layout, RawPages};
 use crate::engine::{
     check_sizes, is_data_page, CheckReport, CheckpointStats, CommitStats, CompactionStats,
-    Durability, Engine, EngineSetup, RecoveryStats, Tx, WriteBatch, SPARSE_QUEUE,
+    Durability, Engine, EngineSetup, RecoveryObserver, RecoveryProgress, RecoveryStats, Tx,
+    WriteBatch, SPARSE_QUEUE,
 };
 use crate::layout::{dir_pages, Superblock, DIR_START, SUPERBLOCK_COPIES};
 use crate::layout::{QUEUE_PAGES_MAX, QUEUE_PAGES_MIN};
@@ -103,6 +104,10 @@ pub struct DbOptions {
     /// `max_file_bytes`') pages shared by the queues, clamped to that range. A transaction
     /// whose staged changes do not fit the room left writes undo images instead (an overflow).
     pub staging_queue_pages: Option<u64>,
+    /// Told of recovery's progress at open, at every queue page and every 64 commit records
+    /// (`None`, the default: only log lines, every second past the first). `tamer recover`
+    /// draws a progress bar with it once recovery has taken a second.
+    pub recovery_progress: Option<RecoveryObserver>,
     /// The runtime's scheduling policy (default [`Policy::PriorityAging`], seed 002).
     pub policy: Policy,
     /// How a thread waits for its own miss: [`WaitMode::Park`] (default, switch-on-miss) or
@@ -205,6 +210,7 @@ impl DbOptions {
             max_directory_depth: DEFAULT_DIRECTORY_DEPTH,
             pinned_directory_depth: DEFAULT_PINNED_DIRECTORY_DEPTH,
             staging_queue_pages: None,
+            recovery_progress: None,
             policy: Policy::PriorityAging,
             miss_wait: WaitMode::Park,
             idle: IdleMode::Block,
@@ -256,6 +262,24 @@ impl DbOptions {
     }
     pub fn staging_queue_pages(mut self, pages: Option<u64>) -> Self {
         self.staging_queue_pages = pages;
+        self
+    }
+    /// Calls `f` as recovery at open progresses (see [`DbOptions::recovery_progress`]).
+    ///
+    /// ```
+    /// use tamer_store::{DbOptions, RecoveryPhase};
+    /// let options = DbOptions::new(8 << 20).on_recovery_progress(|p| {
+    ///     if p.phase == RecoveryPhase::Redoing {
+    ///         eprintln!("redone {} of {} commit records", p.done, p.total);
+    ///     }
+    /// });
+    /// assert!(options.recovery_progress.is_some());
+    /// ```
+    pub fn on_recovery_progress(
+        mut self,
+        f: impl Fn(&RecoveryProgress) + Send + Sync + 'static,
+    ) -> Self {
+        self.recovery_progress = Some(RecoveryObserver(Arc::new(f)));
         self
     }
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -661,6 +685,7 @@ impl Db {
             durability: options.durability,
             queues: options.cores as u32,
             queue_pages: options.staging_queue_pages,
+            recovery_observer: options.recovery_progress.clone(),
             lock_timeout_ns: options.lock_timeout.as_nanos().min(u64::MAX as u128) as u64,
             stripe: (layout.parts(), layout.unit_blocks()),
         });

@@ -56,7 +56,7 @@ pub use compaction::{
     SPARSE_QUEUE,
 };
 pub(crate) use records::is_data_page;
-pub use recover::RecoveryStats;
+pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
 pub(crate) use space::Space;
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
@@ -147,6 +147,8 @@ pub(crate) struct Engine {
     locks: KeyLocks,
     /// What recovery at open redid.
     recovery: Mutex<RecoveryStats>,
+    /// Told of recovery's progress at open (`DbOptions::on_recovery_progress`).
+    recovery_observer: Option<RecoveryObserver>,
     global_depth: AtomicU32,
     split_lock: YieldLock,
     alloc: Mutex<Alloc>,
@@ -189,6 +191,7 @@ pub(crate) struct EngineSetup {
     pub queues: u32,
     /// Pages of each staging queue of a new store (`None`: from the device's size).
     pub queue_pages: Option<u64>,
+    pub recovery_observer: Option<RecoveryObserver>,
     /// How long an operation waits for key locks in all (`DbOptions::lock_timeout`).
     pub lock_timeout_ns: u64,
     /// Parts the store is striped over and the unit in pages.
@@ -256,6 +259,7 @@ impl Engine {
             durability,
             queues,
             queue_pages,
+            recovery_observer,
             lock_timeout_ns,
             stripe,
         } = setup;
@@ -317,6 +321,7 @@ impl Engine {
             commit: Commit::new(durability, queues, last_ts),
             locks: KeyLocks::new(lock_timeout_ns),
             recovery: Mutex::new(RecoveryStats::default()),
+            recovery_observer,
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
             alloc: Mutex::new(Alloc {

@@ -15,10 +15,13 @@
 //! Both passes go through the records a window at a time ([`WINDOW`]), the pages a window
 //! needs read together first ([`BATCH`] reads in flight): the records its deltas name, and for
 //! the redo also the records its keys name now (a replaced record's page is read to free it),
-//! so that recovery costs a few device round trips per window rather than per record. Past a
-//! second it logs its progress every second.
+//! so that recovery costs a few device round trips per window rather than per record. It
+//! reports its progress to [`DbOptions::on_recovery_progress`](crate::DbOptions) after every
+//! queue page and window, and past a second logs it every second.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use tamer_cache::BATCH;
 
@@ -45,16 +48,55 @@ pub struct RecoveryStats {
     pub ns: u64,
 }
 
+/// The steps of recovery, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryPhase {
+    /// Reading the staging queues' pages (`total`: cores × queue pages).
+    ReadingQueues,
+    /// Pass 1: reading the records the commit records name (`total`: commit records).
+    CheckingRecords,
+    /// Pass 2: applying the deltas (`total`: commit records kept by pass 1).
+    Redoing,
+}
+
+/// Where recovery is, as reported to [`DbOptions::on_recovery_progress`](crate::DbOptions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryProgress {
+    pub phase: RecoveryPhase,
+    /// Units of `phase` done, of `total`.
+    pub done: u64,
+    pub total: u64,
+    /// Since recovery began.
+    pub elapsed: Duration,
+}
+
+/// A callback for recovery's progress (called on the recovering core: keep it short).
+#[derive(Clone)]
+pub struct RecoveryObserver(pub Arc<dyn Fn(&RecoveryProgress) + Send + Sync>);
+
+impl std::fmt::Debug for RecoveryObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryObserver")
+    }
+}
+
 impl Engine {
     /// Redoes the queues' records above the checkpoint `sb` names (see the module docs).
     pub(super) fn recover_queues(&self, sb: &Superblock) -> Result<RecoveryStats, DbError> {
         let start = tamer_device::now_ns();
         let mut stats = RecoveryStats::default();
         let mut records = Vec::new();
+        let queue_pages = u64::from(sb.queues) * u64::from(sb.queue_pages);
+        let mut progress = Progress::new(self.recovery_observer.clone(), start);
         for q in 0..u64::from(sb.queues) {
             for p in 0..u64::from(sb.queue_pages) {
                 let page = self.queue_page(q, p);
                 stats.queue_pages_read += 1;
+                progress.step(
+                    RecoveryPhase::ReadingQueues,
+                    stats.queue_pages_read,
+                    queue_pages,
+                );
                 match self.cache.get(page) {
                     Ok(r) => r.read(|b| {
                         let found = decode_page(b).into_iter().filter(|r| r.ts > sb.commit_ts);
@@ -77,7 +119,6 @@ impl Engine {
             }
             prefix.push(r);
         }
-        let mut progress = Progress::new(prefix.len(), start);
         let kept = self.claim_records(&prefix, &mut progress)?;
         if kept < prefix.len() {
             tracing::warn!(
@@ -98,7 +139,7 @@ impl Engine {
                 stats.records_redone += 1;
                 stats.deltas_redone += r.deltas.len() as u64;
             }
-            progress.step("redone", stats.records_redone as usize);
+            progress.step(RecoveryPhase::Redoing, stats.records_redone, kept as u64);
         }
         // Above every timestamp any queue holds: records past the prefix are never redone.
         self.commit.next_ts.store(max_seen + 1, Ordering::SeqCst);
@@ -131,7 +172,8 @@ impl Engine {
                     return Ok(w * WINDOW + j);
                 }
             }
-            progress.step("checked", w * WINDOW + window.len());
+            let done = (w * WINDOW + window.len()) as u64;
+            progress.step(RecoveryPhase::CheckingRecords, done, records.len() as u64);
         }
         Ok(records.len())
     }
@@ -307,9 +349,10 @@ impl Engine {
     }
 }
 
-/// Recovery's progress, logged every second once it has taken more than one.
+/// Recovery's progress: reported to the observer at every step, logged every second once it
+/// has taken more than one.
 struct Progress {
-    total: usize,
+    observer: Option<RecoveryObserver>,
     start_ns: u64,
     next_log_ns: u64,
 }
@@ -317,24 +360,32 @@ struct Progress {
 impl Progress {
     const EVERY_NS: u64 = 1_000_000_000;
 
-    fn new(total: usize, start_ns: u64) -> Self {
+    fn new(observer: Option<RecoveryObserver>, start_ns: u64) -> Self {
         Self {
-            total,
+            observer,
             start_ns,
             next_log_ns: start_ns + Self::EVERY_NS,
         }
     }
 
-    /// `done` records `what` so far in this pass.
-    fn step(&mut self, what: &str, done: usize) {
+    /// `done` of `total` units of `phase` so far.
+    fn step(&mut self, phase: RecoveryPhase, done: u64, total: u64) {
+        debug_assert!(done <= total, "{phase:?}: {done} of {total}");
         let now = tamer_device::now_ns();
+        let elapsed = Duration::from_nanos(now.saturating_sub(self.start_ns));
+        if let Some(observer) = &self.observer {
+            (observer.0)(&RecoveryProgress {
+                phase,
+                done,
+                total,
+                elapsed,
+            });
+        }
         if now >= self.next_log_ns {
             self.next_log_ns = now + Self::EVERY_NS;
             tracing::info!(
-                "recovery: {} of {} commit records {what} ({} ms so far)",
-                done,
-                self.total,
-                (now - self.start_ns) / 1_000_000
+                "recovery: {phase:?} {done} of {total} ({} ms so far)",
+                elapsed.as_millis()
             );
         }
     }
