@@ -67,8 +67,12 @@ fn main() {
     let keep = args.iter().any(|a| a == "--keep");
     let args: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let path = Path::new(args.first().expect("usage: PATH GIB [PUTS]").as_str());
-    let gib: f64 = args.get(1).map_or(1.0, |a| a.parse().expect("GIB: a number"));
-    let puts: u64 = args.get(2).map_or(10_000, |a| a.parse().expect("PUTS: a number"));
+    let gib: f64 = args
+        .get(1)
+        .map_or(1.0, |a| a.parse().expect("GIB: a number"));
+    let puts: u64 = args
+        .get(2)
+        .map_or(10_000, |a| a.parse().expect("PUTS: a number"));
     let keys = (gib * (1u64 << 30) as f64 / VALUE_BYTES as f64) as u64;
     if fill_mode {
         fill(path, keys, puts);
@@ -76,7 +80,12 @@ fn main() {
     }
     let _ = std::fs::remove_file(path);
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--fill", &path.to_string_lossy(), &gib.to_string(), &puts.to_string()])
+        .args([
+            "--fill",
+            &path.to_string_lossy(),
+            &gib.to_string(),
+            &puts.to_string(),
+        ])
         .status()
         .unwrap();
     assert!(!status.success(), "the writer should have been killed");
@@ -86,7 +95,10 @@ fn main() {
         path,
         options().on_recovery_progress(|p| {
             if p.elapsed.as_secs() >= 1 && (p.done == p.total || p.done % 4096 == 0) {
-                println!("  {:?}: {} of {} ({:?})", p.phase, p.done, p.total, p.elapsed);
+                println!(
+                    "  {:?}: {} of {} ({:?})",
+                    p.phase, p.done, p.total, p.elapsed
+                );
             }
         }),
     )

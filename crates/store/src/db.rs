@@ -99,10 +99,13 @@ pub struct DbOptions {
     /// allocated from the store's space and cached as index pages. Fixed when the store is
     /// created; 0..=30 (at most `max_directory_depth`), default 16.
     pub pinned_directory_depth: u32,
-    /// Pages (4 KiB) of each core's staging queue, fixed when the store is created:
-    /// [`QUEUE_PAGES_MIN`]..=[`QUEUE_PAGES_MAX`]. `None` (default): 1/64 of the device's (or
-    /// `max_file_bytes`') pages shared by the queues, clamped to that range. A transaction
-    /// whose staged changes do not fit the room left writes undo images instead (an overflow).
+    /// Pages (4 KiB) of each core's staging queue: [`QUEUE_PAGES_MIN`]..=[`QUEUE_PAGES_MAX`].
+    /// `None` (default): a new store's are 1/64 of the device's (or `max_file_bytes`') pages
+    /// shared by the queues, clamped to that range; an existing store keeps its own. A size
+    /// that differs from an existing store's moves its queues to a new region at open (after
+    /// recovery, before the open's checkpoint). A queue restarts at every checkpoint; half
+    /// full, it asks for one; a transaction that finds it full is not staged (an overflow:
+    /// durable with the next checkpoint).
     pub staging_queue_pages: Option<u64>,
     /// Told of recovery's progress at open, at every queue page and every 64 commit records
     /// (`None`, the default: only log lines, every second past the first). `tamer recover`

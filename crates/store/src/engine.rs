@@ -475,6 +475,10 @@ impl Engine {
                     // makes it the new crash point.
                     let stats = self.recover_queues(&sb)?;
                     *self.recovery.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+                    let asked = self.new_queue_pages;
+                    if let Some(pages) = asked.filter(|&p| p != u64::from(sb.queue_pages)) {
+                        self.resize_queues(pages)?;
+                    }
                 }
                 if !sb.clean && !self.read_only {
                     tracing::warn!(
@@ -490,6 +494,25 @@ impl Engine {
         }
         // Marked open (not clean) from here on.
         self.checkpoint(false)
+    }
+
+    /// Moves the staging queues to a new region of `pages` pages each (an open that asks for
+    /// another size). Only between recovery and the open's checkpoint: the queues hold nothing
+    /// the store needs, and until that checkpoint is durable the last one still names the old
+    /// region, whose pages are freed only after it (`free_pages`).
+    fn resize_queues(&self, pages: u64) -> Result<(), DbError> {
+        assert!((QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&pages));
+        let queues = u64::from(self.commit.queues());
+        let old_first = self.commit.first.load(Ordering::Relaxed);
+        let old_pages = self.commit.pages();
+        let new = self.alloc_marked(queues * pages, MapKind::Queue, MapKind::Queue)?;
+        self.free_pages(self.phys(old_first), queues * old_pages)?;
+        self.commit
+            .first
+            .store(self.logical_of(new)?, Ordering::Relaxed);
+        self.commit.pages.store(pages, Ordering::Relaxed);
+        tracing::info!("staging queues resized from {old_pages} to {pages} pages each");
+        Ok(())
     }
 
     /// A checkpoint: everything done so far is durable, and is what the store reopens with

@@ -251,14 +251,19 @@ pub fn single_durability(seed: u64) -> Durability {
     }
 }
 
-/// A third of the seeds make their store with the smallest staging queues
-/// ([`QUEUE_PAGES_MIN`] pages, not the 128 the device's size gives): the rings wrap and fill
-/// within a run, so queue reuse and overflows are crashed too. Drawn from its own generator so
-/// the seed's other draws stay as they were.
-pub fn staging_queue_pages(seed: u64) -> Option<u64> {
-    SmallRng::seed_from_u64(seed ^ 0x9e_e9e5)
+/// The staging queue sizes a seed's store is made with and reopened with. A third of the
+/// seeds make it with the smallest queues ([`QUEUE_PAGES_MIN`] pages, not the 128 the device's
+/// size gives): they fill and restart within a run, so queue reuse and overflows are crashed
+/// too. A third reopen it asking for another size (the queues move at open, after recovery;
+/// with a second crash, that move is crashed). Drawn from their own generator so the seed's
+/// other draws stay as they were.
+pub fn staging_queue_pages(seed: u64) -> (Option<u64>, Option<u64>) {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x9e_e9e5);
+    let made = rng.gen_ratio(1, 3).then_some(QUEUE_PAGES_MIN);
+    let reopened = rng
         .gen_ratio(1, 3)
-        .then_some(QUEUE_PAGES_MIN)
+        .then_some(if made.is_some() { 48 } else { QUEUE_PAGES_MIN });
+    (made, reopened)
 }
 
 pub fn single_workload(seed: u64, n: usize) -> Vec<SingleOp> {
@@ -343,11 +348,16 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
     };
     let second = second_crash(&mut rng);
     let durability = single_durability(seed);
-    let queue_pages = staging_queue_pages(seed);
+    let (made, reopened) = staging_queue_pages(seed);
     let options = move |device| {
         single_options(device)
             .durability(durability)
-            .staging_queue_pages(queue_pages)
+            .staging_queue_pages(made)
+    };
+    let reopen_options = move |device| {
+        single_options(device)
+            .durability(durability)
+            .staging_queue_pages(reopened)
     };
     let state = FaultState::fresh(emulator(32 << 20), plan).expect("a fault device");
     let ops = single_workload(seed, 600);
@@ -361,11 +371,16 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
         state.power_loss();
         let _ = db.close();
     }
-    let (db, report) = recover(std::slice::from_ref(&state), seed, &options, second)?;
+    let (db, report) = recover(std::slice::from_ref(&state), seed, &reopen_options, second)?;
     ensure!(
         report.leaked_pages <= 2,
         "{} leaked pages (at most 2): {report:?}",
         report.leaked_pages
+    );
+    ensure!(
+        reopened.is_none_or(|pages| report.queue_pages == pages),
+        "reopened asking for {reopened:?} staging queue pages, the map has {}",
+        report.queue_pages
     );
     let got = contents(&db)?;
     ensure!(
@@ -551,8 +566,9 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
     };
     let mut setup_done = false;
     let mut churned = None;
-    let queue_pages = staging_queue_pages(seed);
-    let options = move |device| concurrent_options(device).staging_queue_pages(queue_pages);
+    let (made, reopened) = staging_queue_pages(seed);
+    let options = move |device| concurrent_options(device).staging_queue_pages(made);
+    let reopen_options = move |device| concurrent_options(device).staging_queue_pages(reopened);
     if let Ok(db) = Db::open("unused", options(faulty())) {
         setup_done = open_accounts(&db).is_ok();
         if setup_done {
@@ -586,7 +602,7 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
         }
         let _ = db.close();
     }
-    let (db, _) = recover(&states, seed, &options, second)?;
+    let (db, _) = recover(&states, seed, &reopen_options, second)?;
     let mut accounts = 0u32;
     for i in 0..ACCOUNTS {
         accounts += u32::from(
