@@ -39,6 +39,11 @@ pub enum Config {
     /// writes go to an undo log (group-committed, flushed) before the writes are applied to a
     /// store in `Durability::Commit` mode: two ordered persist barriers per transaction.
     Undo,
+    /// `lad` with 16-page staging queues (the smallest; `lad`'s are 256 on the emulated
+    /// device): the queue-size sweep (emulated device, the main point).
+    LadQueue16,
+    /// `lad` with 64-page staging queues.
+    LadQueue64,
 }
 
 impl Config {
@@ -51,10 +56,15 @@ impl Config {
         Config::Undo,
     ];
 
+    /// The `lad` stores of the staging-queue-size sweep (emulated device only).
+    pub const QUEUE_SWEEP: [Config; 2] = [Config::LadQueue16, Config::LadQueue64];
+
     pub fn name(self) -> &'static str {
         match self {
             Config::Volatile => "volatile",
             Config::Lad => "lad",
+            Config::LadQueue16 => "lad_q16",
+            Config::LadQueue64 => "lad_q64",
             Config::Periodic => "periodic",
             Config::Wal => "wal",
             Config::Redb => "redb",
@@ -65,10 +75,34 @@ impl Config {
     /// The store's durability mode (the WAL's store is volatile; its log makes it durable).
     pub fn durability(self) -> Durability {
         match self {
-            Config::Lad | Config::Undo => Durability::Commit,
+            Config::Lad | Config::Undo | Config::LadQueue16 | Config::LadQueue64 => {
+                Durability::Commit
+            }
             Config::Periodic => Durability::Periodic(PERIODIC_INTERVAL),
             _ => Durability::None,
         }
+    }
+}
+
+impl Config {
+    /// The staging queue pages each core's queue is resized to at open (`None`: the store's
+    /// own, which the device's size chose).
+    pub fn queue_pages(self) -> Option<u64> {
+        match self {
+            Config::LadQueue16 => Some(16),
+            Config::LadQueue64 => Some(64),
+            _ => None,
+        }
+    }
+
+    /// The stores of a device: [`Config::STORES`], and on the emulated device the
+    /// queue-size sweep's.
+    pub fn stores_of(target: Target) -> Vec<Config> {
+        let mut stores = Config::STORES.to_vec();
+        if target == Target::Emulated {
+            stores.extend(Config::QUEUE_SWEEP);
+        }
+        stores
     }
 }
 
@@ -195,7 +229,8 @@ fn run(workload: Workload, in_flight: usize, configs: &[Config]) -> PointRun {
 }
 
 /// The emulated device's points: every workload at 256 in flight, `update` at 1 (the commit
-/// latency), the main workload's in-flight sweep.
+/// latency), the main workload's in-flight sweep, and at the main point every store (the
+/// staging-queue-size sweep's included).
 fn emulated_points() -> Vec<PointRun> {
     use Config::*;
     let durable = [Volatile, Lad, Wal, Undo];
@@ -207,12 +242,12 @@ fn emulated_points() -> Vec<PointRun> {
         run(Workload::Queue, MAIN_IN_FLIGHT, &durable),
     ];
     for in_flight in SWEEP_IN_FLIGHT {
-        let configs: &[Config] = if in_flight == MAIN_IN_FLIGHT {
-            &Config::STORES
+        let configs = if in_flight == MAIN_IN_FLIGHT {
+            Config::stores_of(Target::Emulated)
         } else {
-            &[Volatile, Lad]
+            vec![Volatile, Lad]
         };
-        points.push(run(MAIN_POINT.workload, in_flight, configs));
+        points.push(run(MAIN_POINT.workload, in_flight, &configs));
     }
     points
 }
@@ -320,6 +355,7 @@ impl Plan {
             .initial_file_bytes(self.estimated_pages() * PAGE_SIZE as u64)
             .hash_key(HASH_KEY)
             .durability(config.durability())
+            .staging_queue_pages(config.queue_pages())
     }
 }
 

@@ -277,6 +277,16 @@ fn throughput_figures() -> Vec<(String, Target, Point, Config, Config)> {
         let name = format!("lad_vs_volatile_{}_x{in_flight}", main.workload.name());
         figures.push((name, emu, at(main.workload, in_flight), Lad, Volatile));
     }
+    for sweep in Config::QUEUE_SWEEP {
+        figures.push((
+            format!("{}_vs_volatile", sweep.name()),
+            emu,
+            main,
+            sweep,
+            Volatile,
+        ));
+        figures.push((format!("{}_vs_lad", sweep.name()), emu, main, sweep, Lad));
+    }
     figures
 }
 
@@ -333,6 +343,15 @@ pub(super) fn report(results: &Results, result: &mut BenchResult) {
     ];
     for (name, value) in figures {
         result.figure(name, value);
+    }
+    // The queue-size sweep's overflow and checkpoint rates (medians over rounds).
+    for config in [Config::Lad].into_iter().chain(Config::QUEUE_SWEEP) {
+        let key = (emu, MAIN_POINT, config);
+        let name = config.name();
+        let overflows = results.median_of(key, |s| s.overflow_rate);
+        result.figure(&format!("{name}_overflow_rate"), overflows);
+        let checkpoints = results.median_of(key, |s| s.checkpoints_per_s);
+        result.figure(&format!("{name}_checkpoints_per_s"), checkpoints);
     }
     result.rows.extend(results.samples.iter().map(Sample::row));
     report_probes(results, result);

@@ -80,12 +80,13 @@ impl DeviceStores {
         let path = options.data_dir.join("durability-emu.store");
         load(&path, plan, DeviceKind::Model(model.clone()), value)?;
         // Every copy before any store opens (an open store is not a clean one).
+        let configs = Config::stores_of(Target::Emulated);
         let mut devices = vec![model.clone()];
-        for _ in 1..Config::STORES.len() {
+        for _ in 1..configs.len() {
             devices.push(copy_model(&model)?);
         }
         let mut stores = Vec::new();
-        for (config, device) in Config::STORES.into_iter().zip(devices) {
+        for (config, device) in configs.into_iter().zip(devices) {
             let options = plan.store_options(config, DeviceKind::Model(device));
             stores.push((config, open(&path, options)?));
         }
