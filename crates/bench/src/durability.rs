@@ -42,8 +42,10 @@
 //! window's transactions in the store itself (a `wal`'s data pages are written by a
 //! checkpoint, not at commit, and usually no checkpoint falls inside its window).
 //!
-//! Not varied: the staging queues' size. It is fixed per store (`QUEUE_PAGES_MAX` pages per
-//! queue, fewer on a small device) and `DbOptions` has no setting for it.
+//! The staging queues' size is swept at the main point on the emulated device: `lad_q16` and
+//! `lad_q64` are copies of the loaded store reopened with that many pages per queue
+//! (`DbOptions::staging_queue_pages` moves the queues at open); `lad` keeps the size the
+//! device gave it.
 //!
 //! Modules: `plan` (sizes, configurations, points, store options), `workloads` (the
 //! transactions and the preload), `stores` (load once, copy per configuration), `drive` (one
@@ -137,8 +139,9 @@ fn add_notes(plan: &Plan, result: &mut BenchResult) {
          stands in for the in-place write-back + flush): two ordered barriers per transaction",
     );
     result.note(
-        "staging-queue size not swept: it is fixed per store (QUEUE_PAGES_MAX pages per queue) \
-         and DbOptions cannot set it",
+        "staging queues: lad_q16 and lad_q64 have 16 and 64 pages per queue, lad the default \
+         (1/64 of the device, at most QUEUE_PAGES_MAX); a queue half full asks for a \
+         checkpoint, which stalls group commits while it runs",
     );
     result.note(
         "tatp: reads are plain gets, each write one transaction; neworder and queue insert \
