@@ -562,6 +562,15 @@ fn recover(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
         return ExitCode::from(2);
     }
     let path = &paths[0];
+    // A file holding no store yet would be made one by a read-write open: refuse it first.
+    let probe = store_options(paths, stripe_unit, cache_mib).read_only(true);
+    match tamer_store::Db::open(path, probe) {
+        Ok(db) => drop(db.close()),
+        Err(err) => {
+            eprintln!("error: {}: {err}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     let bar = std::sync::Arc::new(tamer_bench::progress::RecoveryBar::default());
     let on_progress = bar.clone();
     let options = store_options(paths, stripe_unit, cache_mib)

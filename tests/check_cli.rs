@@ -196,6 +196,46 @@ fn tamer_recover_recovers_a_killed_writers_store() {
     );
     let again = recover();
     assert!(again.contains("redid 0 of 0 commit records"), "{again}");
+    assert!(!again.contains("not closed cleanly"), "{again}");
     let (code, text) = tamer_check(&path);
     assert_eq!(code, 0, "{text}");
+    // The contents, not only the count: the acknowledged ops, or one more.
+    let db = Db::open(&path, tamer_bench::crash::options(&path, seed)).unwrap();
+    let got: std::collections::HashMap<Vec<u8>, Vec<u8>> =
+        db.cursor().map(|item| item.unwrap()).collect();
+    db.close().unwrap();
+    let model_after = |n: usize| {
+        let mut model = std::collections::HashMap::new();
+        tamer_bench::crash::ops(seed)
+            .take(n)
+            .for_each(|op| tamer_bench::crash::apply(&mut model, &op));
+        model
+    };
+    assert!(
+        got == model_after(durable) || got == model_after(durable + 1),
+        "the store is no state after {durable} (or {}) acknowledged ops",
+        durable + 1
+    );
+}
+
+/// `tamer recover` on a file that holds no store refuses it (exit 2) and leaves it as it was,
+/// rather than making a new store there. Catches a recover that opens read-write at once.
+#[test]
+fn tamer_recover_refuses_a_file_that_is_no_store() {
+    let path = std::env::temp_dir().join(format!("tamer-recover-none-{}", std::process::id()));
+    let _cleanup = TempFile(path.clone());
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+        .arg("recover")
+        .arg(&path)
+        .output()
+        .expect("running tamer recover");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("no tamer store"), "{text}");
+    let after = std::fs::read(&path).unwrap();
+    assert!(
+        after.len() == 1 << 20 && after.iter().all(|&b| b == 0),
+        "the file changed"
+    );
 }

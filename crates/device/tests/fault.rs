@@ -338,11 +338,18 @@ fn sparse_image_crosses_chunks_and_after_crash_matches_crash_image() {
     device.push(IoRequest::write(across, 0, 2, 7)).unwrap();
     reap_ok(&mut device, &[7]);
     flush(&mut device);
+    // Into the partial last chunk (3 blocks), flushed: the chunk's length at `write`.
+    write_block(&mut device, &arena, blocks - 2, 0x44);
+    flush(&mut device);
     write_block(&mut device, &arena, chunk_blocks + 1, 0x33);
     state.power_loss();
     let fates = [Fate::Tear { mask: 0b11 }];
     let image = state.crash_image(&fates);
     assert!(image[last as usize..].iter().all(|&b| b == 0x5a));
+    let second_last = (blocks - 2) as usize * BLOCK_SIZE;
+    assert!(image[second_last..second_last + BLOCK_SIZE]
+        .iter()
+        .all(|&b| b == 0x44));
     let at = across as usize;
     assert!(image[at..at + BLOCK_SIZE].iter().all(|&b| b == 0x11));
     assert!(image[at + BLOCK_SIZE..at + 2 * BLOCK_SIZE]

@@ -253,9 +253,10 @@ pub fn single_durability(seed: u64) -> Durability {
 
 /// The staging queue sizes a seed's store is made with and reopened with. A third of the
 /// seeds make it with the smallest queues ([`QUEUE_PAGES_MIN`] pages, not the 128 the device's
-/// size gives): they fill and restart within a run, so queue reuse and overflows are crashed
-/// too. A third reopen it asking for another size (the queues move at open, after recovery;
-/// with a second crash, that move is crashed). Drawn from their own generator so the seed's
+/// size gives: another region, and a half-full trigger at 8 pages, though the single-threaded
+/// workload's flushes restart the queue before it gets there; the concurrent one's batches
+/// are larger). A third reopen it asking for another size (the queues move at open, after
+/// recovery; with a second crash, that move is crashed). Drawn from their own generator so the seed's
 /// other draws stay as they were.
 pub fn staging_queue_pages(seed: u64) -> (Option<u64>, Option<u64>) {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x9e_e9e5);
