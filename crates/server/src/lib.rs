@@ -1,0 +1,6 @@
+//! tamer's Redis-protocol server (issue 10). Built so far: the RESP codec ([`resp`]): a
+//! request parser for RESP multibulk and inline commands with Redis 7.0's limits and error
+//! texts, resumable across partial reads and bounded in what it holds, and reply encoders for
+//! RESP2 and RESP3. The server, its commands and its request path are not built yet.
+
+pub mod resp;
