@@ -5,5 +5,6 @@
 //! expiry times, the 16 databases as namespaces. The server, its commands and its request path
 //! are not built yet.
 
+pub mod commands;
 pub mod keyspace;
 pub mod resp;

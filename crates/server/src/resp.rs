@@ -308,7 +308,7 @@ impl RequestParser {
 
 /// A strict decimal `i64` (Redis's `string2ll`): an optional `-`, digits, no leading zero
 /// but in `0`, nothing else.
-fn parse_i64(digits: &[u8]) -> Option<i64> {
+pub fn parse_i64(digits: &[u8]) -> Option<i64> {
     let (negative, body) = match digits.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, digits),
@@ -430,6 +430,71 @@ fn hex_pair(digits: Option<&[u8]>) -> Option<u8> {
     let digits = digits?;
     let value = |d: u8| char::from(d).to_digit(16);
     Some((value(digits[0])? * 16 + value(digits[1])?) as u8)
+}
+
+/// The length of the one reply at the start of `buf` (RESP2 or RESP3, aggregates whole), or
+/// `None` while it is incomplete; `Err` for bytes that are no reply. For clients: the load
+/// generator and tests that read a server's replies.
+pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    // Bounded: an explicit stack of the elements still owed by open aggregates, at most one
+    // entry per nesting level reached, and every pass consumes a line.
+    let mut pos = 0;
+    let mut owed: Vec<i64> = Vec::new();
+    loop {
+        let Some(&kind) = buf.get(pos) else {
+            return Ok(None);
+        };
+        let Some(cr) = buf[pos..].iter().position(|&b| b == b'\r') else {
+            return Ok(None);
+        };
+        let cr = pos + cr;
+        if buf.len() < cr + 2 {
+            return Ok(None);
+        }
+        let text = &buf[pos + 1..cr];
+        let mut next = cr + 2;
+        let mut children = 0;
+        match kind {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
+            b'$' | b'=' | b'!' => {
+                let n = parse_i64(text).ok_or_else(|| protocol_error("bad bulk length"))?;
+                if n >= 0 {
+                    next += n as usize + 2;
+                    if buf.len() < next {
+                        return Ok(None);
+                    }
+                }
+            }
+            b'*' | b'~' | b'>' | b'%' => {
+                let n = parse_i64(text).ok_or_else(|| protocol_error("bad aggregate length"))?;
+                children = if kind == b'%' { 2 * n.max(0) } else { n.max(0) };
+            }
+            other => {
+                return Err(protocol_error(format_args!(
+                    "no reply starts with '{}'",
+                    char::from(other)
+                )))
+            }
+        }
+        pos = next;
+        if children > 0 {
+            owed.push(children);
+            continue;
+        }
+        // One value done: it settles its aggregate's count, maybe several levels up.
+        loop {
+            match owed.last_mut() {
+                None => return Ok(Some(pos)),
+                Some(n) => {
+                    *n -= 1;
+                    if *n > 0 {
+                        break;
+                    }
+                    owed.pop();
+                }
+            }
+        }
+    }
 }
 
 /// Which protocol a connection speaks (`HELLO 3` switches to RESP3).

@@ -283,6 +283,27 @@ fn replies_encode_as_redis_writes_them() {
     );
 }
 
+/// Catches an aggregate counted short (a map's pairs, nested arrays) or a bulk's CRLF left.
+#[test]
+fn reply_lengths_cover_whole_replies() {
+    for reply in [
+        &b"+OK\r\n"[..],
+        b"$-1\r\n",
+        b"$3\r\nabc\r\n",
+        b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+        b"%1\r\n+k\r\n*2\r\n:1\r\n:2\r\n",
+        b"*0\r\n",
+        b"*-1\r\n",
+    ] {
+        let mut stream = reply.to_vec();
+        stream.extend_from_slice(b"+NEXT\r\n");
+        assert_eq!(reply_len(&stream).unwrap(), Some(reply.len()));
+        for cut in 0..reply.len() {
+            assert_eq!(reply_len(&reply[..cut]).unwrap(), None, "cut at {cut}");
+        }
+    }
+}
+
 fn arb_args() -> impl Strategy<Value = Vec<Vec<u8>>> {
     prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..8)
 }

@@ -1,0 +1,166 @@
+//! Commands: looked up by name, their arity checked as Redis checks it, then run inside one
+//! store transaction on the [`keyspace`](crate::keyspace), writing their reply.
+//!
+//! A handler writes Redis-level errors (`WRONGTYPE`, syntax, not an integer) into the reply
+//! and returns `Ok`; it returns `Err` only for a store error, which the caller handles (a
+//! conflict retries the whole transaction, so a handler may run more than once: it writes
+//! nothing but its reply and its transaction's changes).
+//!
+//! Built so far: the string commands of [`strings`] and the key commands `DEL`, `EXISTS`. The
+//! rest of issue 10's list (connection, server, expiry, `MULTI`/`EXEC`, ...) is not built yet.
+
+pub mod strings;
+
+use tamer_store::{DbError, Tx};
+
+use crate::keyspace::{self, KeyspaceError};
+use crate::resp::{write, Protocol};
+
+/// What a command runs with besides its arguments.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    /// The namespace of the client's database.
+    pub namespace: u32,
+    /// The command's time (Unix ms; one reading per command, as Redis caches it).
+    pub now_ms: u64,
+    pub protocol: Protocol,
+}
+
+/// A command handler: `args[0]` is the command's name.
+pub type Handler = fn(&Context, &mut Tx<'_>, &[&[u8]], &mut Vec<u8>) -> Result<(), DbError>;
+
+/// One entry of the command table.
+#[derive(Clone, Copy)]
+pub struct Command {
+    /// Lowercase, as `COMMAND` names it.
+    pub name: &'static str,
+    /// Redis's convention: `n > 0` exactly `n` arguments (the name included), `n < 0` at
+    /// least `-n`.
+    pub arity: i32,
+    pub handler: Handler,
+}
+
+/// Every command built, sorted by name.
+pub const COMMANDS: &[Command] = &[
+    cmd("append", 3, strings::append),
+    cmd("decr", 2, strings::decr),
+    cmd("decrby", 3, strings::decrby),
+    cmd("del", -2, del),
+    cmd("exists", -2, exists),
+    cmd("get", 2, strings::get),
+    cmd("getdel", 2, strings::getdel),
+    cmd("getrange", 4, strings::getrange),
+    cmd("getset", 3, strings::getset),
+    cmd("incr", 2, strings::incr),
+    cmd("incrby", 3, strings::incrby),
+    cmd("mget", -2, strings::mget),
+    cmd("mset", -3, strings::mset),
+    cmd("msetnx", -3, strings::msetnx),
+    cmd("set", -3, strings::set),
+    cmd("setnx", 3, strings::setnx),
+    cmd("setrange", 4, strings::setrange),
+    cmd("strlen", 2, strings::strlen),
+];
+
+const fn cmd(name: &'static str, arity: i32, handler: Handler) -> Command {
+    Command {
+        name,
+        arity,
+        handler,
+    }
+}
+
+/// The command named `name` (any case).
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    let lower = name.to_ascii_lowercase();
+    COMMANDS
+        .binary_search_by(|c| c.name.as_bytes().cmp(&lower[..]))
+        .ok()
+        .map(|i| &COMMANDS[i])
+}
+
+/// Runs the request `args` in `tx`, appending its reply to `out`: Redis's error for an
+/// unknown command or a wrong number of arguments.
+pub fn execute(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result<(), DbError> {
+    assert!(!args.is_empty(), "a request has a name");
+    let Some(command) = lookup(args[0]) else {
+        write::error(out, &unknown_command(args));
+        return Ok(());
+    };
+    let n = args.len() as i32;
+    if (command.arity > 0 && n != command.arity) || n < command.arity.abs() {
+        write::error(
+            out,
+            &format!(
+                "ERR wrong number of arguments for '{}' command",
+                command.name
+            ),
+        );
+        return Ok(());
+    }
+    (command.handler)(ctx, tx, args, out)
+}
+
+/// Redis 7.0's reply to an unknown command: its name and first arguments, each cut at 128
+/// bytes.
+fn unknown_command(args: &[&[u8]]) -> String {
+    let show = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(128)]).into_owned();
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        show(args[0])
+    );
+    for a in &args[1..] {
+        text.push_str(&format!("'{}' ", show(a)));
+    }
+    text
+}
+
+/// A keyspace error as the command's reply, or the store error to hand back.
+pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
+    match err {
+        KeyspaceError::Store(err) => Err(err),
+        other => {
+            write::error(out, &format!("ERR {other}"));
+            Ok(())
+        }
+    }
+}
+
+/// `DEL key [key ...]`: how many of the keys were there.
+fn del(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), DbError> {
+    let mut removed = 0;
+    for key in &args[1..] {
+        match keyspace::delete(tx, ctx.namespace, key, ctx.now_ms) {
+            Ok(was) => removed += i64::from(was),
+            Err(err) => return keyspace_error(out, err),
+        }
+    }
+    write::integer(out, removed);
+    Ok(())
+}
+
+/// `EXISTS key [key ...]`: how many of the keys exist (a key named twice counts twice).
+fn exists(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result<(), DbError> {
+    let mut found = 0;
+    for key in &args[1..] {
+        match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
+            Ok(entry) => found += i64::from(entry.is_some()),
+            Err(err) => return keyspace_error(out, err),
+        }
+    }
+    write::integer(out, found);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,470 @@
+//! String commands with Redis 7.0's semantics, replies and error texts (`t_string.c`).
+//! Differences from Redis: a value's size is bounded by the store's `max_value_bytes` (16 MiB
+//! by default) rather than `proto-max-bulk-len`; a larger one fails the command with the
+//! store's error.
+
+use tamer_store::{DbError, Tx};
+
+use super::{keyspace_error, Context};
+use crate::keyspace::{self, Entry, Kind};
+use crate::resp::{parse_i64, write};
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+const SYNTAX: &str = "ERR syntax error";
+const OVERFLOW: &str = "ERR increment or decrement would overflow";
+/// Redis's `proto-max-bulk-len`: the largest string `APPEND` and `SETRANGE` may make.
+const MAX_STRING_BYTES: u64 = 512 << 20;
+
+type Result = std::result::Result<(), DbError>;
+
+/// What a key holds, for a command that needs a string.
+enum Found {
+    Absent,
+    String(Entry),
+    /// Another kind: the command replies `WRONGTYPE`.
+    Other,
+}
+
+fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found, DbError> {
+    match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
+        Ok(None) => Ok(Found::Absent),
+        Ok(Some(e)) if e.kind == Kind::String => Ok(Found::String(e)),
+        Ok(Some(_)) => Ok(Found::Other),
+        Err(keyspace::KeyspaceError::Store(err)) => Err(err),
+        // A value the keyspace cannot read is no string: refused, never overwritten blindly.
+        Err(_) => Ok(Found::Other),
+    }
+}
+
+fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry, out: &mut Vec<u8>) -> Result {
+    keyspace::put(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
+}
+
+/// `GET key`.
+pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    match find(ctx, tx, args[1])? {
+        Found::Absent => write::null(out, ctx.protocol),
+        Found::String(e) => write::bulk(out, &e.payload),
+        Found::Other => write::error(out, WRONGTYPE),
+    }
+    Ok(())
+}
+
+/// `GETDEL key`.
+pub fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    match find(ctx, tx, args[1])? {
+        Found::Absent => write::null(out, ctx.protocol),
+        Found::String(e) => {
+            tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
+            write::bulk(out, &e.payload);
+        }
+        Found::Other => write::error(out, WRONGTYPE),
+    }
+    Ok(())
+}
+
+/// `GETSET key value`: the old value; the new one without a TTL.
+pub fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let mut reply = Vec::new();
+    match find(ctx, tx, args[1])? {
+        Found::Absent => write::null(&mut reply, ctx.protocol),
+        Found::String(e) => write::bulk(&mut reply, &e.payload),
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    }
+    store(
+        ctx,
+        tx,
+        args[1],
+        &Entry::string(args[2].to_vec(), None),
+        out,
+    )?;
+    out.extend_from_slice(&reply);
+    Ok(())
+}
+
+/// `SETNX key value`: 1 when set, 0 when the key existed.
+pub fn setnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let exists = keyspace::get(tx, ctx.namespace, args[1], ctx.now_ms)
+        .map(|e| e.is_some())
+        .or_else(|e| match e {
+            keyspace::KeyspaceError::Store(err) => Err(err),
+            _ => Ok(true),
+        })?;
+    if !exists {
+        store(
+            ctx,
+            tx,
+            args[1],
+            &Entry::string(args[2].to_vec(), None),
+            out,
+        )?;
+    }
+    write::integer(out, i64::from(!exists));
+    Ok(())
+}
+
+/// The options of `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SetOptions {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    /// The expiry option (`b"ex"`, ...) and the index of its value.
+    expire: Option<(&'static str, usize)>,
+}
+
+/// Parses `SET`'s options as Redis 7.0's `parseExtendedStringArgumentsOrReply` does (an
+/// expiry option may repeat, the last one counting; `NX` and `XX`, an expiry and `KEEPTTL`,
+/// exclude each other).
+fn set_options(args: &[&[u8]]) -> Option<SetOptions> {
+    let mut o = SetOptions::default();
+    let mut j = 3;
+    // Bounded: every pass consumes one or two arguments.
+    while j < args.len() {
+        let opt = args[j].to_ascii_lowercase();
+        let has_next = j + 1 < args.len();
+        let other_expiry = |name: &str| o.expire.is_some_and(|(n, _)| n != name);
+        match &opt[..] {
+            b"nx" if !o.xx => o.nx = true,
+            b"xx" if !o.nx => o.xx = true,
+            b"get" => o.get = true,
+            b"keepttl" if o.expire.is_none() => o.keepttl = true,
+            b"ex" | b"px" | b"exat" | b"pxat" => {
+                let name = match &opt[..] {
+                    b"ex" => "ex",
+                    b"px" => "px",
+                    b"exat" => "exat",
+                    _ => "pxat",
+                };
+                if o.keepttl || other_expiry(name) || !has_next {
+                    return None;
+                }
+                o.expire = Some((name, j + 1));
+                j += 1;
+            }
+            _ => return None,
+        }
+        j += 1;
+    }
+    Some(o)
+}
+
+/// The absolute expiry time in ms of `SET`'s option `name` with value `arg`, or the error
+/// reply's text.
+fn expire_at_ms(
+    name: &str,
+    arg: &[u8],
+    now_ms: u64,
+    command: &str,
+) -> std::result::Result<u64, String> {
+    let invalid = || format!("ERR invalid expire time in '{command}' command");
+    let n = parse_i64(arg).ok_or_else(|| NOT_INTEGER.to_string())?;
+    if n <= 0 {
+        return Err(invalid());
+    }
+    let ms = match name {
+        "ex" | "exat" => n.checked_mul(1000).ok_or_else(invalid)?,
+        _ => n,
+    };
+    let at = match name {
+        "ex" | "px" => ms.checked_add(now_ms as i64).ok_or_else(invalid)?,
+        _ => ms,
+    };
+    Ok(at as u64)
+}
+
+/// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
+pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(o) = set_options(args) else {
+        write::error(out, SYNTAX);
+        return Ok(());
+    };
+    let expire = match o.expire {
+        Some((name, at)) => match expire_at_ms(name, args[at], ctx.now_ms, "set") {
+            Ok(at) => Some(at),
+            Err(text) => {
+                write::error(out, &text);
+                return Ok(());
+            }
+        },
+        None => None,
+    };
+    let found = find(ctx, tx, args[1])?;
+    if o.get {
+        match &found {
+            Found::Absent => write::null(out, ctx.protocol),
+            Found::String(e) => write::bulk(out, &e.payload),
+            Found::Other => {
+                write::error(out, WRONGTYPE);
+                return Ok(());
+            }
+        }
+    }
+    let exists = !matches!(found, Found::Absent);
+    if (o.nx && exists) || (o.xx && !exists) {
+        if !o.get {
+            write::null(out, ctx.protocol);
+        }
+        return Ok(());
+    }
+    let keep = match (&found, o.keepttl) {
+        (Found::String(e), true) => e.expire_at_ms,
+        _ => None,
+    };
+    store(
+        ctx,
+        tx,
+        args[1],
+        &Entry::string(args[2].to_vec(), expire.or(keep)),
+        out,
+    )?;
+    if !o.get {
+        write::simple(out, "OK");
+    }
+    Ok(())
+}
+
+/// `MGET key [key ...]`: a nil for each key that is absent or not a string.
+pub fn mget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    write::array(out, args.len() - 1);
+    for key in &args[1..] {
+        match find(ctx, tx, key)? {
+            Found::String(e) => write::bulk(out, &e.payload),
+            _ => write::null(out, ctx.protocol),
+        }
+    }
+    Ok(())
+}
+
+/// `MSET key value [key value ...]`: every key set (TTLs cleared), atomically.
+pub fn mset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    if args.len().is_multiple_of(2) {
+        write::error(out, "ERR wrong number of arguments for 'mset' command");
+        return Ok(());
+    }
+    for pair in args[1..].chunks(2) {
+        keyspace::put(
+            tx,
+            ctx.namespace,
+            pair[0],
+            &Entry::string(pair[1].to_vec(), None),
+        )
+        .or_else(|e| keyspace_error(out, e))?;
+    }
+    write::simple(out, "OK");
+    Ok(())
+}
+
+/// `MSETNX key value [key value ...]`: 1 and every key set, or 0 and none when any exists.
+pub fn msetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    if args.len().is_multiple_of(2) {
+        write::error(out, "ERR wrong number of arguments for 'msetnx' command");
+        return Ok(());
+    }
+    for pair in args[1..].chunks(2) {
+        if !matches!(find(ctx, tx, pair[0])?, Found::Absent) {
+            write::integer(out, 0);
+            return Ok(());
+        }
+    }
+    for pair in args[1..].chunks(2) {
+        store(
+            ctx,
+            tx,
+            pair[0],
+            &Entry::string(pair[1].to_vec(), None),
+            out,
+        )?;
+    }
+    write::integer(out, 1);
+    Ok(())
+}
+
+/// Adds `by` to the integer `key` holds (0 when absent), keeping its TTL.
+fn incr_by(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64, out: &mut Vec<u8>) -> Result {
+    let (current, ttl) = match find(ctx, tx, key)? {
+        Found::Absent => (0, None),
+        Found::String(e) => match parse_i64(&e.payload) {
+            Some(n) => (n, e.expire_at_ms),
+            None => {
+                write::error(out, NOT_INTEGER);
+                return Ok(());
+            }
+        },
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    };
+    let Some(new) = current.checked_add(by) else {
+        write::error(out, OVERFLOW);
+        return Ok(());
+    };
+    store(
+        ctx,
+        tx,
+        key,
+        &Entry::string(new.to_string().into_bytes(), ttl),
+        out,
+    )?;
+    write::integer(out, new);
+    Ok(())
+}
+
+/// `INCR key`.
+pub fn incr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    incr_by(ctx, tx, args[1], 1, out)
+}
+
+/// `DECR key`.
+pub fn decr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    incr_by(ctx, tx, args[1], -1, out)
+}
+
+/// `INCRBY key increment`.
+pub fn incrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    match parse_i64(args[2]) {
+        Some(by) => incr_by(ctx, tx, args[1], by, out),
+        None => {
+            write::error(out, NOT_INTEGER);
+            Ok(())
+        }
+    }
+}
+
+/// `DECRBY key decrement`.
+pub fn decrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    match parse_i64(args[2]) {
+        Some(i64::MIN) => {
+            write::error(out, "ERR decrement would overflow");
+            Ok(())
+        }
+        Some(by) => incr_by(ctx, tx, args[1], -by, out),
+        None => {
+            write::error(out, NOT_INTEGER);
+            Ok(())
+        }
+    }
+}
+
+/// `APPEND key value`: the new length (the key made if absent, its TTL kept).
+pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let (mut value, ttl) = match find(ctx, tx, args[1])? {
+        Found::Absent => (Vec::new(), None),
+        Found::String(e) => (e.payload, e.expire_at_ms),
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    };
+    if value.len() as u64 + args[2].len() as u64 > MAX_STRING_BYTES {
+        write::error(
+            out,
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        );
+        return Ok(());
+    }
+    value.extend_from_slice(args[2]);
+    let len = value.len() as i64;
+    store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    write::integer(out, len);
+    Ok(())
+}
+
+/// `STRLEN key`.
+pub fn strlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    match find(ctx, tx, args[1])? {
+        Found::Absent => write::integer(out, 0),
+        Found::String(e) => write::integer(out, e.payload.len() as i64),
+        Found::Other => write::error(out, WRONGTYPE),
+    }
+    Ok(())
+}
+
+/// `GETRANGE key start end` (inclusive, negative from the end), as Redis 7.0 clamps it.
+pub fn getrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let (Some(mut start), Some(mut end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
+        write::error(out, NOT_INTEGER);
+        return Ok(());
+    };
+    let value = match find(ctx, tx, args[1])? {
+        Found::Absent => Vec::new(),
+        Found::String(e) => e.payload,
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    };
+    let len = value.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        write::bulk(out, b"");
+        return Ok(());
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        write::bulk(out, b"");
+    } else {
+        write::bulk(out, &value[start as usize..=end as usize]);
+    }
+    Ok(())
+}
+
+/// `SETRANGE key offset value`: the new length (zero-padded; its TTL kept).
+pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(offset) = parse_i64(args[2]) else {
+        write::error(out, NOT_INTEGER);
+        return Ok(());
+    };
+    if offset < 0 {
+        write::error(out, "ERR offset is out of range");
+        return Ok(());
+    }
+    let piece = args[3];
+    let (mut value, ttl) = match find(ctx, tx, args[1])? {
+        Found::Absent if piece.is_empty() => {
+            write::integer(out, 0);
+            return Ok(());
+        }
+        Found::Absent => (Vec::new(), None),
+        Found::String(e) if piece.is_empty() => {
+            write::integer(out, e.payload.len() as i64);
+            return Ok(());
+        }
+        Found::String(e) => (e.payload, e.expire_at_ms),
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    };
+    let end = offset as u64 + piece.len() as u64;
+    if end > MAX_STRING_BYTES {
+        write::error(
+            out,
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        );
+        return Ok(());
+    }
+    if value.len() < end as usize {
+        value.resize(end as usize, 0);
+    }
+    value[offset as usize..end as usize].copy_from_slice(piece);
+    let len = value.len() as i64;
+    store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    write::integer(out, len);
+    Ok(())
+}
