@@ -6,14 +6,16 @@
 //! conflict retries the whole transaction, so a handler may run more than once: it writes
 //! nothing but its reply and its transaction's changes).
 //!
-//! Built so far: the string commands of [`strings`] and the key commands `DEL`, `EXISTS`. The
-//! rest of issue 10's list (connection, server, expiry, `MULTI`/`EXEC`, ...) is not built yet.
+//! Built so far: the string commands of [`strings`] and the key commands of [`keys`]
+//! (`docs/commands.md` lists them). The rest of issue 10's list (connection, server,
+//! `MULTI`/`EXEC`, scans, ...) is not built yet.
 
+pub mod keys;
 pub mod strings;
 
 use tamer_store::{DbError, Tx};
 
-use crate::keyspace::{self, KeyspaceError};
+use crate::keyspace::KeyspaceError;
 use crate::resp::{write, Protocol};
 
 /// What a command runs with besides its arguments.
@@ -45,10 +47,14 @@ pub const COMMANDS: &[Command] = &[
     cmd("append", 3, strings::append),
     cmd("decr", 2, strings::decr),
     cmd("decrby", 3, strings::decrby),
-    cmd("del", -2, del),
-    cmd("exists", -2, exists),
+    cmd("del", -2, keys::del),
+    cmd("exists", -2, keys::exists),
+    cmd("expire", -3, keys::expire),
+    cmd("expireat", -3, keys::expireat),
+    cmd("expiretime", 2, keys::expiretime),
     cmd("get", 2, strings::get),
     cmd("getdel", 2, strings::getdel),
+    cmd("getex", -2, strings::getex),
     cmd("getrange", 4, strings::getrange),
     cmd("getset", 3, strings::getset),
     cmd("incr", 2, strings::incr),
@@ -56,10 +62,22 @@ pub const COMMANDS: &[Command] = &[
     cmd("mget", -2, strings::mget),
     cmd("mset", -3, strings::mset),
     cmd("msetnx", -3, strings::msetnx),
+    cmd("persist", 2, keys::persist),
+    cmd("pexpire", -3, keys::pexpire),
+    cmd("pexpireat", -3, keys::pexpireat),
+    cmd("pexpiretime", 2, keys::pexpiretime),
+    cmd("psetex", 4, strings::psetex),
+    cmd("pttl", 2, keys::pttl),
+    cmd("rename", 3, keys::rename),
+    cmd("renamenx", 3, keys::renamenx),
     cmd("set", -3, strings::set),
+    cmd("setex", 4, strings::setex),
     cmd("setnx", 3, strings::setnx),
     cmd("setrange", 4, strings::setrange),
     cmd("strlen", 2, strings::strlen),
+    cmd("touch", -2, keys::exists),
+    cmd("ttl", 2, keys::ttl),
+    cmd("type", 2, keys::type_),
 ];
 
 const fn cmd(name: &'static str, arity: i32, handler: Handler) -> Command {
@@ -129,37 +147,6 @@ pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<()
             Ok(())
         }
     }
-}
-
-/// `DEL key [key ...]`: how many of the keys were there.
-fn del(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), DbError> {
-    let mut removed = 0;
-    for key in &args[1..] {
-        match keyspace::delete(tx, ctx.namespace, key, ctx.now_ms) {
-            Ok(was) => removed += i64::from(was),
-            Err(err) => return keyspace_error(out, err),
-        }
-    }
-    write::integer(out, removed);
-    Ok(())
-}
-
-/// `EXISTS key [key ...]`: how many of the keys exist (a key named twice counts twice).
-fn exists(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-) -> Result<(), DbError> {
-    let mut found = 0;
-    for key in &args[1..] {
-        match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
-            Ok(entry) => found += i64::from(entry.is_some()),
-            Err(err) => return keyspace_error(out, err),
-        }
-    }
-    write::integer(out, found);
-    Ok(())
 }
 
 #[cfg(test)]

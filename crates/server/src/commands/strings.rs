@@ -107,33 +107,36 @@ pub fn setnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     Ok(())
 }
 
-/// The options of `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
+/// The options of `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`
+/// and of `GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct SetOptions {
     nx: bool,
     xx: bool,
     get: bool,
     keepttl: bool,
-    /// The expiry option (`b"ex"`, ...) and the index of its value.
+    persist: bool,
+    /// The expiry option (`"ex"`, ...) and the index of its value.
     expire: Option<(&'static str, usize)>,
 }
 
-/// Parses `SET`'s options as Redis 7.0's `parseExtendedStringArgumentsOrReply` does (an
-/// expiry option may repeat, the last one counting; `NX` and `XX`, an expiry and `KEEPTTL`,
-/// exclude each other).
-fn set_options(args: &[&[u8]]) -> Option<SetOptions> {
+/// Parses the options from `args[first..]` as Redis 7.0's `parseExtendedStringArgumentsOrReply`
+/// does for `SET` (`getex` false) or `GETEX` (true): an expiry option may repeat, the last one
+/// counting; `NX` and `XX`, an expiry and `KEEPTTL` or `PERSIST`, exclude each other.
+fn set_options(args: &[&[u8]], first: usize, getex: bool) -> Option<SetOptions> {
     let mut o = SetOptions::default();
-    let mut j = 3;
+    let mut j = first;
     // Bounded: every pass consumes one or two arguments.
     while j < args.len() {
         let opt = args[j].to_ascii_lowercase();
         let has_next = j + 1 < args.len();
         let other_expiry = |name: &str| o.expire.is_some_and(|(n, _)| n != name);
         match &opt[..] {
-            b"nx" if !o.xx => o.nx = true,
-            b"xx" if !o.nx => o.xx = true,
-            b"get" => o.get = true,
-            b"keepttl" if o.expire.is_none() => o.keepttl = true,
+            b"nx" if !o.xx && !getex => o.nx = true,
+            b"xx" if !o.nx && !getex => o.xx = true,
+            b"get" if !getex => o.get = true,
+            b"keepttl" if o.expire.is_none() && !getex => o.keepttl = true,
+            b"persist" if o.expire.is_none() && getex => o.persist = true,
             b"ex" | b"px" | b"exat" | b"pxat" => {
                 let name = match &opt[..] {
                     b"ex" => "ex",
@@ -141,7 +144,7 @@ fn set_options(args: &[&[u8]]) -> Option<SetOptions> {
                     b"exat" => "exat",
                     _ => "pxat",
                 };
-                if o.keepttl || other_expiry(name) || !has_next {
+                if o.keepttl || o.persist || other_expiry(name) || !has_next {
                     return None;
                 }
                 o.expire = Some((name, j + 1));
@@ -180,7 +183,7 @@ fn expire_at_ms(
 
 /// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
 pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(o) = set_options(args) else {
+    let Some(o) = set_options(args, 3, false) else {
         write::error(out, SYNTAX);
         return Ok(());
     };
@@ -466,5 +469,88 @@ pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
     let len = value.len() as i64;
     store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
     write::integer(out, len);
+    Ok(())
+}
+
+/// `SETEX key seconds value` (`unit` "ex") and `PSETEX key milliseconds value` ("px").
+fn setex_generic(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    unit: &str,
+) -> Result {
+    let command = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+    match expire_at_ms(unit, args[2], ctx.now_ms, &command) {
+        Ok(at) => {
+            store(
+                ctx,
+                tx,
+                args[1],
+                &Entry::string(args[3].to_vec(), Some(at)),
+                out,
+            )?;
+            write::simple(out, "OK");
+        }
+        Err(text) => write::error(out, &text),
+    }
+    Ok(())
+}
+
+pub fn setex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    setex_generic(ctx, tx, args, out, "ex")
+}
+
+pub fn psetex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    setex_generic(ctx, tx, args, out, "px")
+}
+
+/// `GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]`: the value, its expiry changed (a
+/// time already past deletes the key).
+pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(o) = set_options(args, 2, true) else {
+        write::error(out, SYNTAX);
+        return Ok(());
+    };
+    // Redis 7.0's order: the options' syntax, the key (absent: nil), its type, then the
+    // expiry's value.
+    let mut e = match find(ctx, tx, args[1])? {
+        Found::Absent => {
+            write::null(out, ctx.protocol);
+            return Ok(());
+        }
+        Found::String(e) => e,
+        Found::Other => {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+    };
+    let expire = match o.expire {
+        Some((name, at)) => match expire_at_ms(name, args[at], ctx.now_ms, "getex") {
+            Ok(at) => Some(at),
+            Err(text) => {
+                write::error(out, &text);
+                return Ok(());
+            }
+        },
+        None => None,
+    };
+    write::bulk(out, &e.payload);
+    match expire {
+        Some(at) if at <= ctx.now_ms => {
+            tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
+        }
+        Some(at) => {
+            e.expire_at_ms = Some(at);
+            let mut ignored = Vec::new();
+            store(ctx, tx, args[1], &e, &mut ignored)?;
+        }
+        None if o.persist && e.expire_at_ms.is_some() => {
+            e.expire_at_ms = None;
+            let mut ignored = Vec::new();
+            store(ctx, tx, args[1], &e, &mut ignored)?;
+        }
+        None => {}
+    }
     Ok(())
 }
