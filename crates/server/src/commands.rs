@@ -59,6 +59,7 @@ pub const COMMANDS: &[Command] = &[
     cmd("getset", 3, strings::getset),
     cmd("incr", 2, strings::incr),
     cmd("incrby", 3, strings::incrby),
+    cmd("lcs", -3, strings::lcs),
     cmd("mget", -2, strings::mget),
     cmd("mset", -3, strings::mset),
     cmd("msetnx", -3, strings::msetnx),
@@ -78,6 +79,7 @@ pub const COMMANDS: &[Command] = &[
     cmd("touch", -2, keys::exists),
     cmd("ttl", 2, keys::ttl),
     cmd("type", 2, keys::type_),
+    cmd("unlink", -2, keys::del),
 ];
 
 const fn cmd(name: &'static str, arity: i32, handler: Handler) -> Command {

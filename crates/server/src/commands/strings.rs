@@ -554,3 +554,146 @@ pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     }
     Ok(())
 }
+
+/// Most bytes of `LCS`'s table (Redis allows up to `proto-max-bulk-len`, 512 MiB, per call;
+/// tamer keeps one client's transient memory smaller: two 4 KiB strings need 64 MiB).
+pub const MAX_LCS_TABLE_BYTES: u64 = 64 << 20;
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]`: the longest common
+/// subsequence, its length, or its matching ranges, exactly as Redis 7.0 computes and orders
+/// them (`t_string.c`, `lcsCommand`).
+pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let (a, b) = match (find(ctx, tx, args[1])?, find(ctx, tx, args[2])?) {
+        (Found::Other, _) | (_, Found::Other) => {
+            write::error(out, "ERR The specified keys must contain string values");
+            return Ok(());
+        }
+        (x, y) => {
+            let bytes = |f: Found| match f {
+                Found::String(e) => e.payload,
+                _ => Vec::new(),
+            };
+            (bytes(x), bytes(y))
+        }
+    };
+    let (mut getidx, mut getlen, mut withmatchlen, mut minmatchlen) = (false, false, false, 0i64);
+    let mut j = 3;
+    // Bounded: every pass consumes one or two arguments.
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        match &args[j].to_ascii_lowercase()[..] {
+            b"idx" => getidx = true,
+            b"len" => getlen = true,
+            b"withmatchlen" => withmatchlen = true,
+            b"minmatchlen" if more => {
+                let Some(n) = parse_i64(args[j + 1]) else {
+                    write::error(out, NOT_INTEGER);
+                    return Ok(());
+                };
+                minmatchlen = n.max(0);
+                j += 1;
+            }
+            _ => {
+                write::error(out, SYNTAX);
+                return Ok(());
+            }
+        }
+        j += 1;
+    }
+    if getidx && getlen {
+        write::error(
+            out,
+            "ERR If you want both the length and indexes, please just use IDX.",
+        );
+        return Ok(());
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let table_bytes = (alen as u64 + 1) * (blen as u64 + 1) * 4;
+    if table_bytes > MAX_LCS_TABLE_BYTES {
+        write::error(
+            out,
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        );
+        return Ok(());
+    }
+    let width = blen + 1;
+    let mut dp = vec![0u32; (alen + 1) * width];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            dp[i * width + j] = if a[i - 1] == b[j - 1] {
+                dp[(i - 1) * width + j - 1] + 1
+            } else {
+                dp[(i - 1) * width + j].max(dp[i * width + j - 1])
+            };
+        }
+    }
+    let total = dp[alen * width + blen];
+    let computelcs = getidx || !getlen;
+    let mut result = vec![0u8; if computelcs { total as usize } else { 0 }];
+    let mut ranges = Vec::new();
+    let mut idx = total as usize;
+    // `alen` as the start means "no range open", as in Redis.
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (alen, 0, 0, 0);
+    let (mut i, mut j) = (alen, blen);
+    // Bounded: every pass lowers `i` or `j`.
+    while computelcs && i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            if a_start == alen {
+                (a_start, a_end, b_start, b_end) = (i - 1, i - 1, j - 1, j - 1);
+            } else if a_start == i && b_start == j {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if dp[(i - 1) * width + j] > dp[i * width + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != alen {
+                emit = true;
+            }
+        }
+        if emit {
+            let match_len = (a_end - a_start + 1) as i64;
+            if minmatchlen == 0 || match_len >= minmatchlen {
+                ranges.push((a_start, a_end, b_start, b_end, match_len));
+            }
+            a_start = alen;
+        }
+    }
+    if getidx {
+        write::map(out, 2, ctx.protocol);
+        write::bulk(out, b"matches");
+        write::array(out, ranges.len());
+        for (a0, a1, b0, b1, len) in ranges {
+            write::array(out, 2 + usize::from(withmatchlen));
+            write::array(out, 2);
+            write::integer(out, a0 as i64);
+            write::integer(out, a1 as i64);
+            write::array(out, 2);
+            write::integer(out, b0 as i64);
+            write::integer(out, b1 as i64);
+            if withmatchlen {
+                write::integer(out, len);
+            }
+        }
+        write::bulk(out, b"len");
+        write::integer(out, i64::from(total));
+    } else if getlen {
+        write::integer(out, i64::from(total));
+    } else {
+        write::bulk(out, &result);
+    }
+    Ok(())
+}

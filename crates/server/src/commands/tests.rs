@@ -187,6 +187,21 @@ fn arb_command() -> impl Strategy<Value = Vec<Vec<u8>>> {
         "007",
         " 1",
         "3.5",
+        "ohmytext",
+        "mynewtext",
+        "abcabcab",
+    ]);
+    let lcs_opt = prop::sample::select(vec![
+        vec![],
+        vec!["len"],
+        vec!["idx"],
+        vec!["idx", "withmatchlen"],
+        vec!["idx", "minmatchlen", "2"],
+        vec!["idx", "minmatchlen", "-1", "withmatchlen"],
+        vec!["len", "idx"],
+        vec!["minmatchlen"],
+        vec!["minmatchlen", "x"],
+        vec!["bogus"],
     ]);
     let number = prop::sample::select(vec![
         "0",
@@ -262,14 +277,14 @@ fn arb_command() -> impl Strategy<Value = Vec<Vec<u8>>> {
     ]);
     let setex = prop::sample::select(vec!["100000", "0", "-1", "x", "9223372036854775807"]);
     (
-        0..26usize,
+        0..28usize,
         (key.clone(), key),
         value,
         (number.clone(), number),
-        (set_opt, getex_opt, expire),
+        (set_opt, getex_opt, expire, lcs_opt),
         setex,
     )
-        .prop_map(|(which, (k, k2), v, (n, m), (opt, gopt, exp), sx)| {
+        .prop_map(|(which, (k, k2), v, (n, m), (opt, gopt, exp, lopt), sx)| {
             let mut c: Vec<&str> = match which {
                 0 => vec!["get", k],
                 1 => vec!["set", k, v],
@@ -296,12 +311,15 @@ fn arb_command() -> impl Strategy<Value = Vec<Vec<u8>>> {
                 22 => vec!["renamenx", k, k2],
                 23 => vec!["setex", k, sx, v],
                 24 => vec!["psetex", k, sx, v],
+                25 => vec!["lcs", k, k2],
+                26 => vec!["unlink", k, "nokey"],
                 _ => vec!["touch", k, k2, k],
             };
             match which {
                 1 => c.extend(opt),
                 16 => c.extend(gopt),
                 17 => c.extend(&exp[1..]),
+                25 => c.extend(lopt),
                 _ => {}
             }
             c.iter().map(|a| a.as_bytes().to_vec()).collect()
@@ -337,6 +355,34 @@ fn string_commands_reply_as_redis_does() {
     };
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes);
     let mut runner = TestRunner::new_with_rng(config, rng);
+    // Redis's documented LCS example first, every option, then the random sequences.
+    let mut redis = redis;
+    let script: &[&[&str]] = &[
+        &["mset", "key1", "ohmytext", "key2", "mynewtext"],
+        &["lcs", "key1", "key2"],
+        &["lcs", "key1", "key2", "len"],
+        &["lcs", "key1", "key2", "idx"],
+        &["lcs", "key1", "key2", "idx", "minmatchlen", "4"],
+        &[
+            "lcs",
+            "key1",
+            "key2",
+            "idx",
+            "minmatchlen",
+            "4",
+            "withmatchlen",
+        ],
+        &["lcs", "key1", "nokey", "idx", "withmatchlen"],
+    ];
+    for args in script {
+        let args = text(args);
+        let want = redis.call(&args);
+        assert_eq!(
+            String::from_utf8_lossy(&run(&db, 999_999, 0, &args)),
+            String::from_utf8_lossy(&want),
+            "{args:?}"
+        );
+    }
     let redis = std::cell::RefCell::new(redis);
     let case = std::cell::Cell::new(0u32);
     let result = runner.run(&prop::collection::vec(arb_command(), 1..40), |commands| {
