@@ -19,6 +19,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the store over the Redis protocol (issue 10, being built: the string and key
+    /// commands of docs/commands.md, PING, ECHO, SELECT, QUIT).
+    Serve(ServeArgs),
     /// Run a benchmark: tamer and its baselines side by side, ratios reported.
     Bench {
         #[command(subcommand)]
@@ -65,6 +68,29 @@ enum Command {
         #[arg(long, default_value_t = 64)]
         cache_mib: u64,
     },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TCP port (Redis's `port`).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Address to listen on (Redis's `bind`; one address).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Directory of the store file `tamer.db` (Redis's `dir`).
+    #[arg(long, default_value = "tamer-data")]
+    dir: PathBuf,
+    /// DRAM for the page cache: bytes, or with a unit as Redis writes them (`256mb`, `1gb`).
+    #[arg(long, default_value = "256mb")]
+    cache_size: String,
+    /// When a write is acknowledged: `commit` (durable first), `periodic` (within a second,
+    /// as `appendfsync everysec`), `none` (at the next checkpoint).
+    #[arg(long, default_value = "commit")]
+    durability: String,
+    /// Most client connections (Redis's `maxclients`).
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: usize,
 }
 
 #[derive(Args)]
@@ -245,6 +271,7 @@ fn main() -> ExitCode {
     // commit or checkpoint, which is the point of the exercise (RUST_LOG still applies).
     let default_filter = match cli.command {
         Command::Crash(_) => "off",
+        Command::Serve(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -255,6 +282,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let which = match cli.command {
+        Command::Serve(args) => return serve(args),
         Command::Bench { which } => which,
         Command::Check {
             paths,
@@ -652,4 +680,114 @@ fn check(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
     }
     println!("DAMAGED: {} problems", report.problems_total);
     ExitCode::from(1)
+}
+
+/// A size as Redis's configuration writes it: `1024`, `1k` (1,000), `1kb` (1,024), `mb`, `gb`.
+fn parse_size(text: &str) -> Option<u64> {
+    let lower = text.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
+static STOP_SIGNAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP_SIGNAL.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let fail = |what: String| {
+        eprintln!("error: {what}");
+        ExitCode::FAILURE
+    };
+    let Some(cache_bytes) = parse_size(&args.cache_size) else {
+        return fail(format!(
+            "--cache-size {}: a size like 256mb or 1gb",
+            args.cache_size
+        ));
+    };
+    let cache_bytes = cache_bytes / 4096 * 4096;
+    let durability = match args.durability.as_str() {
+        "commit" => tamer_store::Durability::Commit,
+        "periodic" => tamer_store::Durability::Periodic(std::time::Duration::from_secs(1)),
+        "none" => tamer_store::Durability::None,
+        other => return fail(format!("--durability {other}: commit, periodic or none")),
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.dir) {
+        return fail(format!("creating {}: {e}", args.dir.display()));
+    }
+    let path = args.dir.join("tamer.db");
+    let started = std::time::Instant::now();
+    let options = tamer_store::DbOptions::new(cache_bytes).durability(durability);
+    let db = match tamer_store::Db::open(&path, options) {
+        Ok(db) => std::sync::Arc::new(db),
+        Err(e) => return fail(format!("opening {}: {e}", path.display())),
+    };
+    let open_ms = started.elapsed().as_secs_f64() * 1e3;
+    let recovery = db.recovery_stats();
+    let server_options = tamer_server::net::ServerOptions {
+        bind: args.bind.clone(),
+        port: args.port,
+        max_clients: args.maxclients,
+    };
+    let server = match tamer_server::net::Server::start(db.clone(), server_options) {
+        Ok(server) => server,
+        Err(e) => return fail(e),
+    };
+    println!(
+        "tamer {} serving {} (cache {} MiB, durability {}) on {}; opened in {open_ms:.1} ms \
+         (recovery redid {} commit records in {} ms)",
+        env!("CARGO_PKG_VERSION"),
+        path.display(),
+        cache_bytes >> 20,
+        args.durability,
+        server.local_addr,
+        recovery.records_redone,
+        recovery.ns / 1_000_000
+    );
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_stop_signal as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_stop_signal as *const () as libc::sighandler_t,
+        );
+    }
+    // Bounded by the signal: polled every 50 ms.
+    while !STOP_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    println!("stopping");
+    if let Err(e) = server.stop() {
+        eprintln!("error: stopping the server: {e}");
+    }
+    // Jobs still running hold handles, not the Db: wait for them to drop their Arc clones.
+    let db = match std::sync::Arc::try_unwrap(db) {
+        Ok(db) => db,
+        Err(_) => return fail("the store is still in use at shutdown".into()),
+    };
+    match db.close() {
+        Ok(()) => {
+            println!("closed cleanly");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("closing {}: {e}", path.display())),
+    }
 }

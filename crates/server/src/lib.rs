@@ -7,4 +7,5 @@
 
 pub mod commands;
 pub mod keyspace;
+pub mod net;
 pub mod resp;

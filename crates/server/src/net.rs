@@ -1,0 +1,706 @@
+//! The network core: one OS thread running an io_uring event loop for every connection
+//! (multishot accept, multishot receive into one shared pool of provided buffers, sends of
+//! whole reply batches), handing each connection's parsed requests to the store's runtime as
+//! one job per batch and sending the replies the job returns.
+//!
+//! Bounds (per connection unless said): received bytes not yet parsed [`MAX_QUERY_BYTES`];
+//! parsed requests waiting for their job [`MAX_PENDING_REQUESTS`] (past either the connection
+//! gets an error and is closed, as Redis does past `client-query-buffer-limit`); one job in
+//! flight, of at most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
+//! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
+//! [`ServerOptions::max_clients`]. The receive pool is shared: [`RECV_BUFFERS`] buffers of
+//! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache); a received buffer is
+//! copied into its connection's query bytes and handed back to the kernel at once.
+
+use std::collections::VecDeque;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use tamer_runtime::Job;
+use tamer_store::{Db, DbError, DbHandle};
+
+use crate::commands::{self, Context};
+use crate::keyspace::{Databases, DATABASES};
+use crate::resp::{write, Parsed, Protocol, RequestParser};
+
+/// Buffers in the shared receive pool.
+pub const RECV_BUFFERS: u16 = 64;
+/// Bytes of one receive buffer.
+pub const RECV_BUFFER_BYTES: usize = 4096;
+/// Query bytes received and not yet parsed, per connection (a request larger than this
+/// cannot arrive: values are bounded by the store far below it).
+pub const MAX_QUERY_BYTES: usize = 64 << 20;
+/// Parsed requests waiting for their connection's job.
+pub const MAX_PENDING_REQUESTS: usize = 4096;
+/// Requests one job runs.
+pub const BATCH_REQUESTS: usize = 64;
+/// Reply bytes not yet sent, per connection.
+pub const MAX_REPLY_BYTES: usize = 256 << 20;
+/// Submission queue entries of the network ring.
+const RING_ENTRIES: u32 = 1024;
+const BUFFER_GROUP: u16 = 7;
+
+/// How the server listens and runs.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub bind: String,
+    pub port: u16,
+    /// Most connections at once (Redis's `maxclients`).
+    pub max_clients: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            max_clients: 10_000,
+        }
+    }
+}
+
+/// A running server; [`Server::stop`] ends it.
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    wake: Arc<OwnedFd>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    pub local_addr: std::net::SocketAddr,
+}
+
+impl Server {
+    /// Listens on `options`' address and serves `db` from a thread of its own.
+    pub fn start(db: Arc<Db>, options: ServerOptions) -> Result<Server, String> {
+        let listener = TcpListener::bind((options.bind.as_str(), options.port))
+            .map_err(|e| format!("listening on {}:{}: {e}", options.bind, options.port))?;
+        let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
+        // SAFETY: eventfd returns a new descriptor (or -1, checked).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let stop = Arc::new(AtomicBool::new(false));
+        let databases = db
+            .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
+            .map_err(|e| format!("loading the databases: {e}"))?;
+        let shared = Arc::new(Shared {
+            done: Mutex::new(Vec::new()),
+            wake: wake.clone(),
+            namespaces: databases.namespaces,
+        });
+        let (stop2, db2) = (stop.clone(), db);
+        let thread = std::thread::Builder::new()
+            .name("tamer-net".into())
+            .spawn(move || Network::new(listener, db2, shared, options)?.run(&stop2))
+            .map_err(|e| e.to_string())?;
+        Ok(Server {
+            stop,
+            wake,
+            thread: Some(thread),
+            local_addr,
+        })
+    }
+
+    /// Stops accepting, closes every connection and waits for the network thread.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.stop.store(true, Ordering::SeqCst);
+        signal(self.wake.as_raw_fd());
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err("the network thread panicked".into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stop.store(true, Ordering::SeqCst);
+            signal(self.wake.as_raw_fd());
+            let _ = thread.join();
+        }
+    }
+}
+
+fn signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// A finished job's result for one connection.
+struct Done {
+    conn: usize,
+    generation: u32,
+    replies: Vec<u8>,
+    db: usize,
+    protocol: Protocol,
+    quit: bool,
+}
+
+/// What jobs and the network thread share.
+struct Shared {
+    done: Mutex<Vec<Done>>,
+    wake: Arc<OwnedFd>,
+    namespaces: [u32; DATABASES],
+}
+
+struct Conn {
+    fd: OwnedFd,
+    generation: u32,
+    parser: RequestParser,
+    query: Vec<u8>,
+    pending: VecDeque<Vec<Vec<u8>>>,
+    in_flight: bool,
+    /// Replies waiting to be sent, and the bytes of the send in flight (kept alive for it).
+    replies: Vec<u8>,
+    sending: Option<(Vec<u8>, usize)>,
+    db: usize,
+    protocol: Protocol,
+    /// Closing once its job and sends are done (after `QUIT` or an error reply).
+    closing: bool,
+    recv_armed: bool,
+}
+
+/// What a completion is for: (kind, connection, generation) packed in `user_data`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Accept,
+    Wake,
+    Provide,
+    Recv(usize, u32),
+    Send(usize, u32),
+}
+
+impl Op {
+    fn pack(self) -> u64 {
+        let (kind, conn, generation) = match self {
+            Op::Accept => (1u64, 0, 0),
+            Op::Wake => (2, 0, 0),
+            Op::Provide => (3, 0, 0),
+            Op::Recv(c, g) => (4, c as u64, g),
+            Op::Send(c, g) => (5, c as u64, g),
+        };
+        debug_assert!(conn < 1 << 28);
+        kind << 60 | conn << 32 | u64::from(generation)
+    }
+
+    fn unpack(data: u64) -> Op {
+        let conn = ((data >> 32) & ((1 << 28) - 1)) as usize;
+        let generation = data as u32;
+        match data >> 60 {
+            1 => Op::Accept,
+            2 => Op::Wake,
+            3 => Op::Provide,
+            4 => Op::Recv(conn, generation),
+            _ => Op::Send(conn, generation),
+        }
+    }
+}
+
+struct Network {
+    ring: IoUring,
+    listener: TcpListener,
+    db: Arc<Db>,
+    handle: DbHandle,
+    shared: Arc<Shared>,
+    options: ServerOptions,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    next_generation: u32,
+    open: usize,
+    pool: Box<[u8]>,
+    wake_buf: Box<u64>,
+}
+
+impl Network {
+    fn new(
+        listener: TcpListener,
+        db: Arc<Db>,
+        shared: Arc<Shared>,
+        options: ServerOptions,
+    ) -> Result<Self, String> {
+        let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
+        let handle = db.handle();
+        let mut net = Network {
+            ring,
+            listener,
+            db,
+            handle,
+            shared,
+            options,
+            conns: Vec::new(),
+            free: Vec::new(),
+            next_generation: 1,
+            open: 0,
+            pool: vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
+            wake_buf: Box::new(0),
+        };
+        net.provide(0, RECV_BUFFERS)?;
+        net.push(
+            opcode::AcceptMulti::new(types::Fd(net.listener.as_raw_fd()))
+                .build()
+                .user_data(Op::Accept.pack()),
+        )?;
+        net.arm_wake()?;
+        Ok(net)
+    }
+
+    fn push(&mut self, entry: squeue::Entry) -> Result<(), String> {
+        // SAFETY: every buffer an entry names outlives its completion: the pool and the wake
+        // word live as long as the ring, a send's bytes stay in its connection's `sending`.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring
+                .submit()
+                .map_err(|e| format!("io_uring submit: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Hands buffers `first..first + n` of the pool to the kernel.
+    fn provide(&mut self, first: u16, n: u16) -> Result<(), String> {
+        let addr = self.pool[first as usize * RECV_BUFFER_BYTES..].as_mut_ptr();
+        let entry =
+            opcode::ProvideBuffers::new(addr, RECV_BUFFER_BYTES as i32, n, BUFFER_GROUP, first)
+                .build()
+                .user_data(Op::Provide.pack());
+        self.push(entry)
+    }
+
+    fn arm_wake(&mut self) -> Result<(), String> {
+        let buf = (&mut *self.wake_buf as *mut u64).cast::<u8>();
+        let entry = opcode::Read::new(types::Fd(self.shared.wake.as_raw_fd()), buf, 8)
+            .build()
+            .user_data(Op::Wake.pack());
+        self.push(entry)
+    }
+
+    fn run(mut self, stop: &AtomicBool) -> Result<(), String> {
+        let result = self.serve(stop);
+        // Every connection and the listener shut down; requests still armed complete on the
+        // ring's teardown, which may outlast this thread: their buffers are leaked (once per
+        // server, 256 KiB), never freed under the kernel.
+        for conn in self.conns.iter().flatten() {
+            // SAFETY: shuts down sockets we own.
+            unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+        // SAFETY: as above, for the listening socket.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        Box::leak(std::mem::take(&mut self.pool));
+        Box::leak(std::mem::replace(&mut self.wake_buf, Box::new(0)));
+        result
+    }
+
+    fn serve(&mut self, stop: &AtomicBool) -> Result<(), String> {
+        // Bounded by the stop flag: each pass waits for at least one completion.
+        while !stop.load(Ordering::SeqCst) {
+            self.ring
+                .submit_and_wait(1)
+                .map_err(|e| format!("io_uring wait: {e}"))?;
+            let completions: Vec<(u64, i32, u32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags()))
+                .collect();
+            for (data, result, flags) in completions {
+                self.complete(Op::unpack(data), result, flags)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, op: Op, result: i32, flags: u32) -> Result<(), String> {
+        match op {
+            Op::Accept => {
+                if result >= 0 {
+                    // SAFETY: the kernel gave us this new descriptor.
+                    let fd = unsafe { OwnedFd::from_raw_fd(result) };
+                    self.accept(fd)?;
+                }
+                if !cqueue::more(flags) {
+                    let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+                        .build()
+                        .user_data(Op::Accept.pack());
+                    self.push(entry)?;
+                }
+            }
+            Op::Wake => {
+                self.arm_wake()?;
+                let done = std::mem::take(
+                    &mut *self.shared.done.lock().unwrap_or_else(|p| p.into_inner()),
+                );
+                for d in done {
+                    self.job_done(d)?;
+                }
+            }
+            Op::Provide => {
+                if result < 0 {
+                    return Err(format!("providing receive buffers: errno {}", -result));
+                }
+            }
+            Op::Recv(c, g) => self.received(c, g, result, flags)?,
+            Op::Send(c, g) => self.sent(c, g, result)?,
+        }
+        Ok(())
+    }
+
+    fn conn(&mut self, c: usize, generation: u32) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(c)
+            .and_then(Option::as_mut)
+            .filter(|conn| conn.generation == generation)
+    }
+
+    fn accept(&mut self, fd: OwnedFd) -> Result<(), String> {
+        if self.open >= self.options.max_clients {
+            let reply = b"-ERR max number of clients reached\r\n";
+            // SAFETY: a best-effort non-blocking write of a static reply before closing.
+            unsafe {
+                libc::send(
+                    fd.as_raw_fd(),
+                    reply.as_ptr().cast(),
+                    reply.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            return Ok(());
+        }
+        let one: libc::c_int = 1;
+        // SAFETY: sets TCP_NODELAY on a socket we own, from a live int.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        let generation = self.next_generation;
+        self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let conn = Conn {
+            fd,
+            generation,
+            parser: RequestParser::default(),
+            query: Vec::new(),
+            pending: VecDeque::new(),
+            in_flight: false,
+            replies: Vec::new(),
+            sending: None,
+            db: 0,
+            protocol: Protocol::Resp2,
+            closing: false,
+            recv_armed: false,
+        };
+        let c = match self.free.pop() {
+            Some(c) => {
+                self.conns[c] = Some(conn);
+                c
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        self.open += 1;
+        self.arm_recv(c)
+    }
+
+    fn arm_recv(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        conn.recv_armed = true;
+        let entry = opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), BUFFER_GROUP)
+            .build()
+            .user_data(Op::Recv(c, conn.generation).pack());
+        self.push(entry)
+    }
+
+    fn received(&mut self, c: usize, g: u32, result: i32, flags: u32) -> Result<(), String> {
+        let buffer = cqueue::buffer_select(flags);
+        if let Some(bid) = buffer {
+            let at = bid as usize * RECV_BUFFER_BYTES;
+            let n = result.max(0) as usize;
+            if let Some(conn) = self
+                .conns
+                .get_mut(c)
+                .and_then(Option::as_mut)
+                .filter(|x| x.generation == g)
+            {
+                conn.query.extend_from_slice(&self.pool[at..at + n]);
+            }
+            self.provide(bid, 1)?;
+        }
+        let more = cqueue::more(flags);
+        let Some(conn) = self.conn(c, g) else {
+            return Ok(());
+        };
+        if result == -libc::ENOBUFS {
+            // Every pool buffer was in use: they are back now, receive again.
+            conn.recv_armed = false;
+            return self.arm_recv(c);
+        }
+        if result <= 0 {
+            // End of stream or an error: nothing more will be read.
+            conn.recv_armed = false;
+            conn.closing = true;
+            return self.maybe_close(c);
+        }
+        if !more {
+            conn.recv_armed = false;
+        }
+        self.parse(c)?;
+        let rearm = self.conns[c]
+            .as_ref()
+            .is_some_and(|x| !x.recv_armed && !x.closing);
+        if rearm {
+            self.arm_recv(c)?;
+        }
+        self.dispatch(c)
+    }
+
+    /// Parses what the connection received into pending requests; a protocol error or a
+    /// limit passed is replied and closes it.
+    fn parse(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        let mut consumed_total = 0;
+        // Bounded: every pass consumes bytes or stops.
+        loop {
+            let buf = &conn.query[consumed_total..];
+            match conn.parser.parse(buf) {
+                Ok(Parsed::Request { args, consumed }) => {
+                    let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
+                    conn.pending.push_back(owned);
+                    consumed_total += consumed;
+                    if conn.pending.len() > MAX_PENDING_REQUESTS {
+                        write::error(&mut conn.replies, "ERR too many pipelined requests");
+                        conn.closing = true;
+                        break;
+                    }
+                }
+                Ok(Parsed::Nothing { consumed }) => consumed_total += consumed,
+                Ok(Parsed::Incomplete { min_len }) => {
+                    if min_len > MAX_QUERY_BYTES {
+                        write::error(&mut conn.replies, "ERR client query buffer limit reached");
+                        conn.closing = true;
+                    }
+                    break;
+                }
+                Err(e) => {
+                    write::error(&mut conn.replies, &format!("ERR {e}"));
+                    conn.closing = true;
+                    break;
+                }
+            }
+        }
+        conn.query.drain(..consumed_total);
+        Ok(())
+    }
+
+    /// Starts the connection's next job if none runs and requests wait.
+    fn dispatch(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        if conn.in_flight || conn.pending.is_empty() {
+            return self.flush(c);
+        }
+        let n = conn.pending.len().min(BATCH_REQUESTS);
+        let batch: Vec<Vec<Vec<u8>>> = conn.pending.drain(..n).collect();
+        let (generation, db, protocol) = (conn.generation, conn.db, conn.protocol);
+        let (handle, shared) = (self.handle.clone(), self.shared.clone());
+        let job = Job::new(move || {
+            let done = run_batch(&handle, &shared, c, generation, db, protocol, batch);
+            shared
+                .done
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(done);
+            signal(shared.wake.as_raw_fd());
+        });
+        match self.db.runtime().spawn_job(job) {
+            Ok(()) => conn.in_flight = true,
+            Err(_) => {
+                // Admission: the runtime's queue is full; these requests are refused now.
+                for _ in 0..n {
+                    write::error(
+                        &mut conn.replies,
+                        "BUSY the server's queue is full, retry later",
+                    );
+                }
+            }
+        }
+        self.flush(c)
+    }
+
+    fn job_done(&mut self, d: Done) -> Result<(), String> {
+        let Some(conn) = self.conn(d.conn, d.generation) else {
+            return Ok(());
+        };
+        conn.in_flight = false;
+        conn.replies.extend_from_slice(&d.replies);
+        conn.db = d.db;
+        conn.protocol = d.protocol;
+        if d.quit {
+            conn.closing = true;
+            conn.pending.clear();
+        }
+        if conn.replies.len() > MAX_REPLY_BYTES {
+            conn.closing = true;
+            conn.pending.clear();
+            conn.replies.clear();
+        }
+        self.dispatch(d.conn)
+    }
+
+    /// Sends what replies wait, if no send is in flight.
+    fn flush(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        if conn.sending.is_some() || conn.replies.is_empty() {
+            return self.maybe_close(c);
+        }
+        let bytes = std::mem::take(&mut conn.replies);
+        let entry = opcode::Send::new(
+            types::Fd(conn.fd.as_raw_fd()),
+            bytes.as_ptr(),
+            bytes.len() as u32,
+        )
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+        .user_data(Op::Send(c, conn.generation).pack());
+        conn.sending = Some((bytes, 0));
+        self.push(entry)
+    }
+
+    fn sent(&mut self, c: usize, g: u32, result: i32) -> Result<(), String> {
+        let Some(conn) = self.conn(c, g) else {
+            return Ok(());
+        };
+        let Some((bytes, mut at)) = conn.sending.take() else {
+            return Ok(());
+        };
+        if result < 0 {
+            conn.closing = true;
+            conn.replies.clear();
+            conn.pending.clear();
+            return self.maybe_close(c);
+        }
+        at += result as usize;
+        if at < bytes.len() {
+            let entry = opcode::Send::new(
+                types::Fd(conn.fd.as_raw_fd()),
+                bytes[at..].as_ptr(),
+                (bytes.len() - at) as u32,
+            )
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(Op::Send(c, g).pack());
+            conn.sending = Some((bytes, at));
+            return self.push(entry);
+        }
+        self.dispatch(c)
+    }
+
+    /// Frees a closing connection once nothing of it is in flight.
+    fn maybe_close(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        let idle = !conn.in_flight && conn.sending.is_none() && conn.replies.is_empty();
+        if !conn.closing || !idle {
+            return Ok(());
+        }
+        if conn.recv_armed {
+            // The multishot receive ends with an error once the socket is shut down.
+            // SAFETY: shuts down a socket we own.
+            unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
+            conn.recv_armed = false;
+            conn.generation = 0;
+        }
+        self.conns[c] = None;
+        self.free.push(c);
+        self.open -= 1;
+        Ok(())
+    }
+}
+
+/// Runs one connection's batch of requests on the store, each command in a transaction of its
+/// own (connection commands are answered here).
+fn run_batch(
+    handle: &DbHandle,
+    shared: &Shared,
+    conn: usize,
+    generation: u32,
+    mut db: usize,
+    protocol: Protocol,
+    batch: Vec<Vec<Vec<u8>>>,
+) -> Done {
+    let mut replies = Vec::new();
+    let mut quit = false;
+    for args in batch {
+        if quit {
+            break;
+        }
+        let name = args[0].to_ascii_lowercase();
+        match &name[..] {
+            b"ping" if args.len() <= 2 => match args.get(1) {
+                Some(msg) => write::bulk(&mut replies, msg),
+                None => write::simple(&mut replies, "PONG"),
+            },
+            b"echo" if args.len() == 2 => write::bulk(&mut replies, &args[1]),
+            b"quit" => {
+                write::simple(&mut replies, "OK");
+                quit = true;
+            }
+            b"select" if args.len() == 2 => match crate::resp::parse_i64(&args[1]) {
+                Some(n) if (0..DATABASES as i64).contains(&n) => {
+                    db = n as usize;
+                    write::simple(&mut replies, "OK");
+                }
+                Some(_) => write::error(&mut replies, "ERR DB index is out of range"),
+                None => write::error(&mut replies, "ERR value is not an integer or out of range"),
+            },
+            _ => {
+                let ctx = Context {
+                    namespace: shared.namespaces[db],
+                    now_ms: now_ms(),
+                    protocol,
+                };
+                let result = handle.transaction(|tx| {
+                    let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                    let mut out = Vec::new();
+                    commands::execute(&ctx, tx, &refs, &mut out)?;
+                    Ok(out)
+                });
+                match result {
+                    Ok(out) => replies.extend_from_slice(&out),
+                    Err(err) => write::error(&mut replies, &format!("ERR {err}")),
+                }
+            }
+        }
+    }
+    Done {
+        conn,
+        generation,
+        replies,
+        db,
+        protocol,
+        quit,
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
