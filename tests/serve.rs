@@ -186,23 +186,33 @@ fn pipelines_are_answered_in_order() {
     assert_eq!(read_replies(&mut a, 1), ["$6\r\nvalue5\r\n"]);
 }
 
-/// A malformed request gets Redis's protocol error and the connection is closed; other
-/// clients go on. Catches a parser error that is swallowed, or that takes the server down.
+/// A malformed request gets Redis's protocol error after the replies to the requests before
+/// it, and the connection is closed; other clients go on. Catches a parser error that is
+/// swallowed, replied out of order, or that takes the server down; connection commands'
+/// arity errors.
 #[test]
 fn bad_input_closes_only_that_connection() {
     let dir = temp_dir("bad");
     let served = Served::start(&dir.0);
     let mut bad = served.connect();
     let mut good = served.connect();
-    bad.write_all(b"*1\r\n$-5\r\n").unwrap();
-    let mut reply = String::new();
-    BufReader::new(&bad).read_line(&mut reply).unwrap();
-    assert_eq!(reply, "-ERR Protocol error: invalid bulk length\r\n");
+    // Valid requests first, in the same write: their replies come before the error's.
+    bad.write_all(b"SET a 1\r\nGET a\r\n*1\r\n$-5\r\nPING\r\n")
+        .unwrap();
     let mut rest = Vec::new();
+    bad.read_to_end(&mut rest).unwrap();
     assert_eq!(
-        bad.read_to_end(&mut rest).unwrap(),
-        0,
-        "closed after the error"
+        String::from_utf8_lossy(&rest),
+        "+OK\r\n$1\r\n1\r\n-ERR Protocol error: invalid bulk length\r\n",
+        "the replies in order, then the error, then the connection closed"
+    );
+    good.write_all(b"PING a b\r\nSELECT\r\n").unwrap();
+    assert_eq!(
+        read_replies(&mut good, 2),
+        [
+            "-ERR wrong number of arguments for 'ping' command\r\n",
+            "-ERR wrong number of arguments for 'select' command\r\n"
+        ]
     );
     good.write_all(b"PING\r\n").unwrap();
     assert_eq!(read_replies(&mut good, 1), ["+PONG\r\n"]);

@@ -155,7 +155,8 @@ struct Conn {
     generation: u32,
     parser: RequestParser,
     query: Vec<u8>,
-    pending: VecDeque<Vec<Vec<u8>>>,
+    /// Parsed requests, and the error that ends the stream, in arrival order.
+    pending: VecDeque<Pending>,
     in_flight: bool,
     /// Replies waiting to be sent, and the bytes of the send in flight (kept alive for it).
     replies: Vec<u8>,
@@ -165,6 +166,14 @@ struct Conn {
     /// Closing once its job and sends are done (after `QUIT` or an error reply).
     closing: bool,
     recv_armed: bool,
+}
+
+/// What a connection received, in order.
+enum Pending {
+    Request(Vec<Vec<u8>>),
+    /// The reply to a request that broke the protocol or a limit: sent after the replies to
+    /// the requests before it, then the connection closes.
+    Fatal(String),
 }
 
 /// What a completion is for: (kind, connection, generation) packed in `user_data`.
@@ -466,46 +475,54 @@ impl Network {
     }
 
     /// Parses what the connection received into pending requests; a protocol error or a
-    /// limit passed is replied and closes it.
+    /// limit passed queues its error reply behind them and stops the parsing for good.
     fn parse(&mut self, c: usize) -> Result<(), String> {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
+        if conn.closing {
+            conn.query.clear();
+            return Ok(());
+        }
         let mut consumed_total = 0;
+        let mut fatal = None;
         // Bounded: every pass consumes bytes or stops.
         loop {
             let buf = &conn.query[consumed_total..];
             match conn.parser.parse(buf) {
                 Ok(Parsed::Request { args, consumed }) => {
                     let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
-                    conn.pending.push_back(owned);
+                    conn.pending.push_back(Pending::Request(owned));
                     consumed_total += consumed;
                     if conn.pending.len() > MAX_PENDING_REQUESTS {
-                        write::error(&mut conn.replies, "ERR too many pipelined requests");
-                        conn.closing = true;
+                        fatal = Some("ERR too many pipelined requests".to_string());
                         break;
                     }
                 }
                 Ok(Parsed::Nothing { consumed }) => consumed_total += consumed,
                 Ok(Parsed::Incomplete { min_len }) => {
                     if min_len > MAX_QUERY_BYTES {
-                        write::error(&mut conn.replies, "ERR client query buffer limit reached");
-                        conn.closing = true;
+                        fatal = Some("ERR client query buffer limit reached".to_string());
                     }
                     break;
                 }
                 Err(e) => {
-                    write::error(&mut conn.replies, &format!("ERR {e}"));
-                    conn.closing = true;
+                    fatal = Some(format!("ERR {e}"));
                     break;
                 }
             }
         }
         conn.query.drain(..consumed_total);
+        if let Some(text) = fatal {
+            conn.pending.push_back(Pending::Fatal(text));
+            conn.query.clear();
+            conn.closing = true;
+        }
         Ok(())
     }
 
-    /// Starts the connection's next job if none runs and requests wait.
+    /// Starts the connection's next job if none runs and requests wait (a fatal error
+    /// waiting first is replied instead).
     fn dispatch(&mut self, c: usize) -> Result<(), String> {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
@@ -513,8 +530,26 @@ impl Network {
         if conn.in_flight || conn.pending.is_empty() {
             return self.flush(c);
         }
-        let n = conn.pending.len().min(BATCH_REQUESTS);
-        let batch: Vec<Vec<Vec<u8>>> = conn.pending.drain(..n).collect();
+        if let Some(Pending::Fatal(_)) = conn.pending.front() {
+            if let Some(Pending::Fatal(text)) = conn.pending.pop_front() {
+                write::error(&mut conn.replies, &text);
+            }
+            conn.pending.clear();
+            return self.flush(c);
+        }
+        let mut batch = Vec::new();
+        // Bounded: at most BATCH_REQUESTS requests.
+        while batch.len() < BATCH_REQUESTS {
+            match conn.pending.front() {
+                Some(Pending::Request(_)) => {
+                    if let Some(Pending::Request(args)) = conn.pending.pop_front() {
+                        batch.push(args);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let n = batch.len();
         let (generation, db, protocol) = (conn.generation, conn.db, conn.protocol);
         let (handle, shared) = (self.handle.clone(), self.shared.clone());
         let job = Job::new(move || {
@@ -529,13 +564,15 @@ impl Network {
         match self.db.runtime().spawn_job(job) {
             Ok(()) => conn.in_flight = true,
             Err(_) => {
-                // Admission: the runtime's queue is full; these requests are refused now.
+                // Admission: the runtime's queue is full; these requests are refused now
+                // (nothing of this connection is in flight, so the order holds).
                 for _ in 0..n {
                     write::error(
                         &mut conn.replies,
                         "BUSY the server's queue is full, retry later",
                     );
                 }
+                return self.dispatch(c);
             }
         }
         self.flush(c)
@@ -616,7 +653,10 @@ impl Network {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
-        let idle = !conn.in_flight && conn.sending.is_none() && conn.replies.is_empty();
+        let idle = !conn.in_flight
+            && conn.sending.is_none()
+            && conn.replies.is_empty()
+            && conn.pending.is_empty();
         if !conn.closing || !idle {
             return Ok(());
         }
@@ -652,17 +692,28 @@ fn run_batch(
             break;
         }
         let name = args[0].to_ascii_lowercase();
+        let arity_error = |replies: &mut Vec<u8>, name: &str| {
+            write::error(
+                replies,
+                &format!("ERR wrong number of arguments for '{name}' command"),
+            );
+        };
         match &name[..] {
-            b"ping" if args.len() <= 2 => match args.get(1) {
-                Some(msg) => write::bulk(&mut replies, msg),
-                None => write::simple(&mut replies, "PONG"),
+            b"ping" => match args.len() {
+                1 => write::simple(&mut replies, "PONG"),
+                2 => write::bulk(&mut replies, &args[1]),
+                _ => arity_error(&mut replies, "ping"),
             },
-            b"echo" if args.len() == 2 => write::bulk(&mut replies, &args[1]),
+            b"echo" => match args.len() {
+                2 => write::bulk(&mut replies, &args[1]),
+                _ => arity_error(&mut replies, "echo"),
+            },
             b"quit" => {
                 write::simple(&mut replies, "OK");
                 quit = true;
             }
-            b"select" if args.len() == 2 => match crate::resp::parse_i64(&args[1]) {
+            b"select" if args.len() != 2 => arity_error(&mut replies, "select"),
+            b"select" => match crate::resp::parse_i64(&args[1]) {
                 Some(n) if (0..DATABASES as i64).contains(&n) => {
                     db = n as usize;
                     write::simple(&mut replies, "OK");
