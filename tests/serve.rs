@@ -218,6 +218,32 @@ fn bad_input_closes_only_that_connection() {
     assert_eq!(read_replies(&mut good, 1), ["+PONG\r\n"]);
 }
 
+/// A pipeline far past the server's pending-request bound and its receive pause (6.6 MB of
+/// SETs written while the replies are read) is served whole and in order: backpressure, not
+/// refusal. Catches parsing that refuses past the bound, a receive never resumed after its
+/// pause, a request lost at a pause.
+#[test]
+fn a_huge_pipeline_is_slowed_not_refused() {
+    let dir = temp_dir("huge");
+    let served = Served::start(&dir.0);
+    let mut conn = served.connect();
+    let n = 30_000;
+    let mut writer = conn.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let value = "x".repeat(200);
+        let mut request = Vec::new();
+        for i in 0..n {
+            request.extend_from_slice(format!("SET key{i} {value}\r\n").as_bytes());
+        }
+        writer.write_all(&request).unwrap();
+        writer.write_all(b"GET key29999\r\n").unwrap();
+    });
+    let replies = read_replies(&mut conn, n + 1);
+    sender.join().unwrap();
+    assert!(replies[..n].iter().all(|r| r == "+OK\r\n"));
+    assert_eq!(replies[n], format!("$200\r\n{}\r\n", "x".repeat(200)));
+}
+
 /// Acknowledged writes survive a SIGKILL of the server (`--durability commit`, the default),
 /// and a restart recovers them. Catches an acknowledgement before the write is durable.
 #[test]

@@ -3,10 +3,12 @@
 //! whole reply batches), handing each connection's parsed requests to the store's runtime as
 //! one job per batch and sending the replies the job returns.
 //!
-//! Bounds (per connection unless said): received bytes not yet parsed [`MAX_QUERY_BYTES`];
-//! parsed requests waiting for their job [`MAX_PENDING_REQUESTS`] (past either the connection
-//! gets an error and is closed, as Redis does past `client-query-buffer-limit`); one job in
-//! flight, of at most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
+//! Bounds (per connection unless said): a request larger than [`MAX_QUERY_BYTES`] gets an
+//! error and closes its connection (Redis's `client-query-buffer-limit`); parsing stops at
+//! [`MAX_PENDING_REQUESTS`] parsed requests waiting for their job and receiving stops past
+//! [`QUERY_HIGH_BYTES`] unparsed bytes (resumed below [`QUERY_LOW_BYTES`]), so a client that
+//! pipelines faster than it is served is slowed by TCP, not refused; one job in flight, of at
+//! most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
 //! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
 //! [`ServerOptions::max_clients`]. The receive pool is shared: [`RECV_BUFFERS`] buffers of
 //! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache); a received buffer is
@@ -33,8 +35,13 @@ pub const RECV_BUFFER_BYTES: usize = 4096;
 /// Query bytes received and not yet parsed, per connection (a request larger than this
 /// cannot arrive: values are bounded by the store far below it).
 pub const MAX_QUERY_BYTES: usize = 64 << 20;
-/// Parsed requests waiting for their connection's job.
+/// Parsed requests waiting for their connection's job (parsing pauses there).
 pub const MAX_PENDING_REQUESTS: usize = 4096;
+/// Unparsed bytes past which a connection's receiving pauses, and below which it resumes.
+pub const QUERY_HIGH_BYTES: usize = 4 << 20;
+pub const QUERY_LOW_BYTES: usize = 1 << 20;
+/// How long accepting waits after the process ran out of file descriptors.
+const ACCEPT_RETRY_MS: i64 = 100;
 /// Requests one job runs.
 pub const BATCH_REQUESTS: usize = 64;
 /// Reply bytes not yet sent, per connection.
@@ -72,7 +79,8 @@ pub struct Server {
 
 impl Server {
     /// Listens on `options`' address and serves `db` from a thread of its own.
-    pub fn start(db: Arc<Db>, options: ServerOptions) -> Result<Server, String> {
+    pub fn start(db: Arc<Db>, mut options: ServerOptions) -> Result<Server, String> {
+        options.max_clients = descriptors_for(options.max_clients);
         let listener = TcpListener::bind((options.bind.as_str(), options.port))
             .map_err(|e| format!("listening on {}:{}: {e}", options.bind, options.port))?;
         let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -127,6 +135,44 @@ impl Drop for Server {
     }
 }
 
+/// Descriptors kept for the store, the listener, the ring and the eventfd beyond the clients.
+const RESERVED_FDS: u64 = 64;
+
+/// Raises the open-files limit to serve `max_clients` (as Redis's `adjustOpenFilesLimit`);
+/// where the hard limit is lower, serves fewer, and says so.
+fn descriptors_for(max_clients: usize) -> usize {
+    let want = max_clients as u64 + RESERVED_FDS;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads the process's limit into a live struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return max_clients;
+    }
+    if limit.rlim_cur >= want {
+        return max_clients;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: sets the process's limit from a live struct.
+    let cur = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        raised.rlim_cur
+    } else {
+        limit.rlim_cur
+    };
+    let served = cur.saturating_sub(RESERVED_FDS).max(1) as usize;
+    if served < max_clients {
+        eprintln!(
+            "warning: the open-files limit ({cur}) allows {served} clients, not maxclients \
+             {max_clients}"
+        );
+    }
+    served.min(max_clients)
+}
+
 fn signal(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to an eventfd.
@@ -166,6 +212,8 @@ struct Conn {
     /// Closing once its job and sends are done (after `QUIT` or an error reply).
     closing: bool,
     recv_armed: bool,
+    /// Receiving stopped (its multishot receive cancelled) until the query bytes drain.
+    recv_paused: bool,
 }
 
 /// What a connection received, in order.
@@ -184,6 +232,10 @@ enum Op {
     Provide,
     Recv(usize, u32),
     Send(usize, u32),
+    /// The timer after which accepting is armed again.
+    AcceptRetry,
+    /// A cancellation's own completion (ignored).
+    Cancel,
 }
 
 impl Op {
@@ -194,6 +246,8 @@ impl Op {
             Op::Provide => (3, 0, 0),
             Op::Recv(c, g) => (4, c as u64, g),
             Op::Send(c, g) => (5, c as u64, g),
+            Op::AcceptRetry => (6, 0, 0),
+            Op::Cancel => (7, 0, 0),
         };
         debug_assert!(conn < 1 << 28);
         kind << 60 | conn << 32 | u64::from(generation)
@@ -207,7 +261,10 @@ impl Op {
             2 => Op::Wake,
             3 => Op::Provide,
             4 => Op::Recv(conn, generation),
-            _ => Op::Send(conn, generation),
+            5 => Op::Send(conn, generation),
+            6 => Op::AcceptRetry,
+            7 => Op::Cancel,
+            kind => unreachable!("user_data of kind {kind}: only this ring's entries complete"),
         }
     }
 }
@@ -223,8 +280,11 @@ struct Network {
     free: Vec<usize>,
     next_generation: u32,
     open: usize,
-    pool: Box<[u8]>,
+    /// The receive pool: `RECV_BUFFERS × RECV_BUFFER_BYTES` bytes the kernel writes into, so
+    /// only reached through raw pointers (never a slice over all of it).
+    pool: *mut u8,
     wake_buf: Box<u64>,
+    retry_at: Box<types::Timespec>,
 }
 
 impl Network {
@@ -247,33 +307,44 @@ impl Network {
             free: Vec::new(),
             next_generation: 1,
             open: 0,
-            pool: vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
+            pool: Box::into_raw(
+                vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
+            )
+            .cast::<u8>(),
             wake_buf: Box::new(0),
+            retry_at: Box::new(types::Timespec::new().nsec(ACCEPT_RETRY_MS as u32 * 1_000_000)),
         };
         net.provide(0, RECV_BUFFERS)?;
-        net.push(
-            opcode::AcceptMulti::new(types::Fd(net.listener.as_raw_fd()))
-                .build()
-                .user_data(Op::Accept.pack()),
-        )?;
+        net.arm_accept()?;
         net.arm_wake()?;
         Ok(net)
+    }
+
+    fn arm_accept(&mut self) -> Result<(), String> {
+        let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+            .build()
+            .user_data(Op::Accept.pack());
+        self.push(entry)
     }
 
     fn push(&mut self, entry: squeue::Entry) -> Result<(), String> {
         // SAFETY: every buffer an entry names outlives its completion: the pool and the wake
         // word live as long as the ring, a send's bytes stay in its connection's `sending`.
         while unsafe { self.ring.submission().push(&entry) }.is_err() {
-            self.ring
-                .submit()
-                .map_err(|e| format!("io_uring submit: {e}"))?;
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(format!("io_uring submit: {e}")),
+            }
         }
         Ok(())
     }
 
     /// Hands buffers `first..first + n` of the pool to the kernel.
     fn provide(&mut self, first: u16, n: u16) -> Result<(), String> {
-        let addr = self.pool[first as usize * RECV_BUFFER_BYTES..].as_mut_ptr();
+        // SAFETY: inside the pool (`first + n <= RECV_BUFFERS`, checked by the kernel too).
+        debug_assert!(first as usize + n as usize <= RECV_BUFFERS as usize);
+        let addr = unsafe { self.pool.add(first as usize * RECV_BUFFER_BYTES) };
         let entry =
             opcode::ProvideBuffers::new(addr, RECV_BUFFER_BYTES as i32, n, BUFFER_GROUP, first)
                 .build()
@@ -300,17 +371,30 @@ impl Network {
         }
         // SAFETY: as above, for the listening socket.
         unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
-        Box::leak(std::mem::take(&mut self.pool));
+        // The pool is never freed (its raw pointer is simply dropped); the wake word, the timer
+        // and every send's bytes are leaked for the same reason.
         Box::leak(std::mem::replace(&mut self.wake_buf, Box::new(0)));
+        Box::leak(std::mem::replace(
+            &mut self.retry_at,
+            Box::new(types::Timespec::new()),
+        ));
+        for conn in self.conns.iter_mut().flatten() {
+            if let Some(sending) = conn.sending.take() {
+                std::mem::forget(sending);
+            }
+        }
         result
     }
 
     fn serve(&mut self, stop: &AtomicBool) -> Result<(), String> {
         // Bounded by the stop flag: each pass waits for at least one completion.
         while !stop.load(Ordering::SeqCst) {
-            self.ring
-                .submit_and_wait(1)
-                .map_err(|e| format!("io_uring wait: {e}"))?;
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                // A signal (a stop, SIGSTOP/SIGCONT, a debugger): look again.
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(format!("io_uring wait: {e}")),
+            }
             let completions: Vec<(u64, i32, u32)> = self
                 .ring
                 .completion()
@@ -331,13 +415,21 @@ impl Network {
                     let fd = unsafe { OwnedFd::from_raw_fd(result) };
                     self.accept(fd)?;
                 }
+                let exhausted = [libc::EMFILE, libc::ENFILE, libc::ENOMEM, libc::ENOBUFS];
                 if !cqueue::more(flags) {
-                    let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
-                        .build()
-                        .user_data(Op::Accept.pack());
-                    self.push(entry)?;
+                    if exhausted.contains(&-result) {
+                        // Re-armed at once it would fail at once: wait for descriptors.
+                        let entry = opcode::Timeout::new(&*self.retry_at)
+                            .build()
+                            .user_data(Op::AcceptRetry.pack());
+                        self.push(entry)?;
+                    } else {
+                        self.arm_accept()?;
+                    }
                 }
             }
+            Op::AcceptRetry => self.arm_accept()?,
+            Op::Cancel => {}
             Op::Wake => {
                 self.arm_wake()?;
                 let done = std::mem::take(
@@ -405,6 +497,7 @@ impl Network {
             protocol: Protocol::Resp2,
             closing: false,
             recv_armed: false,
+            recv_paused: false,
         };
         let c = match self.free.pop() {
             Some(c) => {
@@ -436,13 +529,11 @@ impl Network {
         if let Some(bid) = buffer {
             let at = bid as usize * RECV_BUFFER_BYTES;
             let n = result.max(0) as usize;
-            if let Some(conn) = self
-                .conns
-                .get_mut(c)
-                .and_then(Option::as_mut)
-                .filter(|x| x.generation == g)
-            {
-                conn.query.extend_from_slice(&self.pool[at..at + n]);
+            assert!(n <= RECV_BUFFER_BYTES, "a receive larger than its buffer");
+            // SAFETY: buffer `bid` is ours again (the kernel completed into it), inside the pool.
+            let bytes = unsafe { std::slice::from_raw_parts(self.pool.add(at), n) };
+            if let Some(conn) = self.conn(c, g) {
+                conn.query.extend_from_slice(bytes);
             }
             self.provide(bid, 1)?;
         }
@@ -450,10 +541,18 @@ impl Network {
         let Some(conn) = self.conn(c, g) else {
             return Ok(());
         };
-        if result == -libc::ENOBUFS {
-            // Every pool buffer was in use: they are back now, receive again.
+        if result == -libc::ENOBUFS && !conn.closing {
+            // Every pool buffer was in use: they are back now, receive again (unless paused).
             conn.recv_armed = false;
+            if conn.recv_paused {
+                return Ok(());
+            }
             return self.arm_recv(c);
+        }
+        if result == -libc::ECANCELED && conn.recv_paused {
+            // Paused on purpose (too many unparsed bytes); resumed by `resume`.
+            conn.recv_armed = false;
+            return Ok(());
         }
         if result <= 0 {
             // End of stream or an error: nothing more will be read.
@@ -467,11 +566,46 @@ impl Network {
         self.parse(c)?;
         let rearm = self.conns[c]
             .as_ref()
-            .is_some_and(|x| !x.recv_armed && !x.closing);
+            .is_some_and(|x| !x.recv_armed && !x.closing && !x.recv_paused);
         if rearm {
             self.arm_recv(c)?;
         }
+        self.pause_recv_if_full(c)?;
         self.dispatch(c)
+    }
+
+    /// Cancels the connection's receiving while its unparsed bytes pass `QUERY_HIGH_BYTES`.
+    fn pause_recv_if_full(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        if conn.query.len() <= QUERY_HIGH_BYTES || conn.recv_paused || conn.closing {
+            return Ok(());
+        }
+        conn.recv_paused = true;
+        if !conn.recv_armed {
+            return Ok(());
+        }
+        let target = Op::Recv(c, conn.generation).pack();
+        let entry = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(Op::Cancel.pack());
+        self.push(entry)
+    }
+
+    /// Parses more once requests drained, and receives again once the bytes did.
+    fn resume(&mut self, c: usize) -> Result<(), String> {
+        self.parse(c)?;
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        if conn.recv_paused && conn.query.len() < QUERY_LOW_BYTES && !conn.closing {
+            conn.recv_paused = false;
+            if !conn.recv_armed {
+                self.arm_recv(c)?;
+            }
+        }
+        Ok(())
     }
 
     /// Parses what the connection received into pending requests; a protocol error or a
@@ -490,14 +624,12 @@ impl Network {
         loop {
             let buf = &conn.query[consumed_total..];
             match conn.parser.parse(buf) {
+                // Enough waits: the rest stays unparsed until they are served.
+                _ if conn.pending.len() >= MAX_PENDING_REQUESTS => break,
                 Ok(Parsed::Request { args, consumed }) => {
                     let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
                     conn.pending.push_back(Pending::Request(owned));
                     consumed_total += consumed;
-                    if conn.pending.len() > MAX_PENDING_REQUESTS {
-                        fatal = Some("ERR too many pipelined requests".to_string());
-                        break;
-                    }
                 }
                 Ok(Parsed::Nothing { consumed }) => consumed_total += consumed,
                 Ok(Parsed::Incomplete { min_len }) => {
@@ -595,6 +727,7 @@ impl Network {
             conn.pending.clear();
             conn.replies.clear();
         }
+        self.resume(d.conn)?;
         self.dispatch(d.conn)
     }
 
@@ -665,7 +798,6 @@ impl Network {
             // SAFETY: shuts down a socket we own.
             unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
             conn.recv_armed = false;
-            conn.generation = 0;
         }
         self.conns[c] = None;
         self.free.push(c);
