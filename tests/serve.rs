@@ -275,3 +275,173 @@ fn acknowledged_writes_survive_sigkill() {
         );
     }
 }
+
+/// A `redis-server` of our own on a free port; killed on drop.
+struct Redis(Child, u16);
+
+impl Redis {
+    fn start() -> Option<Redis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        Some(Redis(child, port))
+    }
+
+    fn connect(&self) -> TcpStream {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpStream::connect(("127.0.0.1", self.1)) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    return s;
+                }
+                Err(e) if Instant::now() > deadline => panic!("redis-server: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have_redis_server() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-server is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
+    }
+    found
+}
+
+fn send(conn: &mut TcpStream, args: &[String]) {
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    conn.write_all(&request).unwrap();
+}
+
+/// One random request of a session: transactions (`MULTI`, `EXEC`, `DISCARD`, `WATCH`,
+/// `UNWATCH`, nested and misplaced), `SELECT`, `PING`, `ECHO`, refused commands, and data
+/// commands over three keys of this case.
+fn random_request(rng: &mut rand::rngs::SmallRng, case: u32) -> Vec<String> {
+    use rand::Rng;
+    let key = format!("c{case}:k{}", rng.gen_range(0..3));
+    let value = ["1", "abc", "-5", ""][rng.gen_range(0..4)].to_string();
+    let words: Vec<&str> = match rng.gen_range(0..22) {
+        0..=2 => vec!["multi"],
+        3..=4 => vec!["exec"],
+        5 => vec!["discard"],
+        6 => vec!["watch", &key],
+        7 => vec!["unwatch"],
+        8 => vec!["select", ["0", "1", "2", "16", "x"][rng.gen_range(0..5)]],
+        9 => vec!["ping"],
+        10 => vec!["echo", &value],
+        11 => vec!["nosuchcommand", &key],
+        12 => vec!["get"],
+        13 => vec!["ping", "a", "b"],
+        14..=15 => vec!["set", &key, &value],
+        16 => vec!["get", &key],
+        17 => vec!["incr", &key],
+        18 => vec!["del", &key],
+        19 => vec!["append", &key, &value],
+        20 => vec!["exists", &key],
+        _ => vec!["getset", &key, &value],
+    };
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// The same random sessions on redis-server 7.0 and on `tamer serve`, every reply compared
+/// byte for byte: `MULTI`/`EXEC`/`DISCARD`/`WATCH` in and out of place, queued errors and
+/// `EXECABORT`, `SELECT` inside a transaction. Catches any difference in the session
+/// commands' semantics, replies or error texts.
+#[test]
+fn sessions_reply_as_redis_does() {
+    use rand::SeedableRng;
+    if !have_redis_server() {
+        return;
+    }
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("sessions");
+    let served = Served::start(&dir.0);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    for case in 0..80 {
+        let (mut theirs, mut ours) = (redis.connect(), served.connect());
+        let mut history = Vec::new();
+        for step in 0..60 {
+            let args = random_request(&mut rng, case);
+            send(&mut theirs, &args);
+            send(&mut ours, &args);
+            let want = read_replies(&mut theirs, 1);
+            let got = read_replies(&mut ours, 1);
+            history.push(args.join(" "));
+            assert_eq!(
+                got, want,
+                "seed {seed} (TAMER_TEST_SEED), case {case} step {step}; the case: {history:?}"
+            );
+        }
+    }
+}
+
+/// `WATCH` across two connections: a write by another client between `WATCH` and `EXEC`
+/// aborts the transaction (a null reply), on both servers alike; an untouched watch commits.
+/// Catches a watch that is not checked, or checked outside the transaction.
+#[test]
+fn watch_aborts_on_another_clients_write() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("watch");
+    let served = Served::start(&dir.0);
+    let script = |a: &mut TcpStream, b: &mut TcpStream| -> Vec<String> {
+        let mut replies = Vec::new();
+        let mut on = |conn: &mut TcpStream, words: &[&str]| {
+            send(
+                conn,
+                &words.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            );
+            replies.extend(read_replies(conn, 1));
+        };
+        on(a, &["set", "w", "1"]);
+        on(a, &["watch", "w"]);
+        on(b, &["set", "w", "2"]);
+        on(a, &["multi"]);
+        on(a, &["incr", "w"]);
+        on(a, &["exec"]);
+        on(a, &["watch", "w"]);
+        on(a, &["multi"]);
+        on(a, &["incr", "w"]);
+        on(a, &["exec"]);
+        on(a, &["get", "w"]);
+        replies
+    };
+    let theirs = script(&mut redis.connect(), &mut redis.connect());
+    let ours = script(&mut served.connect(), &mut served.connect());
+    assert_eq!(theirs[5], "*-1\r\n", "redis aborts");
+    assert_eq!(ours, theirs);
+}

@@ -17,19 +17,31 @@ use tamer_store::{DbError, Tx};
 
 use crate::keyspace::KeyspaceError;
 use crate::resp::{write, Protocol};
+use crate::watches::Watches;
 
 /// What a command runs with besides its arguments.
 #[derive(Clone, Copy, Debug)]
-pub struct Context {
+pub struct Context<'a> {
     /// The namespace of the client's database.
     pub namespace: u32,
     /// The command's time (Unix ms; one reading per command, as Redis caches it).
     pub now_ms: u64,
     pub protocol: Protocol,
+    /// The server's watched keys, told of every write (`None`: nobody can watch).
+    pub watches: Option<&'a Watches>,
+}
+
+impl Context<'_> {
+    /// A write to `key` of this database: watchers' `EXEC` will abort.
+    pub fn touch(&self, key: &[u8]) {
+        if let Some(w) = self.watches {
+            w.touch(&crate::keyspace::store_key(self.namespace, key));
+        }
+    }
 }
 
 /// A command handler: `args[0]` is the command's name.
-pub type Handler = fn(&Context, &mut Tx<'_>, &[&[u8]], &mut Vec<u8>) -> Result<(), DbError>;
+pub type Handler = fn(&Context<'_>, &mut Tx<'_>, &[&[u8]], &mut Vec<u8>) -> Result<(), DbError>;
 
 /// One entry of the command table.
 #[derive(Clone, Copy)]
@@ -109,7 +121,7 @@ pub fn execute(
 ) -> Result<(), DbError> {
     assert!(!args.is_empty(), "a request has a name");
     let Some(command) = lookup(args[0]) else {
-        write::error(out, &unknown_command(args));
+        write::error(out, &unknown_command_text(args));
         return Ok(());
     };
     let n = args.len() as i32;
@@ -128,7 +140,8 @@ pub fn execute(
 
 /// Redis 7.0's reply to an unknown command: its name and first arguments, each cut at 128
 /// bytes.
-fn unknown_command(args: &[&[u8]]) -> String {
+pub fn unknown_command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
+    let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
     let show = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(128)]).into_owned();
     let mut text = format!(
         "ERR unknown command '{}', with args beginning with: ",

@@ -9,3 +9,5 @@ pub mod commands;
 pub mod keyspace;
 pub mod net;
 pub mod resp;
+pub mod session;
+pub mod watches;

@@ -24,9 +24,10 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
-use crate::commands::{self, Context};
 use crate::keyspace::{Databases, DATABASES};
-use crate::resp::{write, Parsed, Protocol, RequestParser};
+use crate::resp::{write, Parsed, RequestParser};
+use crate::session::Session;
+use crate::watches::Watches;
 
 /// Buffers in the shared receive pool.
 pub const RECV_BUFFERS: u16 = 64;
@@ -99,6 +100,7 @@ impl Server {
             done: Mutex::new(Vec::new()),
             wake: wake.clone(),
             namespaces: databases.namespaces,
+            watches: Arc::new(Watches::default()),
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
@@ -184,9 +186,7 @@ struct Done {
     conn: usize,
     generation: u32,
     replies: Vec<u8>,
-    db: usize,
-    protocol: Protocol,
-    quit: bool,
+    session: Session,
 }
 
 /// What jobs and the network thread share.
@@ -194,6 +194,7 @@ struct Shared {
     done: Mutex<Vec<Done>>,
     wake: Arc<OwnedFd>,
     namespaces: [u32; DATABASES],
+    watches: Arc<Watches>,
 }
 
 struct Conn {
@@ -207,8 +208,8 @@ struct Conn {
     /// Replies waiting to be sent, and the bytes of the send in flight (kept alive for it).
     replies: Vec<u8>,
     sending: Option<(Vec<u8>, usize)>,
-    db: usize,
-    protocol: Protocol,
+    /// Its session (`None` while a job has it).
+    session: Option<Session>,
     /// Closing once its job and sends are done (after `QUIT` or an error reply).
     closing: bool,
     recv_armed: bool,
@@ -493,8 +494,7 @@ impl Network {
             in_flight: false,
             replies: Vec::new(),
             sending: None,
-            db: 0,
-            protocol: Protocol::Resp2,
+            session: Some(Session::new(self.shared.watches.clone())),
             closing: false,
             recv_armed: false,
             recv_paused: false,
@@ -682,10 +682,17 @@ impl Network {
             }
         }
         let n = batch.len();
-        let (generation, db, protocol) = (conn.generation, conn.db, conn.protocol);
-        let (handle, shared) = (self.handle.clone(), self.shared.clone());
+        let generation = conn.generation;
+        // The session goes to the job through a slot, so that a refused job gives it back.
+        let slot = Arc::new(Mutex::new(conn.session.take()));
+        let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
         let job = Job::new(move || {
-            let done = run_batch(&handle, &shared, c, generation, db, protocol, batch);
+            let session = job_slot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .expect("the session, once");
+            let done = run_batch(&handle, &shared, c, generation, session, batch);
             shared
                 .done
                 .lock()
@@ -695,7 +702,10 @@ impl Network {
         });
         match self.db.runtime().spawn_job(job) {
             Ok(()) => conn.in_flight = true,
-            Err(_) => {
+            Err(refused) => {
+                drop(refused);
+                conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                debug_assert!(conn.session.is_some(), "a refused job never ran");
                 // Admission: the runtime's queue is full; these requests are refused now
                 // (nothing of this connection is in flight, so the order holds).
                 for _ in 0..n {
@@ -716,9 +726,9 @@ impl Network {
         };
         conn.in_flight = false;
         conn.replies.extend_from_slice(&d.replies);
-        conn.db = d.db;
-        conn.protocol = d.protocol;
-        if d.quit {
+        let quit = d.session.quit;
+        conn.session = Some(d.session);
+        if quit {
             conn.closing = true;
             conn.pending.clear();
         }
@@ -806,84 +816,26 @@ impl Network {
     }
 }
 
-/// Runs one connection's batch of requests on the store, each command in a transaction of its
-/// own (connection commands are answered here).
+/// Runs one connection's batch of requests on the store, in order, through its session.
 fn run_batch(
     handle: &DbHandle,
     shared: &Shared,
     conn: usize,
     generation: u32,
-    mut db: usize,
-    protocol: Protocol,
+    mut session: Session,
     batch: Vec<Vec<Vec<u8>>>,
 ) -> Done {
     let mut replies = Vec::new();
-    let mut quit = false;
     for args in batch {
-        if quit {
+        if session.quit {
             break;
         }
-        let name = args[0].to_ascii_lowercase();
-        let arity_error = |replies: &mut Vec<u8>, name: &str| {
-            write::error(
-                replies,
-                &format!("ERR wrong number of arguments for '{name}' command"),
-            );
-        };
-        match &name[..] {
-            b"ping" => match args.len() {
-                1 => write::simple(&mut replies, "PONG"),
-                2 => write::bulk(&mut replies, &args[1]),
-                _ => arity_error(&mut replies, "ping"),
-            },
-            b"echo" => match args.len() {
-                2 => write::bulk(&mut replies, &args[1]),
-                _ => arity_error(&mut replies, "echo"),
-            },
-            b"quit" => {
-                write::simple(&mut replies, "OK");
-                quit = true;
-            }
-            b"select" if args.len() != 2 => arity_error(&mut replies, "select"),
-            b"select" => match crate::resp::parse_i64(&args[1]) {
-                Some(n) if (0..DATABASES as i64).contains(&n) => {
-                    db = n as usize;
-                    write::simple(&mut replies, "OK");
-                }
-                Some(_) => write::error(&mut replies, "ERR DB index is out of range"),
-                None => write::error(&mut replies, "ERR value is not an integer or out of range"),
-            },
-            _ => {
-                let ctx = Context {
-                    namespace: shared.namespaces[db],
-                    now_ms: now_ms(),
-                    protocol,
-                };
-                let result = handle.transaction(|tx| {
-                    let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-                    let mut out = Vec::new();
-                    commands::execute(&ctx, tx, &refs, &mut out)?;
-                    Ok(out)
-                });
-                match result {
-                    Ok(out) => replies.extend_from_slice(&out),
-                    Err(err) => write::error(&mut replies, &format!("ERR {err}")),
-                }
-            }
-        }
+        session.run(handle, &shared.namespaces, args, &mut replies);
     }
     Done {
         conn,
         generation,
         replies,
-        db,
-        protocol,
-        quit,
+        session,
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

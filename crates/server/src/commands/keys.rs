@@ -26,7 +26,12 @@ pub fn del(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
     let mut removed = 0;
     for key in &args[1..] {
         match keyspace::delete(tx, ctx.namespace, key, ctx.now_ms) {
-            Ok(was) => removed += i64::from(was),
+            Ok(was) => {
+                if was {
+                    ctx.touch(key);
+                }
+                removed += i64::from(was);
+            }
             Err(err) => return keyspace_error(out, err),
         }
     }
@@ -146,6 +151,7 @@ fn expire_generic(
         write::integer(out, 0);
         return Ok(());
     }
+    ctx.touch(args[1]);
     if when <= ctx.now_ms as i64 {
         tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
     } else {
@@ -270,6 +276,7 @@ pub fn persist(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>
     match found {
         Some(mut e) if e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
+            ctx.touch(args[1]);
             keyspace::put(tx, ctx.namespace, args[1], &e)
                 .or_else(|err| keyspace_error(out, err))?;
             write::integer(out, 1);
@@ -312,6 +319,8 @@ fn rename_generic(
             return Ok(());
         }
     }
+    ctx.touch(args[1]);
+    ctx.touch(args[2]);
     tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
     keyspace::put(tx, ctx.namespace, args[2], &e).or_else(|err| keyspace_error(out, err))?;
     if nx {

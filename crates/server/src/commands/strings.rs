@@ -38,6 +38,7 @@ fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found
 }
 
 fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry, out: &mut Vec<u8>) -> Result {
+    ctx.touch(key);
     keyspace::put(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
 }
 
@@ -56,6 +57,7 @@ pub fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
     match find(ctx, tx, args[1])? {
         Found::Absent => write::null(out, ctx.protocol),
         Found::String(e) => {
+            ctx.touch(args[1]);
             tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
             write::bulk(out, &e.payload);
         }
@@ -251,6 +253,7 @@ pub fn mset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         return Ok(());
     }
     for pair in args[1..].chunks(2) {
+        ctx.touch(pair[0]);
         keyspace::put(
             tx,
             ctx.namespace,
@@ -538,6 +541,7 @@ pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     write::bulk(out, &e.payload);
     match expire {
         Some(at) if at <= ctx.now_ms => {
+            ctx.touch(args[1]);
             tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
         }
         Some(at) => {

@@ -31,6 +31,7 @@ fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
         namespace,
         now_ms,
         protocol: Protocol::Resp2,
+        watches: None,
     };
     db.transaction(move |tx| {
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();

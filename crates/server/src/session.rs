@@ -1,0 +1,350 @@
+//! A connection's session: what its commands change besides the keyspace (the selected
+//! database, `MULTI`'s queue, `WATCH`ed keys, `QUIT`), and the commands that act on it. The
+//! network core moves a connection's session into each job that runs its requests and takes
+//! it back with the replies, so one connection's requests always see the session in order.
+//!
+//! `MULTI` ... `EXEC` runs the queued commands in **one** store transaction: atomic, isolated
+//! from every other client, and in `commit` mode durable when `EXEC` returns. As in Redis 7.0,
+//! a command refused while queueing (unknown, wrong arity) makes `EXEC` fail with
+//! `EXECABORT`, and a command that fails inside `EXEC` does not undo the others. `WATCH`
+//! registers each key with the server's [`Watches`] (every write to it bumps its version) and
+//! remembers a fingerprint of its stored bytes; `EXEC` reads the keys inside its transaction
+//! (holding their locks) and aborts (a null reply) if a version moved (any write, as Redis's
+//! `touchWatchedKey`) or the fingerprint changed (the key expired meanwhile). A writer bumps
+//! the version before it commits, so a write racing `EXEC` may abort it where Redis, which
+//! runs one command at a time, would have ordered the write after: never the other way.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use tamer_store::{DbError, DbHandle, Tx};
+
+use std::sync::Arc;
+
+use crate::commands::{self, Context};
+use crate::keyspace::{store_key, DATABASES};
+use crate::resp::{parse_i64, write, Protocol};
+use crate::watches::Watches;
+
+/// Most commands `MULTI` queues (past it the transaction is refused at `EXEC`).
+pub const MAX_QUEUED: usize = 65_536;
+/// Most keys one connection watches.
+pub const MAX_WATCHED: usize = 4_096;
+
+/// A connection's state (see the module docs).
+#[derive(Debug)]
+pub struct Session {
+    pub db: usize,
+    pub protocol: Protocol,
+    /// Inside `MULTI`: the queued commands, and whether one was refused.
+    multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+    /// Watched keys: (store key, fingerprint, version when watched).
+    watched: Vec<(Vec<u8>, Option<u64>, u64)>,
+    /// `QUIT` was asked: reply, then close.
+    pub quit: bool,
+    watches: Arc<Watches>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.unwatch_all();
+    }
+}
+
+/// The fingerprint of a key's stored bytes (`None`: absent or expired).
+fn fingerprint(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    namespace: u32,
+    now_ms: u64,
+) -> Result<Option<u64>, DbError> {
+    let user_key = &key[4..];
+    match crate::keyspace::get(tx, namespace, user_key, now_ms) {
+        Ok(None) => Ok(None),
+        Ok(Some(entry)) => {
+            let mut h = DefaultHasher::new();
+            entry.encode().hash(&mut h);
+            Ok(Some(h.finish()))
+        }
+        Err(crate::keyspace::KeyspaceError::Store(e)) => Err(e),
+        Err(_) => Ok(Some(0)),
+    }
+}
+
+fn arity_error(out: &mut Vec<u8>, name: &str) {
+    write::error(
+        out,
+        &format!("ERR wrong number of arguments for '{name}' command"),
+    );
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Session {
+    /// A new connection's session, in database 0, on the server's `watches`.
+    pub fn new(watches: Arc<Watches>) -> Self {
+        Self {
+            db: 0,
+            protocol: Protocol::Resp2,
+            multi: None,
+            watched: Vec::new(),
+            quit: false,
+            watches,
+        }
+    }
+
+    fn unwatch_all(&mut self) {
+        for (key, _, _) in self.watched.drain(..) {
+            self.watches.unwatch(&key);
+        }
+    }
+
+    /// Runs one request, appending its reply.
+    pub fn run(
+        &mut self,
+        handle: &DbHandle,
+        namespaces: &[u32; DATABASES],
+        args: Vec<Vec<u8>>,
+        out: &mut Vec<u8>,
+    ) {
+        let name = args[0].to_ascii_lowercase();
+        let session_command = matches!(
+            &name[..],
+            b"exec" | b"discard" | b"multi" | b"watch" | b"quit"
+        );
+        if self.multi.is_some() && !session_command {
+            self.queue(args, &name, out);
+            return;
+        }
+        match &name[..] {
+            b"multi" if args.len() != 1 => arity_error(out, "multi"),
+            b"multi" if self.multi.is_some() => {
+                write::error(out, "ERR MULTI calls can not be nested")
+            }
+            b"multi" => {
+                self.multi = Some((Vec::new(), false));
+                write::simple(out, "OK");
+            }
+            b"exec" if args.len() != 1 => arity_error(out, "exec"),
+            b"exec" => self.exec(handle, namespaces, out),
+            b"discard" if args.len() != 1 => arity_error(out, "discard"),
+            b"discard" if self.multi.is_none() => write::error(out, "ERR DISCARD without MULTI"),
+            b"discard" => {
+                self.multi = None;
+                self.unwatch_all();
+                write::simple(out, "OK");
+            }
+            b"watch" if args.len() < 2 => arity_error(out, "watch"),
+            b"watch" if self.multi.is_some() => {
+                write::error(out, "ERR WATCH inside MULTI is not allowed")
+            }
+            b"watch" => self.watch(handle, namespaces, &args[1..], out),
+            b"unwatch" if args.len() != 1 => arity_error(out, "unwatch"),
+            b"unwatch" => {
+                self.unwatch_all();
+                write::simple(out, "OK");
+            }
+            _ => {
+                let (db0, protocol) = (self.db, self.protocol);
+                let watches = self.watches.clone();
+                let result = handle.transaction(|tx| {
+                    let (mut db, mut quit, mut reply) = (db0, false, Vec::new());
+                    let run = Run {
+                        namespaces,
+                        protocol,
+                        watches: &watches,
+                    };
+                    run.one(tx, &mut db, &mut quit, &args, &mut reply)?;
+                    Ok((reply, db, quit))
+                });
+                match result {
+                    Ok((reply, db, quit)) => {
+                        out.extend_from_slice(&reply);
+                        self.db = db;
+                        self.quit |= quit;
+                    }
+                    Err(err) => write::error(out, &format!("ERR {err}")),
+                }
+            }
+        }
+    }
+
+    /// Queues a command inside `MULTI`, or refuses it (and the transaction).
+    fn queue(&mut self, args: Vec<Vec<u8>>, name: &[u8], out: &mut Vec<u8>) {
+        let (queued, dirty) = self.multi.as_mut().expect("inside MULTI");
+        let arity = match name {
+            b"ping" => Some(-1),
+            b"echo" | b"select" => Some(2),
+            b"unwatch" => Some(1),
+            _ => commands::lookup(name).map(|c| c.arity),
+        };
+        let Some(arity) = arity else {
+            write::error(out, &commands::unknown_command_text(&args));
+            *dirty = true;
+            return;
+        };
+        let n = args.len() as i32;
+        // The table's arity, as Redis checks it here (PING's is -1: `PING a b` is queued and
+        // fails inside EXEC).
+        if (arity > 0 && n != arity) || n < arity.abs() {
+            arity_error(out, &String::from_utf8_lossy(name));
+            *dirty = true;
+            return;
+        }
+        if queued.len() >= MAX_QUEUED {
+            write::error(out, "ERR too many commands queued in MULTI");
+            *dirty = true;
+            return;
+        }
+        queued.push(args);
+        write::simple(out, "QUEUED");
+    }
+
+    /// `WATCH key [key ...]`: each key read (its fingerprint) and registered.
+    fn watch(
+        &mut self,
+        handle: &DbHandle,
+        namespaces: &[u32; DATABASES],
+        keys: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) {
+        if self.watched.len() + keys.len() > MAX_WATCHED {
+            write::error(out, "ERR too many watched keys");
+            return;
+        }
+        let namespace = namespaces[self.db];
+        let now = now_ms();
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| store_key(namespace, k)).collect();
+        let result = handle.transaction(|tx| {
+            keys.iter()
+                .map(|k| Ok((k.clone(), fingerprint(tx, k, namespace, now)?)))
+                .collect::<Result<Vec<_>, DbError>>()
+        });
+        let prints = match result {
+            Ok(prints) => prints,
+            Err(err) => {
+                write::error(out, &format!("ERR {err}"));
+                return;
+            }
+        };
+        for (key, print) in prints {
+            let Some(version) = self.watches.watch(&key) else {
+                write::error(out, "ERR too many watched keys");
+                return;
+            };
+            self.watched.push((key, print, version));
+        }
+        write::simple(out, "OK");
+    }
+
+    /// `EXEC`: the queued commands in one transaction, unless a watched key moved.
+    fn exec(&mut self, handle: &DbHandle, namespaces: &[u32; DATABASES], out: &mut Vec<u8>) {
+        let Some((queued, dirty)) = self.multi.take() else {
+            write::error(out, "ERR EXEC without MULTI");
+            return;
+        };
+        if dirty {
+            self.unwatch_all();
+            write::error(
+                out,
+                "EXECABORT Transaction discarded because of previous errors.",
+            );
+            return;
+        }
+        let (start_db, protocol) = (self.db, self.protocol);
+        let now = now_ms();
+        let watches = self.watches.clone();
+        let watched = &self.watched;
+        let result = handle.transaction(|tx| {
+            for (key, print, version) in watched {
+                let namespace = u32::from_be_bytes(key[..4].try_into().expect("4 bytes"));
+                // Read first: the key's lock is held from here to the commit.
+                let print_now = fingerprint(tx, key, namespace, now)?;
+                if print_now != *print || watches.version(key) != *version {
+                    return Ok(None);
+                }
+            }
+            let mut replies = Vec::new();
+            write::array(&mut replies, queued.len());
+            let (mut db, mut quit) = (start_db, false);
+            let run = Run {
+                namespaces,
+                protocol,
+                watches: &watches,
+            };
+            for args in &queued {
+                run.one(tx, &mut db, &mut quit, args, &mut replies)?;
+            }
+            Ok(Some((replies, db)))
+        });
+        self.unwatch_all();
+        match result {
+            Ok(Some((replies, db))) => {
+                out.extend_from_slice(&replies);
+                self.db = db;
+            }
+            Ok(None) => write::null_array(out, protocol),
+            Err(err) => write::error(out, &format!("ERR {err}")),
+        }
+    }
+}
+
+/// What a command run needs from the server.
+struct Run<'a> {
+    namespaces: &'a [u32; DATABASES],
+    protocol: Protocol,
+    watches: &'a Watches,
+}
+
+impl Run<'_> {
+    /// Runs one command (a session command, or one of the table's) in `tx`.
+    fn one(
+        &self,
+        tx: &mut Tx<'_>,
+        db: &mut usize,
+        quit: &mut bool,
+        args: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) -> Result<(), DbError> {
+        let name = args[0].to_ascii_lowercase();
+        match &name[..] {
+            b"ping" => match args.len() {
+                1 => write::simple(out, "PONG"),
+                2 => write::bulk(out, &args[1]),
+                _ => arity_error(out, "ping"),
+            },
+            b"echo" if args.len() == 2 => write::bulk(out, &args[1]),
+            b"echo" => arity_error(out, "echo"),
+            b"quit" => {
+                write::simple(out, "OK");
+                *quit = true;
+            }
+            // Queued inside MULTI: by EXEC the watches are already spent.
+            b"unwatch" => write::simple(out, "OK"),
+            b"select" if args.len() != 2 => arity_error(out, "select"),
+            b"select" => match parse_i64(&args[1]) {
+                Some(n) if (0..DATABASES as i64).contains(&n) => {
+                    *db = n as usize;
+                    write::simple(out, "OK");
+                }
+                Some(_) => write::error(out, "ERR DB index is out of range"),
+                None => write::error(out, "ERR value is not an integer or out of range"),
+            },
+            _ => {
+                let ctx = Context {
+                    namespace: self.namespaces[*db],
+                    now_ms: now_ms(),
+                    protocol: self.protocol,
+                    watches: Some(self.watches),
+                };
+                let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                commands::execute(&ctx, tx, &refs, out)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! The keys some connection `WATCH`es, each with a version that every write to it bumps (as
+//! Redis's `touchWatchedKey`): `EXEC` aborts when a watched key's version moved, whatever the
+//! write was (the same value again, a delete). Only watched keys are tracked: a write to any
+//! other key costs one hash lookup under the lock.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Most keys tracked at once (every connection's watches together).
+pub const MAX_TRACKED: usize = 1 << 20;
+
+/// Watched store keys: (watchers, version).
+#[derive(Debug, Default)]
+pub struct Watches {
+    keys: Mutex<HashMap<Vec<u8>, (u32, u64)>>,
+}
+
+impl Watches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, (u32, u64)>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One more watcher of `key`; its version now. `None` past [`MAX_TRACKED`] keys.
+    pub fn watch(&self, key: &[u8]) -> Option<u64> {
+        let mut keys = self.lock();
+        if !keys.contains_key(key) && keys.len() >= MAX_TRACKED {
+            return None;
+        }
+        let entry = keys.entry(key.to_vec()).or_insert((0, 0));
+        entry.0 += 1;
+        Some(entry.1)
+    }
+
+    /// One watcher of `key` fewer.
+    pub fn unwatch(&self, key: &[u8]) {
+        let mut keys = self.lock();
+        if let Some(entry) = keys.get_mut(key) {
+            assert!(entry.0 > 0, "unwatched more often than watched");
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                keys.remove(key);
+            }
+        }
+    }
+
+    /// `key`'s version (0 when nobody watches it).
+    pub fn version(&self, key: &[u8]) -> u64 {
+        self.lock().get(key).map_or(0, |e| e.1)
+    }
+
+    /// A write to `key` (called while the writer holds the key's lock, before it commits).
+    pub fn touch(&self, key: &[u8]) {
+        let mut keys = self.lock();
+        if let Some(entry) = keys.get_mut(key) {
+            entry.1 += 1;
+        }
+    }
+}
