@@ -91,6 +91,12 @@ struct ServeArgs {
     /// Most client connections (Redis's `maxclients`).
     #[arg(long, default_value_t = 10_000)]
     maxclients: usize,
+    /// A password every client must give with `AUTH` (Redis's `requirepass`).
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Refuse to listen beyond loopback without `--requirepass` (Redis's `protected-mode`).
+    #[arg(long, default_value = "yes")]
+    protected_mode: String,
 }
 
 #[derive(Args)]
@@ -727,6 +733,19 @@ fn serve(args: ServeArgs) -> ExitCode {
         "none" => tamer_store::Durability::None,
         other => return fail(format!("--durability {other}: commit, periodic or none")),
     };
+    let loopback = matches!(args.bind.as_str(), "127.0.0.1" | "::1" | "localhost");
+    let protected = match args.protected_mode.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return fail(format!("--protected-mode {other}: yes or no")),
+    };
+    if protected && !loopback && args.requirepass.is_none() {
+        return fail(format!(
+            "--bind {} reaches beyond this machine and no --requirepass is set: set one, or \
+             --protected-mode no to serve anyone who connects",
+            args.bind
+        ));
+    }
     if let Err(e) = std::fs::create_dir_all(&args.dir) {
         return fail(format!("creating {}: {e}", args.dir.display()));
     }
@@ -743,6 +762,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         bind: args.bind.clone(),
         port: args.port,
         max_clients: args.maxclients,
+        requirepass: args.requirepass.clone(),
     };
     let server = match tamer_server::net::Server::start(db.clone(), server_options) {
         Ok(server) => server,

@@ -532,3 +532,93 @@ fn random_bytes_never_take_the_server_down() {
     let (code, rest) = served.terminate();
     assert_eq!(code, Some(0), "{rest}");
 }
+
+/// `HELLO`, `CLIENT` and RESP3 as redis-server answers them (the `HELLO` map's `server` and
+/// `id` differ by design and are compared by shape). Catches a wrong RESP3 encoding after
+/// `HELLO 3`, error texts, `CLIENT` name rules.
+#[test]
+fn hello_and_client_reply_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("hello");
+    let served = Served::start(&dir.0);
+    let script: &[&[&str]] = &[
+        &["hello", "4"],
+        &["hello", "x"],
+        &["hello", "2", "bogus"],
+        &["client", "setname", "a b"],
+        &["client", "setname", "me"],
+        &["client", "getname"],
+        &["client", "foo"],
+        &["client"],
+        &["auth", "x"],
+        &["auth", "a", "b"],
+        &["hello", "3"],
+        &["get", "nokey"],
+        &["mget", "nokey", "nokey"],
+        &["set", "h", "1", "nx", "get"],
+        &["client", "getname"],
+        &["exec"],
+        &["multi"],
+        &["exec"],
+        &["hello", "2"],
+        &["get", "nokey"],
+    ];
+    let (mut theirs, mut ours) = (redis.connect(), served.connect());
+    for words in script {
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        send(&mut theirs, &args);
+        send(&mut ours, &args);
+        let (want, got) = (read_replies(&mut theirs, 1), read_replies(&mut ours, 1));
+        if words[0] == "hello" && want[0].starts_with(['%', '*']) {
+            let masked = |r: &str| {
+                r.replace("$5\r\nredis\r\n", "$5\r\nSERVER\r\n")
+                    .replace("$5\r\ntamer\r\n", "$5\r\nSERVER\r\n")
+                    .split("$2\r\nid\r\n")
+                    .next()
+                    .unwrap()
+                    .to_string()
+            };
+            assert_eq!(masked(&got[0]), masked(&want[0]), "{words:?}");
+        } else {
+            assert_eq!(got, want, "{words:?}");
+        }
+    }
+}
+
+/// With `--requirepass`, nothing but `AUTH`, `HELLO` and `QUIT` runs before the password;
+/// a wrong one is refused; `HELLO 3 AUTH default <pass>` authenticates and switches at once.
+/// Beyond loopback without a password the server refuses to start. Catches a command that
+/// slips past the check, a password compared wrongly, protected mode off by default.
+#[test]
+fn requirepass_and_protected_mode() {
+    let dir = temp_dir("auth");
+    let served = Served::start_with(&dir.0, &["--requirepass", "sekrit"]);
+    let mut c = served.connect();
+    c.write_all(b"GET a\r\nAUTH wrong\r\nAUTH default sekrit\r\nSET a 1\r\n")
+        .unwrap();
+    assert_eq!(
+        read_replies(&mut c, 4),
+        [
+            "-NOAUTH Authentication required.\r\n",
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+            "+OK\r\n",
+            "+OK\r\n"
+        ]
+    );
+    let mut d = served.connect();
+    d.write_all(b"HELLO 3 AUTH default sekrit\r\nGET nokey\r\n")
+        .unwrap();
+    let replies = read_replies(&mut d, 2);
+    assert!(replies[0].starts_with("%7\r\n"), "{replies:?}");
+    assert_eq!(replies[1], "_\r\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+        .args(["serve", "--bind", "0.0.0.0", "--port", "0", "--dir"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--requirepass"));
+}

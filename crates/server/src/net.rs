@@ -58,6 +58,8 @@ pub struct ServerOptions {
     pub port: u16,
     /// Most connections at once (Redis's `maxclients`).
     pub max_clients: usize,
+    /// The password every client must give (`AUTH`) before anything else (`requirepass`).
+    pub requirepass: Option<String>,
 }
 
 impl Default for ServerOptions {
@@ -66,6 +68,7 @@ impl Default for ServerOptions {
             bind: "127.0.0.1".into(),
             port: 6379,
             max_clients: 10_000,
+            requirepass: None,
         }
     }
 }
@@ -101,6 +104,10 @@ impl Server {
             wake: wake.clone(),
             namespaces: databases.namespaces,
             watches: Arc::new(Watches::default()),
+            password: options
+                .requirepass
+                .clone()
+                .map(|p| Arc::new(p.into_bytes())),
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
@@ -195,6 +202,7 @@ struct Shared {
     wake: Arc<OwnedFd>,
     namespaces: [u32; DATABASES],
     watches: Arc<Watches>,
+    password: Option<Arc<Vec<u8>>>,
 }
 
 struct Conn {
@@ -494,7 +502,11 @@ impl Network {
             in_flight: false,
             replies: Vec::new(),
             sending: None,
-            session: Some(Session::new(self.shared.watches.clone())),
+            session: Some(Session::new(
+                self.shared.watches.clone(),
+                u64::from(generation),
+                self.shared.password.clone(),
+            )),
             closing: false,
             recv_armed: false,
             recv_paused: false,

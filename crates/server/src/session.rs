@@ -43,7 +43,17 @@ pub struct Session {
     /// `QUIT` was asked: reply, then close.
     pub quit: bool,
     watches: Arc<Watches>,
+    /// `CLIENT ID`.
+    pub id: u64,
+    /// `CLIENT SETNAME`.
+    name: Option<Vec<u8>>,
+    /// The server's `requirepass`, and whether this client passed it.
+    password: Option<Arc<Vec<u8>>>,
+    authenticated: bool,
 }
+
+/// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
+pub const REDIS_VERSION: &str = "7.0.15";
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -71,6 +81,14 @@ fn fingerprint(
     }
 }
 
+/// Redis's error for a client name with spaces or special characters.
+const NAME_ERROR: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// A client name as Redis accepts it: printable ASCII without spaces.
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
 fn arity_error(out: &mut Vec<u8>, name: &str) {
     write::error(
         out,
@@ -86,7 +104,7 @@ fn now_ms() -> u64 {
 
 impl Session {
     /// A new connection's session, in database 0, on the server's `watches`.
-    pub fn new(watches: Arc<Watches>) -> Self {
+    pub fn new(watches: Arc<Watches>, id: u64, password: Option<Arc<Vec<u8>>>) -> Self {
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -94,6 +112,151 @@ impl Session {
             watched: Vec::new(),
             quit: false,
             watches,
+            id,
+            name: None,
+            authenticated: password.is_none(),
+            password,
+        }
+    }
+
+    /// `AUTH [username] password` (`user` is `None` in the one-argument form) and `HELLO`'s
+    /// `AUTH`, as Redis 7.0's `default` user (the only one): `None` when it passed, else the
+    /// error reply's text.
+    fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Option<&'static str> {
+        const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+        if user.is_some_and(|u| u != b"default") {
+            return Some(WRONGPASS);
+        }
+        match &self.password {
+            // No password: the default user takes any (`nopass`), but the old one-argument
+            // form is refused, as Redis refuses it.
+            None if user.is_none() => Some(
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            ),
+            None => {
+                self.authenticated = true;
+                None
+            }
+            Some(password) if pass == password.as_slice() => {
+                self.authenticated = true;
+                None
+            }
+            Some(_) => Some(WRONGPASS),
+        }
+    }
+
+    /// `HELLO [protover [AUTH username password] [SETNAME name]]`.
+    fn hello(&mut self, args: &[Vec<u8>], out: &mut Vec<u8>) {
+        let mut protocol = self.protocol;
+        if let Some(v) = args.get(1) {
+            match parse_i64(v) {
+                Some(2) => protocol = Protocol::Resp2,
+                Some(3) => protocol = Protocol::Resp3,
+                Some(_) => {
+                    write::error(out, "NOPROTO unsupported protocol version");
+                    return;
+                }
+                None => {
+                    write::error(
+                        out,
+                        "ERR Protocol version is not an integer or out of range",
+                    );
+                    return;
+                }
+            }
+        }
+        let mut j = 2;
+        let mut name = None;
+        // Bounded: every pass consumes two or three arguments, or fails.
+        while j < args.len() {
+            let more = args.len() - j - 1;
+            match &args[j].to_ascii_lowercase()[..] {
+                b"auth" if more >= 2 => {
+                    let (user, pass) = (args[j + 1].clone(), args[j + 2].clone());
+                    if let Some(text) = self.check_password(Some(&user), &pass) {
+                        write::error(out, text);
+                        return;
+                    }
+                    j += 3;
+                }
+                b"setname" if more >= 1 => {
+                    name = Some(args[j + 1].clone());
+                    j += 2;
+                }
+                _ => {
+                    let opt = String::from_utf8_lossy(&args[j]);
+                    write::error(out, &format!("ERR Syntax error in HELLO option '{opt}'"));
+                    return;
+                }
+            }
+        }
+        if !self.authenticated {
+            write::error(
+                out,
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise \
+                 the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the \
+                 client and select the RESP protocol version at the same time",
+            );
+            return;
+        }
+        if let Some(name) = name {
+            if !valid_name(&name) {
+                write::error(out, NAME_ERROR);
+                return;
+            }
+            self.name = (!name.is_empty()).then_some(name);
+        }
+        self.protocol = protocol;
+        write::map(out, 7, protocol);
+        for (k, v) in [("server", "tamer"), ("version", REDIS_VERSION)] {
+            write::bulk(out, k.as_bytes());
+            write::bulk(out, v.as_bytes());
+        }
+        write::bulk(out, b"proto");
+        write::integer(out, if protocol == Protocol::Resp3 { 3 } else { 2 });
+        write::bulk(out, b"id");
+        write::integer(out, self.id as i64);
+        for (k, v) in [("mode", "standalone"), ("role", "master")] {
+            write::bulk(out, k.as_bytes());
+            write::bulk(out, v.as_bytes());
+        }
+        write::bulk(out, b"modules");
+        write::array(out, 0);
+    }
+
+    /// `CLIENT ID | SETNAME name | GETNAME` (the rest of `CLIENT` is not built yet).
+    fn client(&mut self, args: &[Vec<u8>], out: &mut Vec<u8>) {
+        let Some(sub) = args.get(1) else {
+            arity_error(out, "client");
+            return;
+        };
+        let lower = sub.to_ascii_lowercase();
+        match (&lower[..], args.len()) {
+            (b"id", 2) => write::integer(out, self.id as i64),
+            (b"getname", 2) => match &self.name {
+                Some(name) => write::bulk(out, name),
+                None => write::null(out, self.protocol),
+            },
+            (b"setname", 3) if !valid_name(&args[2]) => write::error(out, NAME_ERROR),
+            (b"setname", 3) => {
+                self.name = (!args[2].is_empty()).then(|| args[2].clone());
+                write::simple(out, "OK");
+            }
+            (b"id" | b"getname" | b"setname", _) => {
+                let sub = String::from_utf8_lossy(&lower);
+                write::error(
+                    out,
+                    &format!("ERR wrong number of arguments for 'client|{sub}' command"),
+                );
+            }
+            _ => {
+                let sub = String::from_utf8_lossy(sub);
+                write::error(
+                    out,
+                    &format!("ERR unknown subcommand '{sub}'. Try CLIENT HELP."),
+                );
+            }
         }
     }
 
@@ -112,6 +275,31 @@ impl Session {
         out: &mut Vec<u8>,
     ) {
         let name = args[0].to_ascii_lowercase();
+        if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit") {
+            write::error(out, "NOAUTH Authentication required.");
+            if let Some((_, dirty)) = self.multi.as_mut() {
+                *dirty = true;
+            }
+            return;
+        }
+        match &name[..] {
+            b"hello" => return self.hello(&args, out),
+            b"auth" if !(2..=3).contains(&args.len()) => return arity_error(out, "auth"),
+            b"auth" => {
+                let (user, pass) = match &args[..] {
+                    [_, pass] => (None, pass.clone()),
+                    [_, user, pass] => (Some(user.clone()), pass.clone()),
+                    _ => unreachable!("arity checked"),
+                };
+                match self.check_password(user.as_deref(), &pass) {
+                    Some(text) => write::error(out, text),
+                    None => write::simple(out, "OK"),
+                }
+                return;
+            }
+            b"client" if self.multi.is_none() => return self.client(&args, out),
+            _ => {}
+        }
         let session_command = matches!(
             &name[..],
             b"exec" | b"discard" | b"multi" | b"watch" | b"quit"
