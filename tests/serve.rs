@@ -622,3 +622,53 @@ fn requirepass_and_protected_mode() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--requirepass"));
 }
+
+/// `INFO`, `TIME` and `COMMAND COUNT`/`LIST`, alone and inside `MULTI`: the fields clients
+/// read, counters that move, a list as long as the count. Catches a section left out, a
+/// counter that never moves, these commands unknown inside `EXEC`.
+#[test]
+fn info_time_and_command() {
+    let dir = temp_dir("info");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    let info = |c: &mut TcpStream| {
+        c.write_all(b"INFO\r\n").unwrap();
+        read_replies(c, 1).remove(0)
+    };
+    let first = info(&mut c);
+    for field in [
+        "redis_version:7.0.15",
+        "redis_mode:standalone",
+        "connected_clients:1",
+    ] {
+        assert!(first.contains(field), "{field} in {first}");
+    }
+    let commands = |text: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("total_commands_processed:"))
+            .expect("the counter");
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    let second = info(&mut c);
+    assert_eq!(commands(&second), commands(&first) + 1);
+    c.write_all(b"COMMAND COUNT\r\nCOMMAND LIST\r\nTIME\r\n")
+        .unwrap();
+    let replies = read_replies(&mut c, 3);
+    let count: usize = replies[0].trim_start_matches(':').trim().parse().unwrap();
+    assert!(
+        replies[1].starts_with(&format!("*{count}\r\n")),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("$3\r\nset\r\n") && replies[1].contains("$4\r\nexec\r\n"));
+    let time: Vec<&str> = replies[2].split("\r\n").collect();
+    assert_eq!(time[0], "*2");
+    let secs: u64 = time[2].parse().unwrap();
+    assert!(secs > 1_700_000_000, "{secs}");
+    c.write_all(b"MULTI\r\nTIME\r\nINFO clients\r\nEXEC\r\n")
+        .unwrap();
+    let replies = read_replies(&mut c, 4);
+    assert!(replies[3].starts_with("*2\r\n*2\r\n"), "{}", replies[3]);
+    assert!(replies[3].contains("connected_clients:1"), "{}", replies[3]);
+}

@@ -10,4 +10,5 @@ pub mod keyspace;
 pub mod net;
 pub mod resp;
 pub mod session;
+pub mod stats;
 pub mod watches;

@@ -27,6 +27,7 @@ use tamer_store::{Db, DbError, DbHandle};
 use crate::keyspace::{Databases, DATABASES};
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
+use crate::stats::ServerStats;
 use crate::watches::Watches;
 
 /// Buffers in the shared receive pool.
@@ -108,6 +109,7 @@ impl Server {
                 .requirepass
                 .clone()
                 .map(|p| Arc::new(p.into_bytes())),
+            stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
@@ -203,6 +205,7 @@ struct Shared {
     namespaces: [u32; DATABASES],
     watches: Arc<Watches>,
     password: Option<Arc<Vec<u8>>>,
+    stats: Arc<ServerStats>,
 }
 
 struct Conn {
@@ -468,6 +471,7 @@ impl Network {
 
     fn accept(&mut self, fd: OwnedFd) -> Result<(), String> {
         if self.open >= self.options.max_clients {
+            self.shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
             let reply = b"-ERR max number of clients reached\r\n";
             // SAFETY: a best-effort non-blocking write of a static reply before closing.
             unsafe {
@@ -506,6 +510,7 @@ impl Network {
                 self.shared.watches.clone(),
                 u64::from(generation),
                 self.shared.password.clone(),
+                self.shared.stats.clone(),
             )),
             closing: false,
             recv_armed: false,
@@ -522,6 +527,14 @@ impl Network {
             }
         };
         self.open += 1;
+        self.shared
+            .stats
+            .connected
+            .store(self.open, Ordering::Relaxed);
+        self.shared
+            .stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
         self.arm_recv(c)
     }
 
@@ -824,6 +837,10 @@ impl Network {
         self.conns[c] = None;
         self.free.push(c);
         self.open -= 1;
+        self.shared
+            .stats
+            .connected
+            .store(self.open, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::commands::{self, Context};
 use crate::keyspace::{store_key, DATABASES};
 use crate::resp::{parse_i64, write, Protocol};
+use crate::stats::ServerStats;
 use crate::watches::Watches;
 
 /// Most commands `MULTI` queues (past it the transaction is refused at `EXEC`).
@@ -50,6 +51,7 @@ pub struct Session {
     /// The server's `requirepass`, and whether this client passed it.
     password: Option<Arc<Vec<u8>>>,
     authenticated: bool,
+    stats: Arc<ServerStats>,
 }
 
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
@@ -81,6 +83,47 @@ fn fingerprint(
     }
 }
 
+/// The commands a session answers itself, besides the table's.
+const SESSION_COMMANDS: &[&str] = &[
+    "auth", "client", "command", "discard", "echo", "exec", "hello", "info", "multi", "ping",
+    "quit", "select", "time", "unwatch", "watch",
+];
+
+/// `COMMAND COUNT | LIST` (the rest of `COMMAND` is not built yet).
+fn command(args: &[Vec<u8>], out: &mut Vec<u8>) {
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    match (sub.as_deref(), args.len()) {
+        (Some(b"count"), 2) => write::integer(
+            out,
+            (commands::COMMANDS.len() + SESSION_COMMANDS.len()) as i64,
+        ),
+        (Some(b"list"), 2) => {
+            let mut names: Vec<&str> = commands::COMMANDS.iter().map(|c| c.name).collect();
+            names.extend(SESSION_COMMANDS);
+            names.sort_unstable();
+            write::array(out, names.len());
+            for name in names {
+                write::bulk(out, name.as_bytes());
+            }
+        }
+        (Some(s @ (b"count" | b"list")), _) => {
+            let s = String::from_utf8_lossy(s);
+            write::error(
+                out,
+                &format!("ERR wrong number of arguments for 'command|{s}' command"),
+            );
+        }
+        (None, _) => write::error(out, "ERR COMMAND without a subcommand is not supported yet"),
+        (Some(_), _) => {
+            let s = String::from_utf8_lossy(&args[1]);
+            write::error(
+                out,
+                &format!("ERR unknown subcommand '{s}'. Try COMMAND HELP."),
+            );
+        }
+    }
+}
+
 /// Redis's error for a client name with spaces or special characters.
 const NAME_ERROR: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
 
@@ -104,7 +147,12 @@ fn now_ms() -> u64 {
 
 impl Session {
     /// A new connection's session, in database 0, on the server's `watches`.
-    pub fn new(watches: Arc<Watches>, id: u64, password: Option<Arc<Vec<u8>>>) -> Self {
+    pub fn new(
+        watches: Arc<Watches>,
+        id: u64,
+        password: Option<Arc<Vec<u8>>>,
+        stats: Arc<ServerStats>,
+    ) -> Self {
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -116,6 +164,7 @@ impl Session {
             name: None,
             authenticated: password.is_none(),
             password,
+            stats,
         }
     }
 
@@ -275,6 +324,9 @@ impl Session {
         out: &mut Vec<u8>,
     ) {
         let name = args[0].to_ascii_lowercase();
+        self.stats
+            .commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit") {
             write::error(out, "NOAUTH Authentication required.");
             if let Some((_, dirty)) = self.multi.as_mut() {
@@ -298,6 +350,7 @@ impl Session {
                 return;
             }
             b"client" if self.multi.is_none() => return self.client(&args, out),
+
             _ => {}
         }
         let session_command = matches!(
@@ -339,12 +392,14 @@ impl Session {
             _ => {
                 let (db0, protocol) = (self.db, self.protocol);
                 let watches = self.watches.clone();
+                let stats = self.stats.clone();
                 let result = handle.transaction(|tx| {
                     let (mut db, mut quit, mut reply) = (db0, false, Vec::new());
                     let run = Run {
                         namespaces,
                         protocol,
                         watches: &watches,
+                        stats: &stats,
                     };
                     run.one(tx, &mut db, &mut quit, &args, &mut reply)?;
                     Ok((reply, db, quit))
@@ -367,7 +422,8 @@ impl Session {
         let arity = match name {
             b"ping" => Some(-1),
             b"echo" | b"select" => Some(2),
-            b"unwatch" => Some(1),
+            b"unwatch" | b"time" => Some(1),
+            b"info" | b"command" | b"client" => Some(-1),
             _ => commands::lookup(name).map(|c| c.arity),
         };
         let Some(arity) = arity else {
@@ -446,6 +502,7 @@ impl Session {
         let (start_db, protocol) = (self.db, self.protocol);
         let now = now_ms();
         let watches = self.watches.clone();
+        let stats = self.stats.clone();
         let watched = &self.watched;
         let result = handle.transaction(|tx| {
             for (key, print, version) in watched {
@@ -463,6 +520,7 @@ impl Session {
                 namespaces,
                 protocol,
                 watches: &watches,
+                stats: &stats,
             };
             for args in &queued {
                 run.one(tx, &mut db, &mut quit, args, &mut replies)?;
@@ -486,6 +544,7 @@ struct Run<'a> {
     namespaces: &'a [u32; DATABASES],
     protocol: Protocol,
     watches: &'a Watches,
+    stats: &'a ServerStats,
 }
 
 impl Run<'_> {
@@ -513,6 +572,20 @@ impl Run<'_> {
             }
             // Queued inside MULTI: by EXEC the watches are already spent.
             b"unwatch" => write::simple(out, "OK"),
+            b"time" if args.len() != 1 => arity_error(out, "time"),
+            b"time" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                write::array(out, 2);
+                write::bulk(out, now.as_secs().to_string().as_bytes());
+                write::bulk(out, now.subsec_micros().to_string().as_bytes());
+            }
+            b"info" => {
+                let text = self.stats.info(&args[1..]);
+                write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
+            }
+            b"command" => command(args, out),
             b"select" if args.len() != 2 => arity_error(out, "select"),
             b"select" => match parse_i64(&args[1]) {
                 Some(n) if (0..DATABASES as i64).contains(&n) => {
