@@ -249,6 +249,27 @@ fn a_huge_pipeline_is_slowed_not_refused() {
     assert_eq!(replies[n], format!("$200\r\n{}\r\n", "x".repeat(200)));
 }
 
+/// One value larger than the receive pause's threshold (6 MiB, past `QUERY_HIGH_BYTES`)
+/// arrives whole and reads back. Catches a pause on unparsed bytes alone, which waited for
+/// a request that could never complete.
+#[test]
+fn a_value_past_the_pause_threshold_arrives_whole() {
+    let dir = temp_dir("bigvalue");
+    let served = Served::start(&dir.0);
+    let mut conn = served.connect();
+    let value = vec![b'v'; 6 << 20];
+    let mut writer = conn.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let mut request =
+            format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n", value.len()).into_bytes();
+        request.extend_from_slice(&value);
+        request.extend_from_slice(b"\r\nSTRLEN big\r\n");
+        writer.write_all(&request).unwrap();
+    });
+    assert_eq!(read_replies(&mut conn, 2), ["+OK\r\n", ":6291456\r\n"]);
+    sender.join().unwrap();
+}
+
 /// Acknowledged writes survive a SIGKILL of the server (`--durability commit`, the default),
 /// and a restart recovers them. Catches an acknowledgement before the write is durable.
 #[test]

@@ -6,7 +6,8 @@
 //! Bounds (per connection unless said): a request larger than [`MAX_QUERY_BYTES`] gets an
 //! error and closes its connection (Redis's `client-query-buffer-limit`); parsing stops at
 //! [`MAX_PENDING_REQUESTS`] parsed requests waiting for their job and receiving stops past
-//! [`QUERY_HIGH_BYTES`] unparsed bytes (resumed below [`QUERY_LOW_BYTES`]), so a client that
+//! [`QUERY_HIGH_BYTES`] unparsed bytes while parsing waits (resumed once it goes on; one
+//! large request alone never pauses it), so a client that
 //! pipelines faster than it is served is slowed by TCP, not refused; one job in flight, of at
 //! most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
 //! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
@@ -39,9 +40,9 @@ pub const RECV_BUFFER_BYTES: usize = 4096;
 pub const MAX_QUERY_BYTES: usize = 64 << 20;
 /// Parsed requests waiting for their connection's job (parsing pauses there).
 pub const MAX_PENDING_REQUESTS: usize = 4096;
-/// Unparsed bytes past which a connection's receiving pauses, and below which it resumes.
+/// Unparsed bytes past which a connection's receiving pauses while its parsing waits for
+/// pending requests to drain.
 pub const QUERY_HIGH_BYTES: usize = 4 << 20;
-pub const QUERY_LOW_BYTES: usize = 1 << 20;
 /// How long accepting waits after the process ran out of file descriptors.
 const ACCEPT_RETRY_MS: i64 = 100;
 /// Requests one job runs.
@@ -599,12 +600,19 @@ impl Network {
         self.dispatch(c)
     }
 
-    /// Cancels the connection's receiving while its unparsed bytes pass `QUERY_HIGH_BYTES`.
+    /// Cancels the connection's receiving while its parsing waits (`MAX_PENDING_REQUESTS`)
+    /// and its unparsed bytes pass `QUERY_HIGH_BYTES`. Parsing that goes on never pauses it:
+    /// the unparsed bytes are then one incomplete request, bounded by `MAX_QUERY_BYTES`.
     fn pause_recv_if_full(&mut self, c: usize) -> Result<(), String> {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
-        if conn.query.len() <= QUERY_HIGH_BYTES || conn.recv_paused || conn.closing {
+        let parsing_waits = conn.pending.len() >= MAX_PENDING_REQUESTS;
+        if !parsing_waits
+            || conn.query.len() <= QUERY_HIGH_BYTES
+            || conn.recv_paused
+            || conn.closing
+        {
             return Ok(());
         }
         conn.recv_paused = true;
@@ -618,13 +626,14 @@ impl Network {
         self.push(entry)
     }
 
-    /// Parses more once requests drained, and receives again once the bytes did.
+    /// Parses more once requests drained, and receives again once parsing goes on.
     fn resume(&mut self, c: usize) -> Result<(), String> {
         self.parse(c)?;
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
-        if conn.recv_paused && conn.query.len() < QUERY_LOW_BYTES && !conn.closing {
+        let parsing_waits = conn.pending.len() >= MAX_PENDING_REQUESTS;
+        if conn.recv_paused && !parsing_waits && !conn.closing {
             conn.recv_paused = false;
             if !conn.recv_armed {
                 self.arm_recv(c)?;
