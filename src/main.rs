@@ -41,33 +41,26 @@ enum Command {
     },
     /// Verify a store's every checksum and structure (opened read-only) and report what is
     /// wrong. Exit status: 0 clean, 1 damaged, 2 could not check.
-    Check {
-        /// The store file; several for a store striped over them, in the order it was created
-        /// with.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        /// Pages per stripe unit of a striped store.
-        #[arg(long, default_value_t = tamer_device::STRIPE_UNIT_BLOCKS)]
-        stripe_unit: u64,
-        /// MiB of cache to check with (at least the directory's size).
-        #[arg(long, default_value_t = 64)]
-        cache_mib: u64,
-    },
+    Check(StoreArgs),
     /// Opens a store, recovering it after a crash (a progress bar once recovery has taken a
     /// second), checkpoints and closes it, and says what recovery redid. Exit status: 0
     /// recovered (or nothing to do), 2 could not.
-    Recover {
-        /// The store file; several for a store striped over them, in the order it was created
-        /// with.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        /// Pages per stripe unit of a striped store.
-        #[arg(long, default_value_t = tamer_device::STRIPE_UNIT_BLOCKS)]
-        stripe_unit: u64,
-        /// MiB of cache to recover with (at least the directory's size).
-        #[arg(long, default_value_t = 64)]
-        cache_mib: u64,
-    },
+    Recover(StoreArgs),
+}
+
+/// The store `tamer check` and `tamer recover` open.
+#[derive(Args)]
+struct StoreArgs {
+    /// The store file; several for a store striped over them, in the order it was created
+    /// with.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Pages per stripe unit of a striped store.
+    #[arg(long, default_value_t = tamer_device::STRIPE_UNIT_BLOCKS)]
+    stripe_unit: u64,
+    /// MiB of cache to open it with (at least the directory's size).
+    #[arg(long, default_value_t = 64)]
+    cache_mib: u64,
 }
 
 #[derive(Args)]
@@ -290,16 +283,8 @@ fn main() -> ExitCode {
     let which = match cli.command {
         Command::Serve(args) => return serve(args),
         Command::Bench { which } => which,
-        Command::Check {
-            paths,
-            stripe_unit,
-            cache_mib,
-        } => return check(&paths, stripe_unit, cache_mib),
-        Command::Recover {
-            paths,
-            stripe_unit,
-            cache_mib,
-        } => return recover(&paths, stripe_unit, cache_mib),
+        Command::Check(store) => return check(&store),
+        Command::Recover(store) => return recover(&store),
         Command::Crash(args) => return crash(args),
         Command::CrashWorker { path, seed } => {
             return match tamer_bench::crash::run_worker(&path, seed) {
@@ -565,8 +550,13 @@ fn crash(args: CrashArgs) -> ExitCode {
 
 /// `tamer check PATH...`.
 /// The options `tamer check` and `tamer recover` open `paths` with (one file, or a stripe).
-fn store_options(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> tamer_store::DbOptions {
-    let mut options = tamer_store::DbOptions::new(cache_mib.max(1) << 20)
+fn store_options(store: &StoreArgs) -> tamer_store::DbOptions {
+    let StoreArgs {
+        paths,
+        stripe_unit,
+        cache_mib,
+    } = store;
+    let mut options = tamer_store::DbOptions::new((*cache_mib).max(1) << 20)
         .cleaner(false)
         .warm_index(false)
         .cores(1);
@@ -579,7 +569,7 @@ fn store_options(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> tamer_s
                     device: tamer_store::DeviceKind::Uring,
                 })
                 .collect(),
-            unit_blocks: stripe_unit,
+            unit_blocks: *stripe_unit,
         });
     }
     options
@@ -590,14 +580,15 @@ fn missing_file(paths: &[PathBuf]) -> Option<&PathBuf> {
     paths.iter().find(|p| !p.is_file())
 }
 
-fn recover(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
+fn recover(store: &StoreArgs) -> ExitCode {
+    let paths = &store.paths;
     if let Some(missing) = missing_file(paths) {
         eprintln!("error: {}: no such store file", missing.display());
         return ExitCode::from(2);
     }
     let path = &paths[0];
     // A file holding no store yet would be made one by a read-write open: refuse it first.
-    let probe = store_options(paths, stripe_unit, cache_mib).read_only(true);
+    let probe = store_options(store).read_only(true);
     match tamer_store::Db::open(path, probe) {
         Ok(db) => drop(db.close()),
         Err(err) => {
@@ -607,8 +598,7 @@ fn recover(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
     }
     let bar = std::sync::Arc::new(tamer_bench::progress::RecoveryBar::default());
     let on_progress = bar.clone();
-    let options = store_options(paths, stripe_unit, cache_mib)
-        .on_recovery_progress(move |p| on_progress.on_progress(p));
+    let options = store_options(store).on_recovery_progress(move |p| on_progress.on_progress(p));
     let opened = tamer_store::Db::open(path, options);
     bar.finish();
     let db = match opened {
@@ -637,13 +627,14 @@ fn recover(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn check(paths: &[PathBuf], stripe_unit: u64, cache_mib: u64) -> ExitCode {
+fn check(store: &StoreArgs) -> ExitCode {
+    let paths = &store.paths;
     if let Some(missing) = missing_file(paths) {
         eprintln!("error: {}: no such store file", missing.display());
         return ExitCode::from(2);
     }
     let path = &paths[0];
-    let options = store_options(paths, stripe_unit, cache_mib).read_only(true);
+    let options = store_options(store).read_only(true);
     let db = match tamer_store::Db::open(path, options) {
         Ok(db) => db,
         Err(err) => {

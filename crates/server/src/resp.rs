@@ -335,7 +335,6 @@ pub fn parse_i64(digits: &[u8]) -> Option<i64> {
 /// non-space bytes; `"..."` with `\n \r \t \b \a \\ \"` and `\xHH` escapes; `'...'` with `\'`;
 /// a closing quote must be followed by a space or the end ("unbalanced quotes in request").
 fn split_inline(line: &[u8], max_args: usize) -> Result<Vec<Arg>, ProtocolError> {
-    let unbalanced = || protocol_error("unbalanced quotes in request");
     let mut args = Vec::new();
     let mut i = 0;
     // Bounded: every pass consumes at least one byte of the line.
@@ -347,82 +346,71 @@ fn split_inline(line: &[u8], max_args: usize) -> Result<Vec<Arg>, ProtocolError>
         if args.len() == max_args {
             return Err(protocol_error("invalid multibulk length"));
         }
-        let mut arg = Vec::new();
-        match line[i] {
-            b'"' => {
-                i += 1;
-                loop {
-                    let Some(&b) = line.get(i) else {
-                        return Err(unbalanced());
-                    };
-                    match b {
-                        b'\\'
-                            if line.get(i + 1) == Some(&b'x')
-                                && hex_pair(line.get(i + 2..i + 4)).is_some() =>
-                        {
-                            arg.push(hex_pair(line.get(i + 2..i + 4)).expect("checked"));
-                            i += 4;
-                        }
-                        b'\\' if i + 1 < line.len() => {
-                            arg.push(match line[i + 1] {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 0x08,
-                                b'a' => 0x07,
-                                other => other,
-                            });
-                            i += 2;
-                        }
-                        b'"' => {
-                            i += 1;
-                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
-                                return Err(unbalanced());
-                            }
-                            break;
-                        }
-                        _ => {
-                            arg.push(b);
-                            i += 1;
-                        }
-                    }
-                }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    let Some(&b) = line.get(i) else {
-                        return Err(unbalanced());
-                    };
-                    match b {
-                        b'\\' if line.get(i + 1) == Some(&b'\'') => {
-                            arg.push(b'\'');
-                            i += 2;
-                        }
-                        b'\'' => {
-                            i += 1;
-                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
-                                return Err(unbalanced());
-                            }
-                            break;
-                        }
-                        _ => {
-                            arg.push(b);
-                            i += 1;
-                        }
-                    }
-                }
-            }
+        let (arg, next) = match line[i] {
+            quote @ (b'"' | b'\'') => quoted(line, i + 1, quote)?,
             _ => {
-                while i < line.len() && !line[i].is_ascii_whitespace() {
-                    arg.push(line[i]);
-                    i += 1;
-                }
+                let end = line[i..]
+                    .iter()
+                    .position(u8::is_ascii_whitespace)
+                    .map_or(line.len(), |n| i + n);
+                (line[i..end].to_vec(), end)
             }
-        }
+        };
         args.push(Arg::Owned(arg));
+        i = next;
     }
     Ok(args)
+}
+
+/// The argument quoted by `quote` whose bytes start at `line[i]`, and where the line goes on:
+/// `"..."` takes `\n \r \t \b \a \\ \"` and `\xHH` escapes, `'...'` only `\'`; the closing
+/// quote must be followed by a space or the end.
+fn quoted(line: &[u8], mut i: usize, quote: u8) -> Result<(Vec<u8>, usize), ProtocolError> {
+    let unbalanced = || protocol_error("unbalanced quotes in request");
+    let mut arg = Vec::new();
+    // Bounded: every pass consumes one to four bytes of the line, or returns.
+    loop {
+        let Some(&b) = line.get(i) else {
+            return Err(unbalanced());
+        };
+        let next = line.get(i + 1).copied();
+        match b {
+            b'\\'
+                if quote == b'"'
+                    && next == Some(b'x')
+                    && hex_pair(line.get(i + 2..i + 4)).is_some() =>
+            {
+                arg.push(hex_pair(line.get(i + 2..i + 4)).expect("checked"));
+                i += 4;
+            }
+            b'\\' if quote == b'"' && next.is_some() => {
+                arg.push(match next.expect("checked") {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'b' => 0x08,
+                    b'a' => 0x07,
+                    other => other,
+                });
+                i += 2;
+            }
+            b'\\' if quote == b'\'' && next == Some(b'\'') => {
+                arg.push(b'\'');
+                i += 2;
+            }
+            _ if b == quote => {
+                i += 1;
+                if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                    return Err(unbalanced());
+                }
+                return Ok((arg, i));
+            }
+            _ => {
+                arg.push(b);
+                i += 1;
+            }
+        }
+    }
 }
 
 /// The byte two hex digits name.

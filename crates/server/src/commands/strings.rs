@@ -183,21 +183,31 @@ fn expire_at_ms(
     Ok(at as u64)
 }
 
+/// The absolute expiry time the options' `EX`/`PX`/`EXAT`/`PXAT` ask for (`None`: none), or
+/// the error reply's text.
+fn option_expiry(
+    o: &SetOptions,
+    args: &[&[u8]],
+    now_ms: u64,
+    command: &str,
+) -> std::result::Result<Option<u64>, String> {
+    o.expire
+        .map(|(name, at)| expire_at_ms(name, args[at], now_ms, command))
+        .transpose()
+}
+
 /// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
 pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(o) = set_options(args, 3, false) else {
         write::error(out, SYNTAX);
         return Ok(());
     };
-    let expire = match o.expire {
-        Some((name, at)) => match expire_at_ms(name, args[at], ctx.now_ms, "set") {
-            Ok(at) => Some(at),
-            Err(text) => {
-                write::error(out, &text);
-                return Ok(());
-            }
-        },
-        None => None,
+    let expire = match option_expiry(&o, args, ctx.now_ms, "set") {
+        Ok(expire) => expire,
+        Err(text) => {
+            write::error(out, &text);
+            return Ok(());
+        }
     };
     let found = find(ctx, tx, args[1])?;
     if o.get {
@@ -528,15 +538,12 @@ pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
             return Ok(());
         }
     };
-    let expire = match o.expire {
-        Some((name, at)) => match expire_at_ms(name, args[at], ctx.now_ms, "getex") {
-            Ok(at) => Some(at),
-            Err(text) => {
-                write::error(out, &text);
-                return Ok(());
-            }
-        },
-        None => None,
+    let expire = match option_expiry(&o, args, ctx.now_ms, "getex") {
+        Ok(expire) => expire,
+        Err(text) => {
+            write::error(out, &text);
+            return Ok(());
+        }
     };
     write::bulk(out, &e.payload);
     match expire {
