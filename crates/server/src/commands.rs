@@ -29,6 +29,8 @@ pub struct Context<'a> {
     pub protocol: Protocol,
     /// The server's watched keys, told of every write (`None`: nobody can watch).
     pub watches: Option<&'a Watches>,
+    /// The largest value the store takes: a command refuses to build a longer one.
+    pub max_value_bytes: usize,
 }
 
 impl Context<'_> {

@@ -400,6 +400,7 @@ impl Session {
                         protocol,
                         watches: &watches,
                         stats: &stats,
+                        max_value_bytes: handle.max_value_bytes(),
                     };
                     run.one(tx, &mut db, &mut quit, &args, &mut reply)?;
                     Ok((reply, db, quit))
@@ -521,6 +522,7 @@ impl Session {
                 protocol,
                 watches: &watches,
                 stats: &stats,
+                max_value_bytes: handle.max_value_bytes(),
             };
             for args in &queued {
                 run.one(tx, &mut db, &mut quit, args, &mut replies)?;
@@ -545,6 +547,7 @@ struct Run<'a> {
     protocol: Protocol,
     watches: &'a Watches,
     stats: &'a ServerStats,
+    max_value_bytes: usize,
 }
 
 impl Run<'_> {
@@ -601,6 +604,7 @@ impl Run<'_> {
                     now_ms: now_ms(),
                     protocol: self.protocol,
                     watches: Some(self.watches),
+                    max_value_bytes: self.max_value_bytes,
                 };
                 let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
                 commands::execute(&ctx, tx, &refs, out)?;

@@ -987,6 +987,11 @@ impl Drop for Db {
 }
 
 impl DbHandle {
+    /// The largest value the store takes (`DbOptions::max_value_bytes`).
+    pub fn max_value_bytes(&self) -> usize {
+        self.engine.max_value
+    }
+
     /// A checkpoint (see [`Db::flush`]), from a user-level thread.
     pub fn flush(&self) -> Result<(), DbError> {
         self.engine.flush()

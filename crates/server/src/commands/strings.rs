@@ -378,11 +378,7 @@ pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
             return Ok(());
         }
     };
-    if value.len() as u64 + args[2].len() as u64 > MAX_STRING_BYTES {
-        write::error(
-            out,
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
-        );
+    if too_long(ctx, value.len() as u64 + args[2].len() as u64, out) {
         return Ok(());
     }
     value.extend_from_slice(args[2]);
@@ -390,6 +386,30 @@ pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
     store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
     write::integer(out, len);
     Ok(())
+}
+
+/// Refuses (with its error reply) a string of `len` bytes that `APPEND` or `SETRANGE` would
+/// build: past `proto-max-bulk-len` with Redis's text, past the store's largest value before
+/// any byte of it is allocated (a small `SETRANGE` could otherwise ask for 512 MiB).
+fn too_long(ctx: &Context, len: u64, out: &mut Vec<u8>) -> bool {
+    if len > MAX_STRING_BYTES {
+        write::error(
+            out,
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        );
+        return true;
+    }
+    if len > ctx.max_value_bytes as u64 {
+        write::error(
+            out,
+            &format!(
+                "ERR string of {len} bytes exceeds the store's largest value ({} bytes)",
+                ctx.max_value_bytes
+            ),
+        );
+        return true;
+    }
+    false
 }
 
 /// `STRLEN key`.
@@ -468,11 +488,7 @@ pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
         }
     };
     let end = offset as u64 + piece.len() as u64;
-    if end > MAX_STRING_BYTES {
-        write::error(
-            out,
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
-        );
+    if too_long(ctx, end, out) {
         return Ok(());
     }
     if value.len() < end as usize {

@@ -32,6 +32,7 @@ fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
         now_ms,
         protocol: Protocol::Resp2,
         watches: None,
+        max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
     };
     db.transaction(move |tx| {
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
@@ -439,5 +440,27 @@ fn expiry_commands_on_one_clock() {
     );
     assert_eq!(reply(&["persist", "k"], now), ":1\r\n");
     assert_eq!(reply(&["pttl", "k"], now), ":-1\r\n");
+    db.close().unwrap();
+}
+
+/// `SETRANGE` and `APPEND` past the store's largest value are refused before the string is
+/// built (a 13-byte request cannot make the server allocate 100 MB). Catches the bound
+/// checked only by the store, after the allocation.
+#[test]
+fn strings_past_the_store_limit_are_refused_first() {
+    let db = store();
+    let reply = |args: &[&str]| String::from_utf8(run(&db, 1, 0, &text(args))).unwrap();
+    let limit = tamer_store::DEFAULT_MAX_VALUE_BYTES;
+    assert_eq!(
+        reply(&["setrange", "k", "100000000", "x"]),
+        format!(
+            "-ERR string of 100000001 bytes exceeds the store's largest value ({limit} bytes)\r\n"
+        )
+    );
+    assert_eq!(reply(&["exists", "k"]), ":0\r\n");
+    assert_eq!(
+        reply(&["setrange", "k", "600000000", "x"]),
+        "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+    );
     db.close().unwrap();
 }
