@@ -1,9 +1,10 @@
 //! The keys some connection `WATCH`es, each with a version that every write to it bumps (as
 //! Redis's `touchWatchedKey`): `EXEC` aborts when a watched key's version moved, whatever the
-//! write was (the same value again, a delete). Only watched keys are tracked: a write to any
-//! other key costs one hash lookup under the lock.
+//! write was (the same value again, a delete). Only watched keys are tracked: while none is, a
+//! write costs one atomic load; else one hash lookup under the lock.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Most keys tracked at once (every connection's watches together).
@@ -13,6 +14,8 @@ pub const MAX_TRACKED: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub struct Watches {
     keys: Mutex<HashMap<Vec<u8>, (u32, u64)>>,
+    /// `keys.len()`, readable without the lock.
+    tracked: AtomicUsize,
 }
 
 impl Watches {
@@ -28,7 +31,9 @@ impl Watches {
         }
         let entry = keys.entry(key.to_vec()).or_insert((0, 0));
         entry.0 += 1;
-        Some(entry.1)
+        let version = entry.1;
+        self.tracked.store(keys.len(), Ordering::SeqCst);
+        Some(version)
     }
 
     /// One watcher of `key` fewer.
@@ -39,6 +44,7 @@ impl Watches {
             entry.0 -= 1;
             if entry.0 == 0 {
                 keys.remove(key);
+                self.tracked.store(keys.len(), Ordering::SeqCst);
             }
         }
     }
@@ -50,6 +56,12 @@ impl Watches {
 
     /// A write to `key` (called while the writer holds the key's lock, before it commits).
     pub fn touch(&self, key: &[u8]) {
+        // A watch registered after this load misses this write's bump, exactly as one
+        // registered after the map lookup below would: `WATCH` reads the key (its
+        // fingerprint) before it registers, so a changed value is still caught at `EXEC`.
+        if self.tracked.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let mut keys = self.lock();
         if let Some(entry) = keys.get_mut(key) {
             entry.1 += 1;
