@@ -20,12 +20,15 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
+use crate::admission::{self, AdmissionStats, Decision, Meter};
 use crate::keyspace::{Databases, DATABASES};
+use crate::prefetch;
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
 use crate::stats::ServerStats;
@@ -62,6 +65,24 @@ pub struct ServerOptions {
     pub max_clients: usize,
     /// The password every client must give (`AUTH`) before anything else (`requirepass`).
     pub requirepass: Option<String>,
+    /// Which core runs a connection's requests.
+    pub dispatch: Dispatch,
+    /// The latency objective admission keeps queued work under, µs (`None`: only the hard
+    /// bounds; see [`crate::admission`]).
+    pub slo_us: Option<u64>,
+    /// Prefetch the pages of a job's keys before its requests run (seed 004's prefetch on
+    /// dispatch; see [`tamer_store::DbHandle::prefetch`]).
+    pub prefetch: bool,
+}
+
+/// Which core runs a connection's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// One shared queue: the next free core runs the next job (seed 004's single queue).
+    Shared,
+    /// Each connection pinned to one core's inbox (connection number modulo cores): the
+    /// RSS/multi-queue baseline seed 004 compares against.
+    Partitioned,
 }
 
 impl Default for ServerOptions {
@@ -71,6 +92,9 @@ impl Default for ServerOptions {
             port: 6379,
             max_clients: 10_000,
             requirepass: None,
+            dispatch: Dispatch::Shared,
+            slo_us: None,
+            prefetch: true,
         }
     }
 }
@@ -111,6 +135,8 @@ impl Server {
                 .clone()
                 .map(|p| Arc::new(p.into_bytes())),
             stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
+            admission: Arc::new(AdmissionStats::default()),
+            prefetch: options.prefetch,
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
@@ -197,6 +223,9 @@ struct Done {
     generation: u32,
     replies: Vec<u8>,
     session: Session,
+    /// Requests the job was given, and the time it ran (ns).
+    requests: usize,
+    job_ns: u64,
 }
 
 /// What jobs and the network thread share.
@@ -207,6 +236,8 @@ struct Shared {
     watches: Arc<Watches>,
     password: Option<Arc<Vec<u8>>>,
     stats: Arc<ServerStats>,
+    admission: Arc<AdmissionStats>,
+    prefetch: bool,
 }
 
 struct Conn {
@@ -298,6 +329,9 @@ struct Network {
     pool: *mut u8,
     wake_buf: Box<u64>,
     retry_at: Box<types::Timespec>,
+    /// Admission's measurements (this thread alone keeps them).
+    meter: Meter,
+    cores: usize,
 }
 
 impl Network {
@@ -309,6 +343,7 @@ impl Network {
     ) -> Result<Self, String> {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
         let handle = db.handle();
+        let cores = db.runtime().cores();
         let mut net = Network {
             ring,
             listener,
@@ -319,6 +354,8 @@ impl Network {
             conns: Vec::new(),
             free: Vec::new(),
             next_generation: 1,
+            meter: Meter::new(),
+            cores,
             open: 0,
             pool: Box::into_raw(
                 vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
@@ -716,11 +753,16 @@ impl Network {
             }
         }
         let n = batch.len();
+        let slo_ns = self.options.slo_us.map(|us| us.saturating_mul(1_000));
+        let decision = admission::decide(self.meter.snapshot(n, slo_ns));
+        if decision != Decision::Admit {
+            return self.refuse(c, n, decision);
+        }
         let generation = conn.generation;
         // The session goes to the job through a slot, so that a refused job gives it back.
         let slot = Arc::new(Mutex::new(conn.session.take()));
         let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
-        let job = Job::new(move || {
+        let job = move || {
             let session = job_slot
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -733,28 +775,50 @@ impl Network {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(done);
             signal(shared.wake.as_raw_fd());
-        });
-        match self.db.runtime().spawn_job(job) {
-            Ok(()) => conn.in_flight = true,
-            Err(refused) => {
-                drop(refused);
-                conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                debug_assert!(conn.session.is_some(), "a refused job never ran");
-                // Admission: the runtime's queue is full; these requests are refused now
-                // (nothing of this connection is in flight, so the order holds).
-                for _ in 0..n {
-                    write::error(
-                        &mut conn.replies,
-                        "BUSY the server's queue is full, retry later",
-                    );
-                }
-                return self.dispatch(c);
-            }
+        };
+        let runtime = self.db.runtime();
+        let spawned = match self.options.dispatch {
+            Dispatch::Shared => runtime.spawn_job(Job::new(job)),
+            Dispatch::Partitioned => runtime.spawn_on(c % self.cores, job),
+        };
+        if spawned.is_err() {
+            conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            debug_assert!(conn.session.is_some(), "a refused job never ran");
+            return self.refuse(c, n, Decision::RefuseFull);
         }
+        conn.in_flight = true;
+        self.meter.admitted(n, Instant::now());
+        self.shared
+            .admission
+            .admitted
+            .fetch_add(n as u64, Ordering::Relaxed);
         self.flush(c)
     }
 
+    /// Replies `-BUSY` to the `n` requests just taken from connection `c`'s pending ones
+    /// (nothing of it is in flight, so the replies keep their order), then goes on.
+    fn refuse(&mut self, c: usize, n: usize, why: Decision) -> Result<(), String> {
+        let counter = match why {
+            Decision::RefuseSlo => &self.shared.admission.refused_slo,
+            _ => &self.shared.admission.refused_full,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        debug_assert!(!conn.in_flight);
+        for _ in 0..n {
+            write::error(
+                &mut conn.replies,
+                "BUSY the server is at its latency objective's bound, retry later",
+            );
+        }
+        self.dispatch(c)
+    }
+
     fn job_done(&mut self, d: Done) -> Result<(), String> {
+        self.meter.finished(d.requests, d.job_ns, Instant::now());
+        self.meter.publish(&self.shared.admission);
         let Some(conn) = self.conn(d.conn, d.generation) else {
             return Ok(());
         };
@@ -863,6 +927,11 @@ fn run_batch(
     mut session: Session,
     batch: Vec<Vec<Vec<u8>>>,
 ) -> Done {
+    let started = Instant::now();
+    let requests = batch.len();
+    if shared.prefetch {
+        prefetch::batch(handle, shared.namespaces[session.db], &batch);
+    }
     let mut replies = Vec::new();
     for args in batch {
         if session.quit {
@@ -875,5 +944,7 @@ fn run_batch(
         generation,
         replies,
         session,
+        requests,
+        job_ns: started.elapsed().as_nanos() as u64,
     }
 }
