@@ -778,3 +778,91 @@ fn partitioned_dispatch_serves_and_bad_flags_are_refused() {
         assert!(err.contains(bad[0]), "{bad:?}: {err}");
     }
 }
+
+/// Debian's Python with its `python3-redis` package (scripts/install-peers.sh).
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+fn have_redis_py() -> bool {
+    let found = Command::new(SYSTEM_PYTHON)
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-py is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: redis-py (python3-redis) is not installed");
+    }
+    found
+}
+
+/// redis-py, unchanged: commands, errors as `ResponseError`, pipelines with and without
+/// `MULTI`, `WATCH` transactions from four threads (no increment lost), binary keys and
+/// values, a second database (tests/py/redis_py_client.py). Mutations caught: any reply
+/// redis-py cannot parse or maps to a different value, a lost update under `WATCH`, `SELECT`
+/// not isolating databases.
+#[test]
+fn redis_py_works_unchanged() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = temp_dir("redis-py");
+    let served = Served::start(&dir.0);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_client.py");
+    let out = Command::new(SYSTEM_PYTHON)
+        .arg(script)
+        .arg(served.port.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "redis-py failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// redis-benchmark, unchanged, with 20 clients and pipelines of 8: it finishes with every
+/// request answered, and the keys it wrote are there. Mutations caught: a reply that stalls
+/// or confuses redis-benchmark (it hangs or reports errors), SETs acknowledged and not stored.
+#[test]
+fn redis_benchmark_runs_against_it() {
+    if !have_redis_cli() {
+        return;
+    }
+    let dir = temp_dir("redis-benchmark");
+    let served = Served::start(&dir.0);
+    let out = Command::new("redis-benchmark")
+        .args(["-p", &served.port.to_string()])
+        .args(["-t", "set,get,incr,mset", "-n", "20000", "-r", "1000"])
+        .args(["-c", "20", "-P", "8", "-q", "--csv"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for test in ["SET", "GET", "INCR", "MSET"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("\"{test}")))
+            .unwrap_or_else(|| panic!("no {test} line in {text}"));
+        let rps: f64 = line
+            .split(',')
+            .nth(1)
+            .unwrap()
+            .trim_matches('"')
+            .parse()
+            .unwrap();
+        assert!(rps > 0.0, "{line}");
+    }
+    let value = redis_cli(served.port, &["GET", "key:000000000042"]);
+    assert_eq!(
+        value.trim().len(),
+        3,
+        "redis-benchmark's 3-byte value: {value:?}"
+    );
+}
