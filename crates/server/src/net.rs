@@ -12,8 +12,10 @@
 //! most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
 //! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
 //! [`ServerOptions::max_clients`]. The receive pool is shared: [`RECV_BUFFERS`] buffers of
-//! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache); a received buffer is
-//! copied into its connection's query bytes and handed back to the kernel at once.
+//! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache) in a registered
+//! provided-buffer ring; a received buffer is copied into its connection's query bytes and
+//! handed back at once by one ring entry and a tail store (no submission, no syscall). In the
+//! steady state one `io_uring_enter` per loop pass submits every send and re-arm and waits.
 
 use std::collections::VecDeque;
 use std::net::TcpListener;
@@ -273,7 +275,6 @@ enum Pending {
 enum Op {
     Accept,
     Wake,
-    Provide,
     Recv(usize, u32),
     Send(usize, u32),
     /// The timer after which accepting is armed again.
@@ -287,7 +288,6 @@ impl Op {
         let (kind, conn, generation) = match self {
             Op::Accept => (1u64, 0, 0),
             Op::Wake => (2, 0, 0),
-            Op::Provide => (3, 0, 0),
             Op::Recv(c, g) => (4, c as u64, g),
             Op::Send(c, g) => (5, c as u64, g),
             Op::AcceptRetry => (6, 0, 0),
@@ -303,7 +303,6 @@ impl Op {
         match data >> 60 {
             1 => Op::Accept,
             2 => Op::Wake,
-            3 => Op::Provide,
             4 => Op::Recv(conn, generation),
             5 => Op::Send(conn, generation),
             6 => Op::AcceptRetry,
@@ -327,6 +326,9 @@ struct Network {
     /// The receive pool: `RECV_BUFFERS × RECV_BUFFER_BYTES` bytes the kernel writes into, so
     /// only reached through raw pointers (never a slice over all of it).
     pool: *mut u8,
+    /// The provided-buffer ring over the pool, and its tail as this thread last published it.
+    buf_ring: *mut types::BufRingEntry,
+    buf_tail: u16,
     wake_buf: Box<u64>,
     retry_at: Box<types::Timespec>,
     /// Admission's measurements (this thread alone keeps them).
@@ -361,10 +363,12 @@ impl Network {
                 vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
             )
             .cast::<u8>(),
+            buf_ring: std::ptr::null_mut(),
+            buf_tail: 0,
             wake_buf: Box::new(0),
             retry_at: Box::new(types::Timespec::new().nsec(ACCEPT_RETRY_MS as u32 * 1_000_000)),
         };
-        net.provide(0, RECV_BUFFERS)?;
+        net.register_ring()?;
         net.arm_accept()?;
         net.arm_wake()?;
         Ok(net)
@@ -390,16 +394,51 @@ impl Network {
         Ok(())
     }
 
-    /// Hands buffers `first..first + n` of the pool to the kernel.
-    fn provide(&mut self, first: u16, n: u16) -> Result<(), String> {
-        // SAFETY: inside the pool (`first + n <= RECV_BUFFERS`, checked by the kernel too).
-        debug_assert!(first as usize + n as usize <= RECV_BUFFERS as usize);
-        let addr = unsafe { self.pool.add(first as usize * RECV_BUFFER_BYTES) };
-        let entry =
-            opcode::ProvideBuffers::new(addr, RECV_BUFFER_BYTES as i32, n, BUFFER_GROUP, first)
-                .build()
-                .user_data(Op::Provide.pack());
-        self.push(entry)
+    /// Registers the provided-buffer ring (`IORING_REGISTER_PBUF_RING`) and fills it with
+    /// every pool buffer: from then on a buffer goes back to the kernel by one entry and a
+    /// tail store (`give_back`), no submission and no syscall.
+    fn register_ring(&mut self) -> Result<(), String> {
+        let bytes = RECV_BUFFERS as usize * std::mem::size_of::<types::BufRingEntry>();
+        let layout = std::alloc::Layout::from_size_align(bytes, 4096).map_err(|e| e.to_string())?;
+        // SAFETY: a non-zero size; zeroed, so the tail starts at 0. Never freed: the kernel
+        // reads it until the ring is torn down, which finishes asynchronously after close.
+        let ring = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
+        if ring.is_null() {
+            return Err("allocating the buffer ring".into());
+        }
+        // SAFETY: `ring` is page-aligned, `RECV_BUFFERS` entries long and lives forever.
+        unsafe {
+            self.ring.submitter().register_buf_ring_with_flags(
+                ring as u64,
+                RECV_BUFFERS,
+                BUFFER_GROUP,
+                0,
+            )
+        }
+        .map_err(|e| format!("registering the receive buffer ring: {e}"))?;
+        self.buf_ring = ring;
+        for bid in 0..RECV_BUFFERS {
+            self.give_back(bid);
+        }
+        Ok(())
+    }
+
+    /// Hands pool buffer `bid` back to the kernel through the ring.
+    fn give_back(&mut self, bid: u16) {
+        assert!(bid < RECV_BUFFERS, "buffer {bid} is not the pool's");
+        const { assert!(RECV_BUFFERS.is_power_of_two()) };
+        let slot = (self.buf_tail & (RECV_BUFFERS - 1)) as usize;
+        // SAFETY: `slot` is inside the ring; the kernel reads entries only below the tail,
+        // which is published after the entry is written; buffer `bid` is inside the pool.
+        unsafe {
+            let entry = &mut *self.buf_ring.add(slot);
+            entry.set_addr(self.pool.add(bid as usize * RECV_BUFFER_BYTES) as u64);
+            entry.set_len(RECV_BUFFER_BYTES as u32);
+            entry.set_bid(bid);
+            self.buf_tail = self.buf_tail.wrapping_add(1);
+            let tail = types::BufRingEntry::tail(self.buf_ring).cast_mut();
+            std::sync::atomic::AtomicU16::from_ptr(tail).store(self.buf_tail, Ordering::Release);
+        }
     }
 
     fn arm_wake(&mut self) -> Result<(), String> {
@@ -487,11 +526,6 @@ impl Network {
                 );
                 for d in done {
                     self.job_done(d)?;
-                }
-            }
-            Op::Provide => {
-                if result < 0 {
-                    return Err(format!("providing receive buffers: errno {}", -result));
                 }
             }
             Op::Recv(c, g) => self.received(c, g, result, flags)?,
@@ -598,7 +632,7 @@ impl Network {
             if let Some(conn) = self.conn(c, g) {
                 conn.query.extend_from_slice(bytes);
             }
-            self.provide(bid, 1)?;
+            self.give_back(bid);
         }
         let more = cqueue::more(flags);
         let Some(conn) = self.conn(c, g) else {
