@@ -968,7 +968,8 @@ fn run_batch(
     }
     let mut replies = Vec::new();
     for args in batch {
-        if session.quit {
+        // Past the reply cap the connection is closed when the job ends: run no more.
+        if session.quit || replies.len() > MAX_REPLY_BYTES {
             break;
         }
         session.run(handle, &shared.namespaces, args, &mut replies);
