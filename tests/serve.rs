@@ -29,6 +29,8 @@ struct Served {
     child: Child,
     port: u16,
     out: BufReader<std::process::ChildStdout>,
+    /// The startup line.
+    line: String,
 }
 
 impl Served {
@@ -55,7 +57,12 @@ impl Served {
             .and_then(|rest| rest.split(';').next())
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no address in the startup line: {line}"));
-        Served { child, port, out }
+        Served {
+            child,
+            port,
+            out,
+            line,
+        }
     }
 
     fn connect(&self) -> TcpStream {
@@ -692,4 +699,333 @@ fn info_time_and_command() {
     let replies = read_replies(&mut c, 4);
     assert!(replies[3].starts_with("*2\r\n*2\r\n"), "{}", replies[3]);
     assert!(replies[3].contains("connected_clients:1"), "{}", replies[3]);
+}
+
+/// One server-command request per item, for the differential test below: every reply is
+/// comparable between redis-server 7.0 and tamer (errors, settings both have alike, empty
+/// logs once both slow logs are off).
+const ADMIN_REQUESTS: &[&str] = &[
+    "config set maxclients abc",
+    "config set maxclients 0",
+    "config set databases 4",
+    "config set foo 1",
+    "config set maxclients 10 maxclients 11",
+    "config set maxclients",
+    "config set requirepass a b",
+    "config set slowlog-max-len 7",
+    "config set slowlog-max-len 9 maxclients x",
+    "config get slowlog-max-len",
+    "config set slowlog-log-slower-than x",
+    "config set latency-monitor-threshold -1",
+    "config get maxclients",
+    "config get databases",
+    "config get timeout",
+    "config get appendonly",
+    "config get nosuch*",
+    "config get slowlog-log-slower-than",
+    "config get",
+    "config resetstat x",
+    "config foo",
+    "slowlog get x",
+    "slowlog get -2",
+    "slowlog foo",
+    "slowlog len",
+    "slowlog get",
+    "slowlog get 0",
+    "slowlog reset",
+    "slowlog len x",
+    "latency latest",
+    "latency history command",
+    "latency reset",
+    "latency reset a b",
+    "latency history",
+    "latency foo",
+    "latency latest x",
+    "memory usage",
+    "memory foo",
+    "memory usage nokey",
+    "memory usage nokey samples x",
+    "memory usage nokey samples -1",
+    "memory usage nokey samples 5",
+    "memory usage a b c d",
+    "lastsave x",
+    "reset x",
+    "shutdown abort",
+    "shutdown foo",
+    "shutdown save nosave",
+    "shutdown now abort",
+    "client kill 1.2.3.4:5",
+    "client kill id x",
+    "client kill id 0",
+    "client kill skipme maybe",
+    "client kill user nobody",
+    "client kill foo bar",
+    "client kill id 999999",
+    "client kill laddr 1.1.1.1:1",
+    "client kill",
+    "client no-evict maybe",
+    "client no-evict on",
+    "client no-evict off",
+    "client no-evict",
+    "client list type foo",
+    "client list id x",
+    "client list foo",
+    "client list id 99999",
+    "client list type master",
+    "client info x",
+    "reset",
+];
+
+/// Random sequences of the server commands above on redis-server 7.0 and on `tamer serve`,
+/// in RESP2 and RESP3, every reply compared byte for byte. Catches a different error text,
+/// arity check, reply type (RESP3 maps and nulls) or a CONFIG SET that is not all-or-none.
+#[test]
+fn admin_commands_reply_as_redis_does() {
+    use rand::{Rng, SeedableRng};
+    if !have_redis_server() {
+        return;
+    }
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("admin-diff");
+    let served = Served::start(&dir.0);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    for case in 0..20 {
+        let (mut theirs, mut ours) = (redis.connect(), served.connect());
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let mut setup = vec!["config set slowlog-log-slower-than -1"];
+        if case % 2 == 1 {
+            setup.push("hello 3");
+        }
+        for request in setup {
+            send(&mut theirs, &words(request));
+            send(&mut ours, &words(request));
+            read_replies(&mut theirs, 1);
+            read_replies(&mut ours, 1);
+        }
+        let mut history = Vec::new();
+        for step in 0..40 {
+            let request = ADMIN_REQUESTS[rng.gen_range(0..ADMIN_REQUESTS.len())];
+            send(&mut theirs, &words(request));
+            send(&mut ours, &words(request));
+            history.push(request);
+            let want = read_replies(&mut theirs, 1);
+            let got = read_replies(&mut ours, 1);
+            assert_eq!(
+                got, want,
+                "seed {seed} (TAMER_TEST_SEED), case {case} step {step}: {history:?}"
+            );
+        }
+    }
+}
+
+/// `--config tamer.toml`: its settings apply, a flag overrides the file, and an unknown key
+/// or a bad value stops the start with an error naming it; the slow log keeps
+/// `slowlog-max-len` entries, the newest first. Catches a file not read, flags not
+/// overriding it, bad files accepted, or a slow log past its bound.
+#[test]
+fn config_file_settings_and_slowlog_bound() {
+    let dir = temp_dir("config-file");
+    let file = dir.0.join("tamer.toml");
+    std::fs::write(&file, "port = 1\nslowlog-max-len = 3\nmaxclients = 50\n").unwrap();
+    // --port 0 (Served's) overrides the file's port 1.
+    let served = Served::start_with(&dir.0, &["--config", file.to_str().unwrap()]);
+    let mut c = served.connect();
+    let cmds = "CONFIG GET slowlog-max-len\r\nCONFIG GET maxclients\r\n\
+                CONFIG SET slowlog-log-slower-than 0\r\n";
+    c.write_all(cmds.as_bytes()).unwrap();
+    let replies = read_replies(&mut c, 3);
+    assert_eq!(replies[0], "*2\r\n$15\r\nslowlog-max-len\r\n$1\r\n3\r\n");
+    assert_eq!(replies[1], "*2\r\n$10\r\nmaxclients\r\n$2\r\n50\r\n");
+    for i in 0..10 {
+        c.write_all(format!("echo m{i}\r\n").as_bytes()).unwrap();
+    }
+    read_replies(&mut c, 10);
+    c.write_all(b"SLOWLOG LEN\r\nSLOWLOG GET -1\r\n").unwrap();
+    let replies = read_replies(&mut c, 2);
+    assert_eq!(replies[0], ":3\r\n");
+    // The newest three: SLOWLOG LEN itself, then the last two ECHOs.
+    let log = &replies[1];
+    assert!(log.starts_with("*3\r\n"), "{log}");
+    assert!(log.contains("$7\r\nSLOWLOG\r\n$3\r\nLEN\r\n"), "{log}");
+    assert!(
+        log.contains("$2\r\nm9\r\n") && log.contains("$2\r\nm8\r\n"),
+        "{log}"
+    );
+    assert!(!log.contains("$2\r\nm7\r\n"), "{log}");
+    drop(served);
+    for (text, want) in [
+        ("nosuch = 1\n", "unknown setting 'nosuch'"),
+        (
+            "port = \"x\"\n",
+            "setting 'port' = \"x\": argument couldn't be parsed",
+        ),
+        ("durability = \"sometimes\"\n", "commit, periodic, none"),
+        ("port = \n", "tamer.toml"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+            .args(["serve", "--port", "0", "--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{text}: {err}");
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
+/// `CLIENT KILL ID` and the old `ip:port` form close the other connection (it reads the end
+/// of its stream), `CLIENT LIST` shows both with their names and last commands, and a client
+/// killing itself gets its reply first. Catches a kill that only replies, a registry that
+/// misses connections or keeps closed ones.
+#[test]
+fn client_kill_closes_the_other_connection() {
+    let dir = temp_dir("client-kill");
+    let served = Served::start(&dir.0);
+    let (mut a, mut b, mut c) = (served.connect(), served.connect(), served.connect());
+    a.write_all(b"CLIENT SETNAME victim\r\nCLIENT ID\r\n")
+        .unwrap();
+    let id_a = read_replies(&mut a, 2)[1]
+        .trim_start_matches(':')
+        .trim()
+        .to_string();
+    b.write_all(b"CLIENT LIST\r\n").unwrap();
+    let list = read_replies(&mut b, 1).remove(0);
+    assert_eq!(list.matches("id=").count(), 3, "{list}");
+    let line = list
+        .lines()
+        .find(|l| l.contains("name=victim"))
+        .expect("a's line");
+    assert!(
+        line.contains(&format!("id={id_a} ")) && line.contains("cmd=client|id"),
+        "{line}"
+    );
+    b.write_all(format!("CLIENT KILL ID {id_a}\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(read_replies(&mut b, 1), [":1\r\n"]);
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        a.read(&mut buf).unwrap_or(0),
+        0,
+        "the killed connection is closed"
+    );
+    // The old form, by address, from CLIENT INFO.
+    c.write_all(b"CLIENT INFO\r\n").unwrap();
+    let info = read_replies(&mut c, 1).remove(0);
+    let addr = info
+        .split("addr=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    b.write_all(format!("CLIENT KILL {addr}\r\nCLIENT LIST\r\n").as_bytes())
+        .unwrap();
+    let replies = read_replies(&mut b, 2);
+    assert_eq!(replies[0], "+OK\r\n");
+    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "killed by address");
+    assert_eq!(replies[1].matches("id=").count(), 1, "{}", replies[1]);
+    b.write_all(b"CLIENT KILL SKIPME no ID 999999\r\nCLIENT KILL SKIPME no\r\n")
+        .unwrap();
+    assert_eq!(read_replies(&mut b, 2), [":0\r\n", ":1\r\n"]);
+    assert_eq!(
+        b.read(&mut buf).unwrap_or(0),
+        0,
+        "killed itself after the reply"
+    );
+}
+
+/// `SHUTDOWN` closes the store cleanly and the process exits 0; a restart finds the data;
+/// `SHUTDOWN` inside `MULTI` and `SHUTDOWN ABORT` are refused. Catches a shutdown that
+/// kills without closing the store, exits non-zero, or runs from inside a transaction.
+#[test]
+fn shutdown_closes_the_store_and_exits_0() {
+    let dir = temp_dir("shutdown");
+    let mut served = Served::start(&dir.0);
+    let mut c = served.connect();
+    c.write_all(b"SET k v\r\nMULTI\r\nSHUTDOWN\r\nEXEC\r\nSHUTDOWN ABORT\r\nLASTSAVE\r\n")
+        .unwrap();
+    let replies = read_replies(&mut c, 6);
+    assert_eq!(
+        replies[2],
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    assert!(replies[3].starts_with("-EXECABORT"), "{}", replies[3]);
+    assert_eq!(replies[4], "-ERR No shutdown in progress.\r\n");
+    let lastsave: u64 = replies[5].trim_start_matches(':').trim().parse().unwrap();
+    assert!(lastsave > 1_700_000_000, "{lastsave}");
+    c.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
+    let status = served.child.wait().unwrap();
+    let mut rest = String::new();
+    served.out.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("closed cleanly"), "{rest}");
+    let again = Served::start(&dir.0);
+    let mut c = again.connect();
+    c.write_all(b"GET k\r\n").unwrap();
+    assert_eq!(read_replies(&mut c, 1), ["$1\r\nv\r\n"]);
+}
+
+/// An HTTP GET of `path` on `addr`: the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// A sample's value in a Prometheus exposition (0 when absent).
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `--metrics-addr`: a scrape answers Prometheus text whose counters move with the commands
+/// run (per-command counts, the latency histogram's count, failures, the store's cache and
+/// commits, clients); another path is a 404. Catches a metric not wired to its counter, a
+/// histogram whose buckets disagree with its count, or an endpoint that never answers.
+#[test]
+fn metrics_endpoint_counters_move() {
+    let dir = temp_dir("metrics");
+    let served = Served::start_with(&dir.0, &["--metrics-addr", "127.0.0.1:0"]);
+    let addr = served
+        .line
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no metrics address in {}", served.line))
+        .to_string();
+    let (status, before) = http_get(&addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let mut c = served.connect();
+    for i in 0..5 {
+        c.write_all(format!("SET k{i} v\r\n").as_bytes()).unwrap();
+    }
+    c.write_all(b"INCR k0\r\nGET k0\r\n").unwrap();
+    read_replies(&mut c, 7);
+    let (_, after) = http_get(&addr, "/metrics");
+    let moved = |series: &str| sample(&after, series) - sample(&before, series);
+    assert_eq!(moved("tamer_commands_total{cmd=\"set\"}"), 5.0, "{after}");
+    assert_eq!(moved("tamer_commands_total{cmd=\"incr\"}"), 1.0);
+    assert_eq!(moved("tamer_commands_failed_total{cmd=\"incr\"}"), 1.0);
+    assert_eq!(
+        moved("tamer_command_duration_seconds_count{cmd=\"set\"}"),
+        5.0
+    );
+    let inf = "tamer_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"}";
+    assert_eq!(sample(&after, inf), 5.0);
+    assert!(moved("tamer_commits_staged_total") >= 5.0, "{after}");
+    assert!(moved("tamer_cache_hits_total") > 0.0);
+    assert!(moved("tamer_admitted_requests_total") >= 1.0);
+    assert_eq!(sample(&after, "tamer_connected_clients"), 1.0);
+    assert_eq!(moved("tamer_error_replies_total"), 1.0);
+    assert_eq!(http_get(&addr, "/other").0, "HTTP/1.1 404 Not Found");
 }

@@ -62,6 +62,9 @@ pub struct ServerOptions {
     pub max_clients: usize,
     /// The password every client must give (`AUTH`) before anything else (`requirepass`).
     pub requirepass: Option<String>,
+    /// The settings (`CONFIG GET/SET`); `max_clients` and `requirepass` above are written
+    /// into it at start.
+    pub config: Arc<crate::config::Config>,
 }
 
 impl Default for ServerOptions {
@@ -71,6 +74,7 @@ impl Default for ServerOptions {
             port: 6379,
             max_clients: 10_000,
             requirepass: None,
+            config: Arc::default(),
         }
     }
 }
@@ -81,6 +85,8 @@ pub struct Server {
     wake: Arc<OwnedFd>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     pub local_addr: std::net::SocketAddr,
+    /// What the server shares (settings, counters, connections, the shutdown request).
+    pub stats: Arc<ServerStats>,
 }
 
 impl Server {
@@ -101,27 +107,25 @@ impl Server {
         let databases = db
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
+        let stats = Arc::new(server_stats(&db, &options, local_addr.port())?);
         let shared = Arc::new(Shared {
             done: Mutex::new(Vec::new()),
             wake: wake.clone(),
             namespaces: databases.namespaces,
             watches: Arc::new(Watches::default()),
-            password: options
-                .requirepass
-                .clone()
-                .map(|p| Arc::new(p.into_bytes())),
-            stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
+            stats: stats.clone(),
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
             .name("tamer-net".into())
-            .spawn(move || Network::new(listener, db2, shared, options)?.run(&stop2))
+            .spawn(move || Network::new(listener, db2, shared)?.run(&stop2))
             .map_err(|e| e.to_string())?;
         Ok(Server {
             stop,
             wake,
             thread: Some(thread),
             local_addr,
+            stats,
         })
     }
 
@@ -145,6 +149,28 @@ impl Drop for Server {
             let _ = thread.join();
         }
     }
+}
+
+/// The server's shared state: `options`' settings (the effective `maxclients`, the
+/// password) in its registry, the store named for its statistics.
+fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<ServerStats, String> {
+    let max_clients = options.max_clients.to_string();
+    let pass = options.requirepass.clone().unwrap_or_default();
+    let pairs = [
+        ("maxclients", max_clients.as_str()),
+        ("requirepass", pass.as_str()),
+    ];
+    options
+        .config
+        .set_many(&pairs, crate::config::Origin::Startup)
+        .map_err(|e| e.trim_start_matches("ERR ").to_string())?;
+    let stats = ServerStats::new(
+        port,
+        options.config.clone(),
+        &crate::session::all_command_names(),
+    );
+    stats.set_db(db);
+    Ok(stats)
 }
 
 /// Descriptors kept for the store, the listener, the ring and the eventfd beyond the clients.
@@ -205,7 +231,6 @@ struct Shared {
     wake: Arc<OwnedFd>,
     namespaces: [u32; DATABASES],
     watches: Arc<Watches>,
-    password: Option<Arc<Vec<u8>>>,
     stats: Arc<ServerStats>,
 }
 
@@ -288,7 +313,6 @@ struct Network {
     db: Arc<Db>,
     handle: DbHandle,
     shared: Arc<Shared>,
-    options: ServerOptions,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     next_generation: u32,
@@ -301,12 +325,7 @@ struct Network {
 }
 
 impl Network {
-    fn new(
-        listener: TcpListener,
-        db: Arc<Db>,
-        shared: Arc<Shared>,
-        options: ServerOptions,
-    ) -> Result<Self, String> {
+    fn new(listener: TcpListener, db: Arc<Db>, shared: Arc<Shared>) -> Result<Self, String> {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
         let handle = db.handle();
         let mut net = Network {
@@ -315,7 +334,6 @@ impl Network {
             db,
             handle,
             shared,
-            options,
             conns: Vec::new(),
             free: Vec::new(),
             next_generation: 1,
@@ -375,6 +393,8 @@ impl Network {
 
     fn run(mut self, stop: &AtomicBool) -> Result<(), String> {
         let result = self.serve(stop);
+        // Out of the registry before any socket closes (CLIENT KILL shuts sockets down).
+        self.shared.stats.clients.clear();
         // Every connection and the listener shut down; requests still armed complete on the
         // ring's teardown, which may outlast this thread: their buffers are leaked (once per
         // server, 256 KiB), never freed under the kernel.
@@ -471,7 +491,7 @@ impl Network {
     }
 
     fn accept(&mut self, fd: OwnedFd) -> Result<(), String> {
-        if self.open >= self.options.max_clients {
+        if self.open >= self.shared.stats.config.max_clients() {
             self.shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
             let reply = b"-ERR max number of clients reached\r\n";
             // SAFETY: a best-effort non-blocking write of a static reply before closing.
@@ -498,6 +518,10 @@ impl Network {
         };
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let stats = &self.shared.stats;
+        stats
+            .clients
+            .register(u64::from(generation), fd.as_raw_fd());
         let conn = Conn {
             fd,
             generation,
@@ -510,7 +534,6 @@ impl Network {
             session: Some(Session::new(
                 self.shared.watches.clone(),
                 u64::from(generation),
-                self.shared.password.clone(),
                 self.shared.stats.clone(),
             )),
             closing: false,
@@ -735,13 +758,19 @@ impl Network {
             signal(shared.wake.as_raw_fd());
         });
         match self.db.runtime().spawn_job(job) {
-            Ok(()) => conn.in_flight = true,
+            Ok(()) => {
+                conn.in_flight = true;
+                let admitted = &self.shared.stats.admitted;
+                admitted.fetch_add(n as u64, Ordering::Relaxed);
+            }
             Err(refused) => {
                 drop(refused);
                 conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                 debug_assert!(conn.session.is_some(), "a refused job never ran");
                 // Admission: the runtime's queue is full; these requests are refused now
                 // (nothing of this connection is in flight, so the order holds).
+                let busy = &self.shared.stats.busy;
+                busy.fetch_add(n as u64, Ordering::Relaxed);
                 for _ in 0..n {
                     write::error(
                         &mut conn.replies,
@@ -843,6 +872,9 @@ impl Network {
             unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
             conn.recv_armed = false;
         }
+        // Out of the registry before the socket closes (CLIENT KILL shuts sockets down).
+        let id = u64::from(conn.generation);
+        self.shared.stats.clients.remove(id);
         self.conns[c] = None;
         self.free.push(c);
         self.open -= 1;

@@ -20,9 +20,12 @@ use std::hash::{Hash, Hasher};
 use tamer_store::{DbError, DbHandle, Tx};
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use crate::clients::ClientEntry;
 use crate::commands::{self, Context};
 use crate::keyspace::{store_key, DATABASES};
+use crate::monitor::{Outcome, SlowEntry};
 use crate::resp::{parse_i64, write, Protocol};
 use crate::stats::ServerStats;
 use crate::watches::Watches;
@@ -48,10 +51,13 @@ pub struct Session {
     pub id: u64,
     /// `CLIENT SETNAME`.
     name: Option<Vec<u8>>,
-    /// The server's `requirepass`, and whether this client passed it.
-    password: Option<Arc<Vec<u8>>>,
+    /// Whether this client passed the server's `requirepass` (read from its settings).
     authenticated: bool,
     stats: Arc<ServerStats>,
+    /// Its entry in the connection registry (`None` for a session without a connection).
+    entry: Option<Arc<ClientEntry>>,
+    /// `CLIENT NO-EVICT`.
+    no_evict: bool,
 }
 
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
@@ -85,9 +91,18 @@ fn fingerprint(
 
 /// The commands a session answers itself, besides the table's.
 const SESSION_COMMANDS: &[&str] = &[
-    "auth", "client", "command", "discard", "echo", "exec", "hello", "info", "multi", "ping",
-    "quit", "select", "time", "unwatch", "watch",
+    "auth", "client", "command", "config", "discard", "echo", "exec", "hello", "info", "lastsave",
+    "latency", "memory", "multi", "ping", "quit", "reset", "select", "shutdown", "slowlog", "time",
+    "unwatch", "watch",
 ];
+
+/// Every command name tamer serves: the table's and the session's.
+pub fn all_command_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = commands::COMMANDS.iter().map(|c| c.name).collect();
+    names.extend(SESSION_COMMANDS);
+    names.sort_unstable();
+    names
+}
 
 /// `COMMAND COUNT | LIST` (the rest of `COMMAND` is not built yet).
 fn command(args: &[Vec<u8>], out: &mut Vec<u8>) {
@@ -139,20 +154,16 @@ fn arity_error(out: &mut Vec<u8>, name: &str) {
     );
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Session {
-    /// A new connection's session, in database 0, on the server's `watches`.
-    pub fn new(
-        watches: Arc<Watches>,
-        id: u64,
-        password: Option<Arc<Vec<u8>>>,
-        stats: Arc<ServerStats>,
-    ) -> Self {
+    /// A new connection's session, in database 0, on the server's `watches` (its registry
+    /// entry, if the connection `id` is registered, found in `stats`).
+    pub fn new(watches: Arc<Watches>, id: u64, stats: Arc<ServerStats>) -> Self {
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -162,9 +173,10 @@ impl Session {
             watches,
             id,
             name: None,
-            authenticated: password.is_none(),
-            password,
+            authenticated: stats.config.requirepass().is_none(),
+            entry: stats.clients.get(id),
             stats,
+            no_evict: false,
         }
     }
 
@@ -176,7 +188,7 @@ impl Session {
         if user.is_some_and(|u| u != b"default") {
             return Some(WRONGPASS);
         }
-        match &self.password {
+        match &self.stats.config.requirepass() {
             // No password: the default user takes any (`nopass`), but the old one-argument
             // form is refused, as Redis refuses it.
             None if user.is_none() => Some(
@@ -292,6 +304,14 @@ impl Session {
                 self.name = (!args[2].is_empty()).then(|| args[2].clone());
                 write::simple(out, "OK");
             }
+            (b"list" | b"info" | b"kill" | b"no-evict", _) => {
+                let effect = crate::admin::client(&self.stats, self.protocol, self.id, args, out);
+                let effect = effect.expect("a CLIENT subcommand admin serves");
+                self.quit |= effect.close_me;
+                if let Some(on) = effect.no_evict {
+                    self.no_evict = on;
+                }
+            }
             (b"id" | b"getname" | b"setname", _) => {
                 let sub = String::from_utf8_lossy(&lower);
                 write::error(
@@ -315,8 +335,109 @@ impl Session {
         }
     }
 
-    /// Runs one request, appending its reply.
+    /// Runs one request, appending its reply, and records it (command counters, errors,
+    /// slow log, latency monitor, the registry's entry).
     pub fn run(
+        &mut self,
+        handle: &DbHandle,
+        namespaces: &[u32; DATABASES],
+        args: Vec<Vec<u8>>,
+        out: &mut Vec<u8>,
+    ) {
+        let started = Instant::now();
+        let before = out.len();
+        let name = args[0].to_ascii_lowercase();
+        let queueing = self.multi.is_some();
+        if let Some(entry) = &self.entry {
+            let cmd = command_label(&name, &args);
+            entry.update(|s| {
+                s.cmd = cmd;
+                s.last_active = started;
+            });
+        }
+        let logged = (!matches!(&name[..], b"auth" | b"hello")).then(|| args.clone());
+        self.dispatch(handle, namespaces, args, out);
+        self.record(&name, logged, started, &out[before..], queueing);
+    }
+
+    /// What `run` records once a command replied.
+    fn record(
+        &self,
+        name: &[u8],
+        args: Option<Vec<Vec<u8>>>,
+        started: Instant,
+        reply: &[u8],
+        queueing: bool,
+    ) {
+        let took = started.elapsed();
+        let monitor = &self.stats.monitor;
+        let outcome = if reply.first() == Some(&b'-') {
+            monitor.record_error(reply);
+            let rejected = reply.starts_with(b"-ERR wrong number of arguments")
+                || reply.starts_with(b"-NOAUTH")
+                || queueing;
+            if rejected {
+                Outcome::Rejected
+            } else {
+                Outcome::Failed
+            }
+        } else {
+            Outcome::Ok
+        };
+        if let Some(entry) = &self.entry {
+            let (name, db, resp) = (self.name.clone(), self.db, self.protocol);
+            let (multi, no_evict) = (self.multi.as_ref().map(|(q, _)| q.len()), self.no_evict);
+            entry.update(|s| {
+                s.name = name.unwrap_or_default();
+                s.db = db;
+                s.resp = if resp == Protocol::Resp3 { 3 } else { 2 };
+                s.multi = multi;
+                s.no_evict = no_evict;
+            });
+        }
+        if queueing && reply == b"+QUEUED\r\n" {
+            return;
+        }
+        monitor.record_call(name, took, outcome);
+        let config = &self.stats.config;
+        let us = took.as_micros() as u64;
+        let threshold_us = config.slowlog_slower_than_us();
+        if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {
+            let entry = SlowEntry {
+                id: 0,
+                unix_secs: now_ms() / 1000,
+                duration_us: us,
+                args,
+                addr: self
+                    .entry
+                    .as_ref()
+                    .map_or(String::new(), |e| e.addr.clone()),
+                name: self.name.clone().unwrap_or_default(),
+            };
+            monitor.slowlog_push(entry, config.slowlog_max_len());
+        }
+        let threshold_ms = config.latency_threshold_ms();
+        let ms = took.as_millis() as u64;
+        if threshold_ms > 0 && ms >= threshold_ms {
+            monitor.latency_add("command", now_ms() / 1000, ms);
+        }
+    }
+
+    /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
+    /// no `MULTI`, nothing watched, `NO-EVICT` off, authenticated only without a password).
+    fn reset(&mut self, out: &mut Vec<u8>) {
+        self.multi = None;
+        self.unwatch_all();
+        self.db = 0;
+        self.protocol = Protocol::Resp2;
+        self.name = None;
+        self.no_evict = false;
+        self.authenticated = self.stats.config.requirepass().is_none();
+        write::simple(out, "RESET");
+    }
+
+    /// Runs one request, appending its reply.
+    fn dispatch(
         &mut self,
         handle: &DbHandle,
         namespaces: &[u32; DATABASES],
@@ -327,7 +448,7 @@ impl Session {
         self.stats
             .commands
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit") {
+        if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit" | b"reset") {
             write::error(out, "NOAUTH Authentication required.");
             if let Some((_, dirty)) = self.multi.as_mut() {
                 *dirty = true;
@@ -350,6 +471,18 @@ impl Session {
                 return;
             }
             b"client" if self.multi.is_none() => return self.client(&args, out),
+            b"reset" if args.len() != 1 => return arity_error(out, "reset"),
+            b"reset" => return self.reset(out),
+            b"shutdown" if self.multi.is_some() => {
+                if let Some((_, dirty)) = self.multi.as_mut() {
+                    *dirty = true;
+                }
+                return write::error(out, "ERR Command not allowed inside a transaction");
+            }
+            b"shutdown" => {
+                crate::admin::shutdown(&self.stats, &args, out);
+                return;
+            }
 
             _ => {}
         }
@@ -425,6 +558,8 @@ impl Session {
             b"echo" | b"select" => Some(2),
             b"unwatch" | b"time" => Some(1),
             b"info" | b"command" | b"client" => Some(-1),
+            b"config" | b"slowlog" | b"latency" | b"memory" => Some(-2),
+            b"lastsave" => Some(1),
             _ => commands::lookup(name).map(|c| c.arity),
         };
         let Some(arity) = arity else {
@@ -589,6 +724,15 @@ impl Run<'_> {
                 write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
             }
             b"command" => command(args, out),
+            b"config" => crate::admin::config(self.stats, self.protocol, args, out),
+            b"slowlog" => crate::admin::slowlog(self.stats, args, out),
+            b"latency" => crate::admin::latency(self.stats, args, out),
+            b"lastsave" if args.len() != 1 => arity_error(out, "lastsave"),
+            b"lastsave" => crate::admin::lastsave(self.stats, out),
+            b"memory" => {
+                let namespace = self.namespaces[*db];
+                crate::admin::memory(tx, namespace, self.protocol, args, out)?;
+            }
             b"select" if args.len() != 2 => arity_error(out, "select"),
             b"select" => match parse_i64(&args[1]) {
                 Some(n) if (0..DATABASES as i64).contains(&n) => {
@@ -611,5 +755,21 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A command as `CLIENT LIST`'s `cmd=` names it: a container command with its subcommand
+/// (`client|list`), any other by its name.
+fn command_label(name: &[u8], args: &[Vec<u8>]) -> String {
+    const CONTAINERS: &[&str] = &[
+        "client", "command", "config", "latency", "memory", "slowlog",
+    ];
+    let name = String::from_utf8_lossy(name).into_owned();
+    match args.get(1) {
+        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
+            let sub = String::from_utf8_lossy(&sub[..sub.len().min(32)]).to_ascii_lowercase();
+            format!("{name}|{sub}")
+        }
+        _ => name,
     }
 }
