@@ -886,6 +886,11 @@ fn client_kill_closes_the_other_connection() {
     let dir = temp_dir("client-kill");
     let served = Served::start(&dir.0);
     let (mut a, mut b, mut c) = (served.connect(), served.connect(), served.connect());
+    // Each served once, so the network thread has accepted (and registered) all three.
+    for conn in [&mut b, &mut c] {
+        conn.write_all(b"PING\r\n").unwrap();
+        assert_eq!(read_replies(conn, 1), ["+PONG\r\n"]);
+    }
     a.write_all(b"CLIENT SETNAME victim\r\nCLIENT ID\r\n")
         .unwrap();
     let id_a = read_replies(&mut a, 2)[1]
@@ -1028,4 +1033,48 @@ fn metrics_endpoint_counters_move() {
     assert_eq!(sample(&after, "tamer_connected_clients"), 1.0);
     assert_eq!(moved("tamer_error_replies_total"), 1.0);
     assert_eq!(http_get(&addr, "/other").0, "HTTP/1.1 404 Not Found");
+}
+
+/// `COMMAND INFO` and `COMMAND DOCS` of every served command that is not a container (whose
+/// subcommands tamer serves only in part), and of unknown names, on redis-server 7.0 and
+/// `tamer serve`, RESP2 and RESP3, compared byte for byte. Catches metadata that differs from
+/// Redis's (arity, flags, key specs, ACL categories, arguments) or a wrong reply type.
+#[test]
+fn command_info_and_docs_reply_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("command-meta");
+    let served = Served::start(&dir.0);
+    let (mut theirs, mut ours) = (redis.connect(), served.connect());
+    ours.write_all(b"COMMAND LIST\r\n").unwrap();
+    let list = read_replies(&mut ours, 1).remove(0);
+    let containers = [
+        "client", "command", "config", "latency", "memory", "slowlog",
+    ];
+    let names: Vec<String> = list
+        .split("\r\n")
+        .skip(1)
+        .filter(|l| !l.starts_with('$') && !l.is_empty())
+        .filter(|n| !containers.contains(n))
+        .map(String::from)
+        .collect();
+    assert!(names.len() > 40, "{names:?}");
+    for protocol in ["2", "3"] {
+        for conn in [&mut theirs, &mut ours] {
+            send(conn, &["hello".into(), protocol.into()]);
+            read_replies(conn, 1);
+        }
+        for name in names.iter().chain([&"nosuch".to_string()]) {
+            for sub in ["info", "docs"] {
+                let args = ["command".to_string(), sub.to_string(), name.clone()];
+                send(&mut theirs, &args);
+                send(&mut ours, &args);
+                let want = read_replies(&mut theirs, 1);
+                let got = read_replies(&mut ours, 1);
+                assert_eq!(got, want, "COMMAND {sub} {name}, RESP{protocol}");
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,6 +38,9 @@ pub struct ClientEntry {
     pub fd: RawFd,
     pub created: Instant,
     state: Mutex<ClientState>,
+    /// Killed (its socket shut down): no longer listed or killed again, though the network
+    /// thread may not have closed it yet.
+    killed: AtomicBool,
 }
 
 impl ClientEntry {
@@ -59,6 +63,7 @@ impl ClientEntry {
                 multi: None,
                 resp: 2,
             }),
+            killed: AtomicBool::new(false),
         }
     }
 
@@ -160,9 +165,11 @@ impl Clients {
         self.lock().get(&id).cloned()
     }
 
-    /// Every connection, by id.
+    /// Every connection not killed, by id.
     pub fn list(&self) -> Vec<Arc<ClientEntry>> {
-        self.lock().values().cloned().collect()
+        let map = self.lock();
+        let live = map.values().filter(|e| !e.killed.load(Ordering::Relaxed));
+        live.cloned().collect()
     }
 
     /// Closes the connections `filter` matches (not `me` itself: the caller closes itself
@@ -171,7 +178,8 @@ impl Clients {
         let map = self.lock();
         let mut killed = 0;
         for entry in map.values() {
-            let matches = filter.id.is_none_or(|id| id == entry.id)
+            let matches = !entry.killed.load(Ordering::Relaxed)
+                && filter.id.is_none_or(|id| id == entry.id)
                 && filter.addr.as_ref().is_none_or(|a| *a == entry.addr)
                 && filter.laddr.as_ref().is_none_or(|a| *a == entry.laddr)
                 && filter.user_matches.unwrap_or(true)
@@ -182,6 +190,7 @@ impl Clients {
             }
             killed += 1;
             if entry.id != me && entry.fd >= 0 {
+                entry.killed.store(true, Ordering::Relaxed);
                 // SAFETY: the descriptor is open: its entry is removed before it is closed,
                 // under this lock, which we hold.
                 unsafe { libc::shutdown(entry.fd, libc::SHUT_RDWR) };

@@ -104,41 +104,6 @@ pub fn all_command_names() -> Vec<&'static str> {
     names
 }
 
-/// `COMMAND COUNT | LIST` (the rest of `COMMAND` is not built yet).
-fn command(args: &[Vec<u8>], out: &mut Vec<u8>) {
-    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    match (sub.as_deref(), args.len()) {
-        (Some(b"count"), 2) => write::integer(
-            out,
-            (commands::COMMANDS.len() + SESSION_COMMANDS.len()) as i64,
-        ),
-        (Some(b"list"), 2) => {
-            let mut names: Vec<&str> = commands::COMMANDS.iter().map(|c| c.name).collect();
-            names.extend(SESSION_COMMANDS);
-            names.sort_unstable();
-            write::array(out, names.len());
-            for name in names {
-                write::bulk(out, name.as_bytes());
-            }
-        }
-        (Some(s @ (b"count" | b"list")), _) => {
-            let s = String::from_utf8_lossy(s);
-            write::error(
-                out,
-                &format!("ERR wrong number of arguments for 'command|{s}' command"),
-            );
-        }
-        (None, _) => write::error(out, "ERR COMMAND without a subcommand is not supported yet"),
-        (Some(_), _) => {
-            let s = String::from_utf8_lossy(&args[1]);
-            write::error(
-                out,
-                &format!("ERR unknown subcommand '{s}'. Try COMMAND HELP."),
-            );
-        }
-    }
-}
-
 /// Redis's error for a client name with spaces or special characters.
 const NAME_ERROR: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
 
@@ -723,7 +688,7 @@ impl Run<'_> {
                 let text = self.stats.info(&args[1..]);
                 write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
             }
-            b"command" => command(args, out),
+            b"command" => commands::meta::command(self.protocol, args, out),
             b"config" => crate::admin::config(self.stats, self.protocol, args, out),
             b"slowlog" => crate::admin::slowlog(self.stats, args, out),
             b"latency" => crate::admin::latency(self.stats, args, out),
