@@ -1078,3 +1078,141 @@ fn command_info_and_docs_reply_as_redis_does() {
         }
     }
 }
+
+/// Sends `request` (inline) on `conn` and reads its one reply.
+fn ask(conn: &mut TcpStream, request: &str) -> String {
+    conn.write_all(format!("{request}\r\n").as_bytes()).unwrap();
+    read_replies(conn, 1).remove(0)
+}
+
+/// `CONFIG SET` changes live settings for the running server: `maxclients` lowered refuses
+/// the next connection, `requirepass` set makes new connections authenticate (connections
+/// already in stay in; `RESET` logs out, as in Redis), and a refused set changes nothing.
+/// Catches a setting stored but not read where it applies.
+#[test]
+fn config_set_changes_live_settings() {
+    let dir = temp_dir("config-live");
+    let served = Served::start(&dir.0);
+    let mut a = served.connect();
+    assert_eq!(ask(&mut a, "CONFIG SET maxclients 2"), "+OK\r\n");
+    let mut b = served.connect();
+    assert_eq!(ask(&mut b, "PING"), "+PONG\r\n");
+    let mut extra = served.connect();
+    let mut refused = Vec::new();
+    extra.read_to_end(&mut refused).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&refused),
+        "-ERR max number of clients reached\r\n"
+    );
+    let set = "CONFIG SET maxclients 100 requirepass pw databases 4";
+    assert!(ask(&mut a, set).contains("can't set immutable config"));
+    assert_eq!(
+        ask(&mut a, "CONFIG GET maxclients"),
+        "*2\r\n$10\r\nmaxclients\r\n$1\r\n2\r\n"
+    );
+    assert_eq!(
+        ask(&mut a, "CONFIG SET maxclients 100 requirepass pw"),
+        "+OK\r\n"
+    );
+    drop(b);
+    let mut c = served.connect();
+    assert_eq!(ask(&mut c, "GET k"), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(ask(&mut a, "GET k"), "$-1\r\n", "already in: stays in");
+    assert_eq!(ask(&mut c, "AUTH pw"), "+OK\r\n");
+    assert_eq!(ask(&mut c, "GET k"), "$-1\r\n");
+    assert_eq!(ask(&mut c, "RESET"), "+RESET\r\n");
+    assert_eq!(ask(&mut c, "GET k"), "-NOAUTH Authentication required.\r\n");
+}
+
+/// Reads what `fd` (a pty's master) has for `wait`.
+fn read_for(fd: i32, wait: Duration) -> String {
+    let deadline = Instant::now() + wait;
+    let mut got = Vec::new();
+    // Bounded by the deadline: each pass polls at most 50 ms.
+    while Instant::now() < deadline {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one live pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into a live buffer of its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n as usize]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// redis-cli, interactive (on a pseudo-terminal), shows its argument hints for tamer's
+/// commands: it builds them from `COMMAND DOCS` at start (the command is counted). Catches a
+/// `COMMAND DOCS` reply redis-cli cannot read (it then shows no hints for commands it does
+/// not know itself) or that it never asks for.
+#[test]
+fn redis_cli_shows_hints() {
+    use std::os::fd::FromRawFd;
+    if !have_redis_cli() {
+        return;
+    }
+    let dir = temp_dir("hints");
+    let served = Served::start(&dir.0);
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 200,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors; the name pointer and termios may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: `slave` is a new descriptor we own; each Stdio gets its own duplicate.
+    let tty = |fd: i32| unsafe { Stdio::from_raw_fd(libc::dup(fd)) };
+    let mut cli = Command::new("redis-cli")
+        .args(["-p", &served.port.to_string()])
+        .stdin(tty(slave))
+        .stdout(tty(slave))
+        .stderr(tty(slave))
+        .spawn()
+        .unwrap();
+    // SAFETY: closes our copy of the slave side.
+    unsafe { libc::close(slave) };
+    let prompt = read_for(master, Duration::from_secs(2));
+    assert!(prompt.contains("> "), "no prompt: {prompt:?}");
+    let typed = b"getex ";
+    // SAFETY: writes a live buffer to the master side.
+    unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
+    let shown = read_for(master, Duration::from_secs(1));
+    let _ = cli.kill();
+    let _ = cli.wait();
+    // SAFETY: closes the master side we own.
+    unsafe { libc::close(master) };
+    assert!(
+        shown.contains("key [EX seconds|PX milliseconds|EXAT unix-time-seconds"),
+        "no hint: {shown:?}"
+    );
+    let mut c = served.connect();
+    let stats = ask(&mut c, "INFO commandstats");
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_command:"))
+        .unwrap_or_else(|| panic!("redis-cli never sent COMMAND: {stats}"));
+    assert!(
+        line.starts_with("cmdstat_command:calls=1,") && line.ends_with("failed_calls=0"),
+        "{line}"
+    );
+}

@@ -320,8 +320,9 @@ impl Session {
                 s.last_active = started;
             });
         }
-        let logged = (!matches!(&name[..], b"auth" | b"hello")).then(|| args.clone());
-        self.dispatch(handle, namespaces, args, out);
+        self.dispatch(handle, namespaces, &args, out);
+        // The slow log leaves out what may carry a password.
+        let logged = (!matches!(&name[..], b"auth" | b"hello")).then_some(args);
         self.record(&name, logged, started, &out[before..], queueing);
     }
 
@@ -406,7 +407,7 @@ impl Session {
         &mut self,
         handle: &DbHandle,
         namespaces: &[u32; DATABASES],
-        args: Vec<Vec<u8>>,
+        args: &[Vec<u8>],
         out: &mut Vec<u8>,
     ) {
         let name = args[0].to_ascii_lowercase();
@@ -421,10 +422,10 @@ impl Session {
             return;
         }
         match &name[..] {
-            b"hello" => return self.hello(&args, out),
+            b"hello" => return self.hello(args, out),
             b"auth" if !(2..=3).contains(&args.len()) => return arity_error(out, "auth"),
             b"auth" => {
-                let (user, pass) = match &args[..] {
+                let (user, pass) = match args {
                     [_, pass] => (None, pass.clone()),
                     [_, user, pass] => (Some(user.clone()), pass.clone()),
                     _ => unreachable!("arity checked"),
@@ -435,7 +436,7 @@ impl Session {
                 }
                 return;
             }
-            b"client" if self.multi.is_none() => return self.client(&args, out),
+            b"client" if self.multi.is_none() => return self.client(args, out),
             b"reset" if args.len() != 1 => return arity_error(out, "reset"),
             b"reset" => return self.reset(out),
             b"shutdown" if self.multi.is_some() => {
@@ -445,7 +446,7 @@ impl Session {
                 return write::error(out, "ERR Command not allowed inside a transaction");
             }
             b"shutdown" => {
-                crate::admin::shutdown(&self.stats, &args, out);
+                crate::admin::shutdown(&self.stats, args, out);
                 return;
             }
 
@@ -500,7 +501,7 @@ impl Session {
                         stats: &stats,
                         max_value_bytes: handle.max_value_bytes(),
                     };
-                    run.one(tx, &mut db, &mut quit, &args, &mut reply)?;
+                    run.one(tx, &mut db, &mut quit, args, &mut reply)?;
                     Ok((reply, db, quit))
                 });
                 match result {
@@ -516,7 +517,7 @@ impl Session {
     }
 
     /// Queues a command inside `MULTI`, or refuses it (and the transaction).
-    fn queue(&mut self, args: Vec<Vec<u8>>, name: &[u8], out: &mut Vec<u8>) {
+    fn queue(&mut self, args: &[Vec<u8>], name: &[u8], out: &mut Vec<u8>) {
         let (queued, dirty) = self.multi.as_mut().expect("inside MULTI");
         let arity = match name {
             b"ping" => Some(-1),
@@ -528,7 +529,7 @@ impl Session {
             _ => commands::lookup(name).map(|c| c.arity),
         };
         let Some(arity) = arity else {
-            write::error(out, &commands::unknown_command_text(&args));
+            write::error(out, &commands::unknown_command_text(args));
             *dirty = true;
             return;
         };
@@ -545,7 +546,7 @@ impl Session {
             *dirty = true;
             return;
         }
-        queued.push(args);
+        queued.push(args.to_vec());
         write::simple(out, "QUEUED");
     }
 
