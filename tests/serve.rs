@@ -962,6 +962,8 @@ fn shutdown_closes_the_store_and_exits_0() {
     assert_eq!(replies[4], "-ERR No shutdown in progress.\r\n");
     let lastsave: u64 = replies[5].trim_start_matches(':').trim().parse().unwrap();
     assert!(lastsave > 1_700_000_000, "{lastsave}");
+    // The record of k: header 16, store key 4 + 1, value 12 + 1 = 34 bytes, padded to 48.
+    assert_eq!(ask(&mut c, "MEMORY USAGE k"), ":48\r\n");
     c.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
     let status = served.child.wait().unwrap();
     let mut rest = String::new();

@@ -173,7 +173,8 @@ pub fn record_bytes(key_bytes: usize, value_bytes: usize) -> u64 {
     const PAGE_PAYLOAD: usize = 4088;
     let record = RECORD_HEADER + key_bytes + value_bytes;
     if record <= MAX_SMALL_RECORD {
-        record.next_multiple_of(16) as u64
+        // Padded to 16, except at the page's end (a page's data area is MAX_SMALL_RECORD).
+        record.next_multiple_of(16).min(MAX_SMALL_RECORD) as u64
     } else {
         ((EXTENT_HEADER + record).div_ceil(PAGE_PAYLOAD) * 4096) as u64
     }
@@ -408,4 +409,53 @@ fn kill_filter(args: &[Vec<u8>]) -> Result<KillFilter, String> {
 /// `LASTSAVE`.
 pub fn lastsave(stats: &ServerStats, out: &mut Vec<u8>) {
     write::integer(out, crate::info::last_save_unix(stats) as i64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a MEMORY USAGE that leaves out the record header or the padding, or that
+    /// counts an extent's bytes instead of its whole pages.
+    #[test]
+    fn record_bytes_follow_the_store_format() {
+        // SET a b: store key 4 + 1 bytes, value 12 + 1: 16 + 5 + 13 = 34, padded to 48.
+        assert_eq!(record_bytes(5, 13), 48);
+        assert_eq!(record_bytes(0, 0), 16);
+        assert_eq!(record_bytes(8, 8), 32);
+        // The largest record in a shared page, and the first in an extent (1 page + 8-byte
+        // extent header fit in 4088 bytes of payload).
+        assert_eq!(
+            record_bytes(4, MAX_SMALL_RECORD - 20),
+            MAX_SMALL_RECORD as u64
+        );
+        assert_eq!(record_bytes(4, MAX_SMALL_RECORD - 19), 4096);
+        assert_eq!(record_bytes(4, 2 * 4088), 3 * 4096);
+    }
+
+    /// Catches SHUTDOWN accepting a contradiction or ABORT, or refusing the flags it takes.
+    #[test]
+    fn shutdown_flags_as_redis() {
+        let stats = ServerStats::new(0, std::sync::Arc::default(), &[]);
+        let args =
+            |s: &str| -> Vec<Vec<u8>> { s.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+        for refused in [
+            "shutdown save nosave",
+            "shutdown abort now",
+            "shutdown x",
+            "shutdown abort",
+        ] {
+            let mut out = Vec::new();
+            assert!(!shutdown(&stats, &args(refused), &mut out), "{refused}");
+            assert_eq!(out[0], b'-', "{refused}");
+            assert!(!stats.shutdown.load(Ordering::SeqCst));
+        }
+        let mut out = Vec::new();
+        assert!(shutdown(
+            &stats,
+            &args("shutdown NOSAVE now force"),
+            &mut out
+        ));
+        assert!(out.is_empty() && stats.shutdown.load(Ordering::SeqCst));
+    }
 }

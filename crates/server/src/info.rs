@@ -208,11 +208,12 @@ fn commandstats(stats: &ServerStats) -> String {
         if calls == 0 && rejected == 0 {
             continue;
         }
-        let usec = c.usec.load(Ordering::Relaxed);
+        let nsec = c.nsec.load(Ordering::Relaxed);
+        let usec = nsec / 1000;
         let per_call = if calls == 0 {
             0.0
         } else {
-            usec as f64 / calls as f64
+            nsec as f64 / 1000.0 / calls as f64
         };
         let _ = write!(
             s,

@@ -287,7 +287,7 @@ fn commands(out: &mut String, stats: &ServerStats) {
         }
         // +Inf and the count from the same reads as the buckets, so they never disagree.
         let calls = cumulative + c.buckets[BUCKETS_US.len()].load(Ordering::Relaxed);
-        let secs = c.usec.load(Ordering::Relaxed) as f64 / 1e6;
+        let secs = c.nsec.load(Ordering::Relaxed) as f64 / 1e9;
         let _ = writeln!(out, "{h}_bucket{{cmd=\"{cmd}\",le=\"+Inf\"}} {calls}");
         let _ = writeln!(out, "{h}_sum{{cmd=\"{cmd}\"}} {secs}");
         let _ = writeln!(out, "{h}_count{{cmd=\"{cmd}\"}} {calls}");

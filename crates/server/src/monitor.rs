@@ -35,7 +35,8 @@ pub const LATENCY_HISTORY_LEN: usize = 160;
 #[derive(Debug, Default)]
 pub struct CommandCounters {
     pub calls: AtomicU64,
-    pub usec: AtomicU64,
+    /// Time in all, in ns (INFO shows µs: summing whole µs would drop sub-µs calls).
+    pub nsec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
     /// Calls per latency bucket (not cumulative; the last one is past `BUCKETS_US`).
@@ -141,7 +142,7 @@ impl Monitor {
         }
         let us = took.as_micros() as u64;
         c.calls.fetch_add(1, Ordering::Relaxed);
-        c.usec.fetch_add(us, Ordering::Relaxed);
+        c.nsec.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         c.buckets[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
         if outcome == Outcome::Failed {
             c.failed.fetch_add(1, Ordering::Relaxed);
@@ -175,7 +176,7 @@ impl Monitor {
     /// have their own resets, as in Redis).
     pub fn reset_stats(&self) {
         for (_, c) in &self.commands {
-            for counter in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+            for counter in [&c.calls, &c.nsec, &c.rejected, &c.failed] {
                 counter.store(0, Ordering::Relaxed);
             }
             for b in &c.buckets {
@@ -318,7 +319,7 @@ mod tests {
         m.record_call(b"nosuch", Duration::from_micros(30), Outcome::Ok);
         let c = m.counters(b"get").unwrap();
         assert_eq!(c.calls.load(Ordering::Relaxed), 2);
-        assert_eq!(c.usec.load(Ordering::Relaxed), 37);
+        assert_eq!(c.nsec.load(Ordering::Relaxed), 37_000);
         assert_eq!(c.failed.load(Ordering::Relaxed), 1);
         assert_eq!(c.rejected.load(Ordering::Relaxed), 1);
         assert_eq!(c.buckets[0].load(Ordering::Relaxed), 1);
