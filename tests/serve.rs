@@ -1153,7 +1153,7 @@ fn read_for(fd: i32, wait: Duration) -> String {
 }
 
 /// redis-cli, interactive (on a pseudo-terminal), shows its argument hints for tamer's
-/// commands: it builds them from `COMMAND DOCS` at start (the command is counted). Catches a
+/// commands: it builds them from `COMMAND DOCS` at start (counted as `command|docs`). Catches a
 /// `COMMAND DOCS` reply redis-cli cannot read (it then shows no hints for commands it does
 /// not know itself) or that it never asks for.
 #[test]
@@ -1211,10 +1211,136 @@ fn redis_cli_shows_hints() {
     let stats = ask(&mut c, "INFO commandstats");
     let line = stats
         .lines()
-        .find(|l| l.starts_with("cmdstat_command:"))
-        .unwrap_or_else(|| panic!("redis-cli never sent COMMAND: {stats}"));
+        .find(|l| l.starts_with("cmdstat_command|docs:"))
+        .unwrap_or_else(|| panic!("redis-cli never sent COMMAND DOCS: {stats}"));
     assert!(
-        line.starts_with("cmdstat_command:calls=1,") && line.ends_with("failed_calls=0"),
+        line.starts_with("cmdstat_command|docs:calls=1,") && line.ends_with("failed_calls=0"),
         "{line}"
+    );
+}
+
+/// Seeded random glob patterns (stars, `?`, classes with ranges and `^`, escapes, unclosed
+/// classes) matched against a set of names by redis-server 7.0's `KEYS` and by tamer's
+/// `glob_match` (which `CONFIG GET` uses, without its case folding here), the matches
+/// compared. Catches any divergence from Redis's `stringmatchlen`.
+#[test]
+fn glob_matches_as_redis_keys_does() {
+    use rand::{Rng, SeedableRng};
+    if !have_redis_server() {
+        return;
+    }
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let redis = Redis::start().unwrap();
+    let mut conn = redis.connect();
+    let mut names: Vec<String> = tamer_server::config::SETTINGS
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    names.extend(["a*b", "a?b", "a[b", "a]b", "a\\b", "a-b", "ab", "", "x^y"].map(String::from));
+    names.retain(|n| !n.is_empty());
+    for name in &names {
+        send(&mut conn, &["set".into(), name.clone(), "1".into()]);
+        read_replies(&mut conn, 1);
+    }
+    let pieces = [
+        "*", "?", "[a-m]", "[^a-m]", "[m-a]", "[abc", "\\*", "\\", "a", "b", "m", "-", "s", "e",
+        "[]", "[^]", "[\\]]", "x", "^", "ax", "ma", "slowlog", "max",
+    ];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    for case in 0..2_000 {
+        let pattern: String = (0..rng.gen_range(1..5))
+            .map(|_| pieces[rng.gen_range(0..pieces.len())])
+            .collect();
+        send(&mut conn, &["keys".into(), pattern.clone()]);
+        let reply = read_replies(&mut conn, 1).remove(0);
+        let mut want: Vec<&str> = reply
+            .split("\r\n")
+            .skip(2)
+            .step_by(2)
+            .filter(|s| !s.is_empty())
+            .collect();
+        want.sort_unstable();
+        let mut got: Vec<&str> = names
+            .iter()
+            .filter(|n| tamer_server::config::glob_match(pattern.as_bytes(), n.as_bytes(), false))
+            .map(String::as_str)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got, want,
+            "seed {seed} (TAMER_TEST_SEED), case {case}: {pattern:?}"
+        );
+    }
+}
+
+/// The same commands on redis-server 7.0 and `tamer serve` after `CONFIG RESETSTAT`, then
+/// `INFO commandstats` and `INFO errorstats` compared with the times left out: calls,
+/// rejected calls (arity) and failed calls per command and subcommand (`config|get`), errors
+/// by prefix. Catches a call counted under another name, a rejection counted as a failure,
+/// an unknown command or subcommand counted as a call, or an error prefix miscounted.
+#[test]
+fn commandstats_count_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("commandstats");
+    let served = Served::start(&dir.0);
+    let requests = [
+        "config resetstat",
+        "set a 1",
+        "get a",
+        "incr a",
+        "set s x",
+        "incr s",
+        "get",
+        "config get maxclients",
+        "config foo",
+        "config get",
+        "client list",
+        "client info",
+        "ping",
+        "echo x",
+        "nosuch",
+        "lastsave",
+        "memory usage a",
+        "slowlog len",
+        "latency latest",
+        "command count",
+        "getrange a x 1",
+        "mget a s nokey",
+    ];
+    // Redis lists in its hash table's order: both sorted.
+    let strip = |text: String| -> Vec<String> {
+        text.split("\r\n")
+            .filter(|l| l.starts_with("cmdstat_") || l.starts_with("errorstat_"))
+            .map(|l| {
+                let (name, fields) = l.split_once(':').unwrap();
+                let kept: Vec<&str> = fields
+                    .split(',')
+                    .filter(|f| !f.starts_with("usec"))
+                    .collect();
+                format!("{name}:{}", kept.join(","))
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let mut replies = Vec::new();
+    for conn in [&mut redis.connect(), &mut served.connect()] {
+        for request in requests {
+            ask(conn, request);
+        }
+        let stats = ask(conn, "INFO commandstats");
+        let errors = ask(conn, "INFO errorstats");
+        replies.push((strip(stats), strip(errors)));
+    }
+    assert!(replies[0].0.len() > 10, "{:?}", replies[0]);
+    assert_eq!(
+        replies[1], replies[0],
+        "tamer's (left) vs redis-server's (right)"
     );
 }

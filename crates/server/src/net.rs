@@ -167,7 +167,7 @@ fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<Serv
     let stats = ServerStats::new(
         port,
         options.config.clone(),
-        &crate::session::all_command_names(),
+        &crate::session::counted_names(),
     );
     stats.set_db(db);
     Ok(stats)

@@ -96,6 +96,24 @@ const SESSION_COMMANDS: &[&str] = &[
     "unwatch", "watch",
 ];
 
+/// Every name commandstats counts: each served command, and each served subcommand of a
+/// container (`config|get`), as Redis 7.0 counts them.
+pub fn counted_names() -> Vec<&'static str> {
+    let mut names = all_command_names();
+    for (name, entry) in commands::meta::table() {
+        if !CONTAINERS.contains(&name.as_str()) {
+            continue;
+        }
+        let subs = entry.get("info").and_then(|i| i.get("subcommands"));
+        for sub in subs.map_or(&[][..], commands::meta::Node::list) {
+            if let Some(commands::meta::Node::Str(full)) = sub.get("name") {
+                names.push(full.as_str());
+            }
+        }
+    }
+    names
+}
+
 /// Every command name tamer serves: the table's and the session's.
 pub fn all_command_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = commands::COMMANDS.iter().map(|c| c.name).collect();
@@ -313,8 +331,9 @@ impl Session {
         let before = out.len();
         let name = args[0].to_ascii_lowercase();
         let queueing = self.multi.is_some();
+        let label = command_label(&name, &args);
         if let Some(entry) = &self.entry {
-            let cmd = command_label(&name, &args);
+            let cmd = label.clone();
             entry.update(|s| {
                 s.cmd = cmd;
                 s.last_active = started;
@@ -323,13 +342,14 @@ impl Session {
         self.dispatch(handle, namespaces, &args, out);
         // The slow log leaves out what may carry a password.
         let logged = (!matches!(&name[..], b"auth" | b"hello")).then_some(args);
-        self.record(&name, logged, started, &out[before..], queueing);
+        self.record(label.as_bytes(), logged, started, &out[before..], queueing);
     }
 
-    /// What `run` records once a command replied.
+    /// What `run` records once a command replied: `label` names it as commandstats does
+    /// (`get`, `config|get`).
     fn record(
         &self,
-        name: &[u8],
+        label: &[u8],
         args: Option<Vec<Vec<u8>>>,
         started: Instant,
         reply: &[u8],
@@ -364,7 +384,7 @@ impl Session {
         if queueing && reply == b"+QUEUED\r\n" {
             return;
         }
-        monitor.record_call(name, took, outcome);
+        monitor.record_call(label, took, outcome);
         let config = &self.stats.config;
         let us = took.as_micros() as u64;
         let threshold_us = config.slowlog_slower_than_us();
@@ -724,12 +744,14 @@ impl Run<'_> {
     }
 }
 
-/// A command as `CLIENT LIST`'s `cmd=` names it: a container command with its subcommand
-/// (`client|list`), any other by its name.
+/// The commands whose first argument is a subcommand.
+pub const CONTAINERS: &[&str] = &[
+    "client", "command", "config", "latency", "memory", "slowlog",
+];
+
+/// A command as `CLIENT LIST`'s `cmd=` and commandstats name it: a container command with
+/// its subcommand (`client|list`), any other by its name.
 fn command_label(name: &[u8], args: &[Vec<u8>]) -> String {
-    const CONTAINERS: &[&str] = &[
-        "client", "command", "config", "latency", "memory", "slowlog",
-    ];
     let name = String::from_utf8_lossy(name).into_owned();
     match args.get(1) {
         Some(sub) if CONTAINERS.contains(&name.as_str()) => {

@@ -45,7 +45,7 @@ impl Node {
         }
     }
 
-    fn list(&self) -> &[Node] {
+    pub fn list(&self) -> &[Node] {
         match self {
             Node::List(items) => items,
             _ => &[],
