@@ -790,14 +790,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(server) => server,
         Err(e) => return fail(e),
     };
-    let metrics_addr = config.get("metrics-addr");
-    let metrics = if metrics_addr.is_empty() {
-        None
-    } else {
-        match tamer_server::metrics::Metrics::start(&metrics_addr, server.stats.clone()) {
-            Ok(m) => Some(m),
-            Err(e) => return fail(e),
-        }
+    let metrics = match start_metrics(&config, &server) {
+        Ok(m) => m,
+        Err(e) => return fail(e),
     };
     println!(
         "tamer {} serving {} (cache {} MiB, durability {durability_name}) on {}; opened in \
@@ -820,6 +815,18 @@ fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("error: stopping the server: {e}");
     }
     close_store(db, &path)
+}
+
+/// The metrics endpoint, if `metrics-addr` names one.
+fn start_metrics(
+    config: &tamer_server::config::Config,
+    server: &tamer_server::net::Server,
+) -> Result<Option<tamer_server::metrics::Metrics>, String> {
+    let addr = config.get("metrics-addr");
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    tamer_server::metrics::Metrics::start(&addr, server.stats.clone()).map(Some)
 }
 
 /// Waits for SIGINT, SIGTERM or `SHUTDOWN`.

@@ -1344,3 +1344,50 @@ fn commandstats_count_as_redis_does() {
         "tamer's (left) vs redis-server's (right)"
     );
 }
+
+/// With `latency-monitor-threshold 1` and `slowlog-log-slower-than 1000`, a command of more
+/// than a millisecond (`LCS` of two 4,000-byte strings: 16 M table cells) is a `command`
+/// latency event (`LATEST`, `HISTORY`) and a slow-log entry with its arguments; `LATENCY
+/// RESET` forgets it. Catches a monitor not fed from the request path or a threshold unread.
+#[test]
+fn latency_monitor_and_slowlog_see_a_slow_command() {
+    use rand::{Rng, SeedableRng};
+    let dir = temp_dir("latency");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    for key in ["a", "b"] {
+        let value: String = (0..4_000)
+            .map(|_| rng.gen_range(b'a'..b'e') as char)
+            .collect();
+        send(&mut c, &["set".into(), key.into(), value]);
+        assert_eq!(read_replies(&mut c, 1), ["+OK\r\n"]);
+    }
+    assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n", "off by default");
+    let set = "CONFIG SET latency-monitor-threshold 1 slowlog-log-slower-than 1000";
+    assert_eq!(ask(&mut c, set), "+OK\r\n");
+    assert_eq!(ask(&mut c, "SLOWLOG RESET"), "+OK\r\n");
+    assert!(ask(&mut c, "LCS a b LEN").starts_with(':'));
+    let latest = ask(&mut c, "LATENCY LATEST");
+    assert!(
+        latest.starts_with("*1\r\n*4\r\n$7\r\ncommand\r\n:"),
+        "{latest}"
+    );
+    let history = ask(&mut c, "LATENCY HISTORY command");
+    // One sample per second with a slow command: the LCS's at least.
+    assert!(
+        !history.starts_with("*0") && history.contains("*2\r\n:"),
+        "{history}"
+    );
+    let log = ask(&mut c, "SLOWLOG GET");
+    assert!(
+        log.contains("$3\r\nLCS\r\n$1\r\na\r\n$1\r\nb\r\n$3\r\nLEN\r\n"),
+        "{log}"
+    );
+    assert_eq!(ask(&mut c, "LATENCY RESET"), ":1\r\n");
+    assert_eq!(
+        ask(&mut c, "CONFIG SET latency-monitor-threshold 0"),
+        "+OK\r\n"
+    );
+    assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n");
+}

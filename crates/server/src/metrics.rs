@@ -44,8 +44,12 @@ impl Metrics {
                     if stop2.load(Ordering::SeqCst) {
                         break;
                     }
-                    if let Ok(conn) = conn {
-                        let _ = respond(conn, &stats);
+                    match conn {
+                        Ok(conn) => {
+                            let _ = respond(conn, &stats);
+                        }
+                        // Out of descriptors, say: wait rather than spin.
+                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
                     }
                 }
             })
@@ -114,138 +118,144 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
 pub fn exposition(stats: &ServerStats) -> String {
     let mut out = String::new();
     commands(&mut out, stats);
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let connected = stats.connected.load(Ordering::Relaxed) as u64;
-    family(
-        &mut out,
-        "tamer_connected_clients",
-        "gauge",
-        "Client connections open.",
-        connected,
-    );
-    let received = load(&stats.connections_received);
-    family(
-        &mut out,
-        "tamer_connections_received_total",
-        "counter",
-        "Connections accepted.",
-        received,
-    );
-    let rejected = load(&stats.rejected);
-    family(
-        &mut out,
-        "tamer_rejected_connections_total",
-        "counter",
-        "Connections refused (maxclients).",
-        rejected,
-    );
-    let admitted = load(&stats.admitted);
-    family(
-        &mut out,
-        "tamer_admitted_requests_total",
-        "counter",
-        "Requests handed to the runtime.",
-        admitted,
-    );
-    let busy = load(&stats.busy);
-    family(
-        &mut out,
-        "tamer_busy_replies_total",
-        "counter",
-        "Requests refused with -BUSY (admission NACKs).",
-        busy,
-    );
-    let errors = load(&stats.monitor.total_errors);
-    family(
-        &mut out,
-        "tamer_error_replies_total",
-        "counter",
-        "Error replies.",
-        errors,
-    );
-    let rss = crate::info::rss_bytes();
-    family(
-        &mut out,
-        "tamer_resident_memory_bytes",
-        "gauge",
-        "Resident set size of the process.",
-        rss,
-    );
+    for (name, kind, help, value) in server_rows(stats) {
+        family(&mut out, name, kind, help, value);
+    }
     if let Some(db) = stats.db() {
-        let cache = db.cache_stats();
-        let commit = db.commit_stats();
-        let cp = db.checkpoint_stats();
-        let writes = cache.write_backs
-            + commit.queue_pages_written
-            + commit.data_pages_written
-            + cp.index_pages_written;
-        let rows: [(&str, &str, &str, u64); 10] = [
-            (
-                "tamer_cache_hits_total",
-                "counter",
-                "Page cache hits.",
-                cache.hits,
-            ),
-            (
-                "tamer_cache_misses_total",
-                "counter",
-                "Page cache misses.",
-                cache.misses,
-            ),
-            (
-                "tamer_cache_evictions_total",
-                "counter",
-                "Pages evicted from the cache.",
-                cache.evictions,
-            ),
-            (
-                "tamer_device_reads_total",
-                "counter",
-                "Pages read from the device.",
-                cache.misses,
-            ),
-            (
-                "tamer_device_writes_total",
-                "counter",
-                "Pages written to the device.",
-                writes,
-            ),
-            (
-                "tamer_commits_staged_total",
-                "counter",
-                "Transactions staged for group commit.",
-                commit.staged,
-            ),
-            (
-                "tamer_group_commits_total",
-                "counter",
-                "Group commits (one device flush each).",
-                commit.group_commits,
-            ),
-            (
-                "tamer_staging_overflows_total",
-                "counter",
-                "Transactions made durable by a checkpoint instead.",
-                commit.overflows,
-            ),
-            (
-                "tamer_checkpoints_total",
-                "counter",
-                "Checkpoints.",
-                cp.checkpoints,
-            ),
-            (
-                "tamer_runtime_queue_depth",
-                "gauge",
-                "Jobs waiting in the runtime's shared queue.",
-                db.runtime().queued() as u64,
-            ),
-        ];
-        for (name, kind, help, value) in rows {
+        for (name, kind, help, value) in store_rows(&db) {
             family(&mut out, name, kind, help, value);
         }
     }
     out
+}
+
+/// One family: name, type, help, value.
+type Row = (&'static str, &'static str, &'static str, u64);
+
+fn server_rows(stats: &ServerStats) -> [Row; 8] {
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    [
+        (
+            "tamer_connected_clients",
+            "gauge",
+            "Client connections open.",
+            stats.connected.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "tamer_connections_received_total",
+            "counter",
+            "Connections accepted.",
+            load(&stats.connections_received),
+        ),
+        (
+            "tamer_rejected_connections_total",
+            "counter",
+            "Connections refused (maxclients).",
+            load(&stats.rejected),
+        ),
+        (
+            "tamer_admitted_requests_total",
+            "counter",
+            "Requests handed to the runtime.",
+            load(&stats.admitted),
+        ),
+        (
+            "tamer_busy_replies_total",
+            "counter",
+            "Requests refused with -BUSY (admission NACKs).",
+            load(&stats.busy),
+        ),
+        (
+            "tamer_error_replies_total",
+            "counter",
+            "Error replies.",
+            load(&stats.monitor.total_errors),
+        ),
+        (
+            "tamer_commands_processed_total",
+            "counter",
+            "Requests run, of any command.",
+            load(&stats.commands),
+        ),
+        (
+            "tamer_resident_memory_bytes",
+            "gauge",
+            "Resident set size of the process.",
+            crate::info::rss_bytes(),
+        ),
+    ]
+}
+
+fn store_rows(db: &tamer_store::Db) -> [Row; 10] {
+    let cache = db.cache_stats();
+    let commit = db.commit_stats();
+    let cp = db.checkpoint_stats();
+    let writes = cache.write_backs
+        + commit.queue_pages_written
+        + commit.data_pages_written
+        + cp.index_pages_written;
+    [
+        (
+            "tamer_cache_hits_total",
+            "counter",
+            "Page cache hits.",
+            cache.hits,
+        ),
+        (
+            "tamer_cache_misses_total",
+            "counter",
+            "Page cache misses.",
+            cache.misses,
+        ),
+        (
+            "tamer_cache_evictions_total",
+            "counter",
+            "Pages evicted from the cache.",
+            cache.evictions,
+        ),
+        (
+            "tamer_device_reads_total",
+            "counter",
+            "Pages read from the device.",
+            cache.misses,
+        ),
+        (
+            "tamer_device_writes_total",
+            "counter",
+            "Pages written to the device.",
+            writes,
+        ),
+        (
+            "tamer_commits_staged_total",
+            "counter",
+            "Transactions staged for group commit.",
+            commit.staged,
+        ),
+        (
+            "tamer_group_commits_total",
+            "counter",
+            "Group commits (one device flush each).",
+            commit.group_commits,
+        ),
+        (
+            "tamer_staging_overflows_total",
+            "counter",
+            "Transactions made durable by a checkpoint instead.",
+            commit.overflows,
+        ),
+        (
+            "tamer_checkpoints_total",
+            "counter",
+            "Checkpoints.",
+            cp.checkpoints,
+        ),
+        (
+            "tamer_runtime_queue_depth",
+            "gauge",
+            "Jobs waiting in the runtime's shared queue.",
+            db.runtime().queued() as u64,
+        ),
+    ]
 }
 
 /// Per-command counters and latency histograms (commands called at least once).

@@ -422,6 +422,40 @@ impl Session {
         write::simple(out, "RESET");
     }
 
+    /// The commands that run at once, even inside `MULTI` (`HELLO`, `AUTH`, `RESET`; `CLIENT`
+    /// and `SHUTDOWN` outside it): whether `name` was one.
+    fn immediate(&mut self, name: &[u8], args: &[Vec<u8>], out: &mut Vec<u8>) -> bool {
+        match name {
+            b"hello" => self.hello(args, out),
+            b"auth" if !(2..=3).contains(&args.len()) => arity_error(out, "auth"),
+            b"auth" => {
+                let (user, pass) = match args {
+                    [_, pass] => (None, pass.clone()),
+                    [_, user, pass] => (Some(user.clone()), pass.clone()),
+                    _ => unreachable!("arity checked"),
+                };
+                match self.check_password(user.as_deref(), &pass) {
+                    Some(text) => write::error(out, text),
+                    None => write::simple(out, "OK"),
+                }
+            }
+            b"client" if self.multi.is_none() => self.client(args, out),
+            b"reset" if args.len() != 1 => arity_error(out, "reset"),
+            b"reset" => self.reset(out),
+            b"shutdown" if self.multi.is_some() => {
+                if let Some((_, dirty)) = self.multi.as_mut() {
+                    *dirty = true;
+                }
+                write::error(out, "ERR Command not allowed inside a transaction");
+            }
+            b"shutdown" => {
+                crate::admin::shutdown(&self.stats, args, out);
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Runs one request, appending its reply.
     fn dispatch(
         &mut self,
@@ -441,36 +475,8 @@ impl Session {
             }
             return;
         }
-        match &name[..] {
-            b"hello" => return self.hello(args, out),
-            b"auth" if !(2..=3).contains(&args.len()) => return arity_error(out, "auth"),
-            b"auth" => {
-                let (user, pass) = match args {
-                    [_, pass] => (None, pass.clone()),
-                    [_, user, pass] => (Some(user.clone()), pass.clone()),
-                    _ => unreachable!("arity checked"),
-                };
-                match self.check_password(user.as_deref(), &pass) {
-                    Some(text) => write::error(out, text),
-                    None => write::simple(out, "OK"),
-                }
-                return;
-            }
-            b"client" if self.multi.is_none() => return self.client(args, out),
-            b"reset" if args.len() != 1 => return arity_error(out, "reset"),
-            b"reset" => return self.reset(out),
-            b"shutdown" if self.multi.is_some() => {
-                if let Some((_, dirty)) = self.multi.as_mut() {
-                    *dirty = true;
-                }
-                return write::error(out, "ERR Command not allowed inside a transaction");
-            }
-            b"shutdown" => {
-                crate::admin::shutdown(&self.stats, args, out);
-                return;
-            }
-
-            _ => {}
+        if self.immediate(&name, args, out) {
+            return;
         }
         let session_command = matches!(
             &name[..],
