@@ -265,3 +265,39 @@ fn tamer(stats: &ServerStats) -> String {
         db.runtime().queued(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(args: &[&str]) -> Vec<&'static str> {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        wanted(&args)
+    }
+
+    /// Catches a section selection unlike Redis's: `default` with `commandstats`, `all`
+    /// without it, named sections not in Redis's order, names not folded, unknown names
+    /// adding a section.
+    #[test]
+    fn sections_are_chosen_as_redis_chooses_them() {
+        let default = ask(&[]);
+        assert_eq!(default, ask(&["default"]));
+        assert!(default.contains(&"memory") && default.contains(&"tamer"));
+        assert!(!default.contains(&"commandstats"));
+        assert_eq!(ask(&["all"]).len(), SECTIONS.len());
+        assert_eq!(ask(&["everything"]).len(), SECTIONS.len());
+        assert_eq!(ask(&["CPU", "memory"]), ["memory", "cpu"]);
+        assert_eq!(ask(&["commandstats", "nosuch"]), ["commandstats"]);
+        assert!(ask(&["nosuch"]).is_empty());
+        let stats = ServerStats::new(1, std::sync::Arc::default(), &["get"]);
+        let text = text(&stats, &[b"clients".to_vec(), b"replication".to_vec()]);
+        assert!(
+            text.starts_with("# Clients\r\nconnected_clients:0\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\n\r\n# Replication\r\nrole:master\r\n"),
+            "{text}"
+        );
+    }
+}
