@@ -1312,6 +1312,14 @@ fn commandstats_count_as_redis_does() {
         "command count",
         "getrange a x 1",
         "mget a s nokey",
+        "multi",
+        "set a 2",
+        "incr s",
+        "get a",
+        "exec",
+        "multi",
+        "get",
+        "exec",
     ];
     // Redis lists in its hash table's order: both sorted.
     let strip = |text: String| -> Vec<String> {

@@ -330,7 +330,20 @@ impl Session {
         let started = Instant::now();
         let before = out.len();
         let name = args[0].to_ascii_lowercase();
-        let queueing = self.multi.is_some();
+        // Inside MULTI, this request is queued (or refused at queueing), not run.
+        let queueing = self.multi.is_some()
+            && !matches!(
+                &name[..],
+                b"exec"
+                    | b"discard"
+                    | b"multi"
+                    | b"watch"
+                    | b"quit"
+                    | b"hello"
+                    | b"auth"
+                    | b"reset"
+                    | b"shutdown"
+            );
         let label = command_label(&name, &args);
         if let Some(entry) = &self.entry {
             let cmd = label.clone();
@@ -651,19 +664,48 @@ impl Session {
                 stats: &stats,
                 max_value_bytes: handle.max_value_bytes(),
             };
+            // Each command's reply span and time, for the counters once this attempt commits.
+            let mut spans = Vec::with_capacity(queued.len());
             for args in &queued {
+                let (at, started) = (replies.len(), Instant::now());
                 run.one(tx, &mut db, &mut quit, args, &mut replies)?;
+                spans.push((at..replies.len(), started.elapsed()));
             }
-            Ok(Some((replies, db)))
+            Ok(Some((replies, db, spans)))
         });
         self.unwatch_all();
         match result {
-            Ok(Some((replies, db))) => {
+            Ok(Some((replies, db, spans))) => {
+                self.record_queued(&queued, &replies, spans);
                 out.extend_from_slice(&replies);
                 self.db = db;
             }
             Ok(None) => write::null_array(out, protocol),
             Err(err) => write::error(out, &format!("ERR {err}")),
+        }
+    }
+}
+
+impl Session {
+    /// Counts the commands an `EXEC` ran (calls, failures, errors), as Redis counts each
+    /// queued command besides `EXEC` itself.
+    fn record_queued(
+        &self,
+        queued: &[Vec<Vec<u8>>],
+        replies: &[u8],
+        spans: Vec<(std::ops::Range<usize>, std::time::Duration)>,
+    ) {
+        let monitor = &self.stats.monitor;
+        for (args, (span, took)) in queued.iter().zip(spans) {
+            let reply = &replies[span];
+            let outcome = if reply.first() == Some(&b'-') {
+                monitor.record_error(reply);
+                Outcome::Failed
+            } else {
+                Outcome::Ok
+            };
+            let label = command_label(&args[0].to_ascii_lowercase(), args);
+            monitor.record_call(label.as_bytes(), took, outcome);
         }
     }
 }
