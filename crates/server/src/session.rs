@@ -558,15 +558,10 @@ impl Session {
     /// Queues a command inside `MULTI`, or refuses it (and the transaction).
     fn queue(&mut self, args: &[Vec<u8>], name: &[u8], out: &mut Vec<u8>) {
         let (queued, dirty) = self.multi.as_mut().expect("inside MULTI");
-        let arity = match name {
-            b"ping" => Some(-1),
-            b"echo" | b"select" => Some(2),
-            b"unwatch" | b"time" => Some(1),
-            b"info" | b"command" | b"client" => Some(-1),
-            b"config" | b"slowlog" | b"latency" | b"memory" => Some(-2),
-            b"lastsave" => Some(1),
-            _ => commands::lookup(name).map(|c| c.arity),
-        };
+        // The table's arity, or the metadata's for a command the session serves.
+        let arity = commands::lookup(name)
+            .map(|c| c.arity)
+            .or_else(|| commands::meta::arity(name));
         let Some(arity) = arity else {
             write::error(out, &commands::unknown_command_text(args));
             *dirty = true;

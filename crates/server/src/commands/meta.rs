@@ -134,6 +134,15 @@ pub fn find(name: &[u8]) -> Option<(&'static Node, Option<&'static Node>)> {
     }
 }
 
+/// The arity of the served command `name` (lowercase), from its metadata.
+pub fn arity(name: &[u8]) -> Option<i32> {
+    if !is_served(name) {
+        return None;
+    }
+    let (info, _) = find(name)?;
+    i32::try_from(info.get("arity")?.int()).ok()
+}
+
 /// A node as RESP: `key` is the map key it is the value of (`flags`, `history` are sets).
 fn write_node(out: &mut Vec<u8>, node: &Node, key: &str, protocol: Protocol) {
     match node {
