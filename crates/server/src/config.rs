@@ -321,9 +321,39 @@ impl Config {
 }
 
 /// Redis's `stringmatchlen`: `*`, `?`, `[abc]`, `[^a-z]`, `\x`; `nocase` folds ASCII case.
-/// Bounded: the recursion on `*` is at most as deep as the pattern's stars, and each level
-/// walks the string once (Redis's own cost: O(pattern × string) per star level).
+/// Bounded: O(pattern × string) steps whatever the pattern (a mismatch backtracks only to the
+/// last `*`, which is enough for these patterns), so a client's pattern of many stars cannot
+/// make it exponential as a recursive matcher would be.
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let (mut p, mut s) = (0, 0);
+    // After the last star seen: (the pattern past it, the string position it resumes from).
+    let mut star: Option<(usize, usize)> = None;
+    while s < string.len() {
+        if pattern.get(p) == Some(&b'*') {
+            while pattern.get(p) == Some(&b'*') {
+                p += 1;
+            }
+            star = Some((p, s));
+            continue;
+        }
+        if let Some(next) = match_one(pattern, p, string[s], nocase) {
+            p = next;
+            s += 1;
+            continue;
+        }
+        // A mismatch: the last star takes one more byte, or the match fails.
+        let Some((after, from)) = star else {
+            return false;
+        };
+        star = Some((after, from + 1));
+        p = after;
+        s = from + 1;
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&b| b == b'*')
+}
+
+/// Matches the pattern element at `p` (not a star) against `c`: the index after it.
+fn match_one(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<usize> {
     let eq = |a: u8, b: u8| {
         if nocase {
             a.eq_ignore_ascii_case(&b)
@@ -331,54 +361,15 @@ pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
             a == b
         }
     };
-    let (mut p, mut s) = (0, 0);
-    while p < pattern.len() {
-        match pattern[p] {
-            b'*' => {
-                while p + 1 < pattern.len() && pattern[p + 1] == b'*' {
-                    p += 1;
-                }
-                if p + 1 == pattern.len() {
-                    return true;
-                }
-                return (s..=string.len())
-                    .any(|from| glob_match(&pattern[p + 1..], &string[from..], nocase));
-            }
-            b'?' => {
-                if s >= string.len() {
-                    return false;
-                }
-                s += 1;
-            }
-            b'[' => {
-                let Some(&c) = string.get(s) else {
-                    return false;
-                };
-                let (matched, next) = class_match(pattern, p + 1, c, nocase);
-                if !matched {
-                    return false;
-                }
-                p = next;
-                s += 1;
-                continue;
-            }
-            b'\\' if p + 1 < pattern.len() => {
-                p += 1;
-                if s >= string.len() || !eq(pattern[p], string[s]) {
-                    return false;
-                }
-                s += 1;
-            }
-            c => {
-                if s >= string.len() || !eq(c, string[s]) {
-                    return false;
-                }
-                s += 1;
-            }
+    match *pattern.get(p)? {
+        b'?' => Some(p + 1),
+        b'[' => {
+            let (matched, next) = class_match(pattern, p + 1, c, nocase);
+            matched.then_some(next)
         }
-        p += 1;
+        b'\\' if p + 1 < pattern.len() => eq(pattern[p + 1], c).then_some(p + 2),
+        literal => eq(literal, c).then_some(p + 1),
     }
-    s == string.len()
 }
 
 /// A `[...]` class starting at `p` (after the `[`) against `c`: (matched, the index after

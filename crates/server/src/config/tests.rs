@@ -42,6 +42,24 @@ fn glob_matches_as_redis() {
     );
 }
 
+/// Catches a matcher that backtracks exponentially: 10,000 stars between `a`s against a
+/// 60-byte string that cannot match takes O(pattern × string), well under a second.
+#[test]
+fn glob_is_linear_in_stars() {
+    let mut pattern = b"a*".repeat(10_000);
+    pattern.push(b'b');
+    let string = vec![b'a'; 60];
+    let started = std::time::Instant::now();
+    assert!(!glob_match(&pattern, &string, true));
+    assert!(glob_match(
+        &pattern[..pattern.len() - 1],
+        &[b'a'; 10_000],
+        true
+    ));
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+}
+
 /// Catches a CONFIG SET that applies the pairs before a later one fails (Redis 7.0 sets all
 /// or none), that lets a client change an immutable setting, or that misses a duplicate.
 #[test]
