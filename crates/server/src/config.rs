@@ -51,7 +51,7 @@ const fn setting(name: &'static str, default: &'static str, kind: Kind, live: bo
 const I64: i64 = i64::MAX;
 /// Most slow-log entries kept (Redis allows up to 2^63; each entry holds up to 4 KiB of
 /// arguments, so tamer bounds the log).
-pub const MAX_SLOWLOG_LEN: i64 = 100_000;
+pub const MAX_SLOWLOG_LEN: i64 = 10_000;
 
 /// Every setting, sorted by name.
 pub const SETTINGS: &[Setting] = &[

@@ -3,13 +3,14 @@
 //! errorstats`), the slow log (`SLOWLOG`) and the latency monitor (`LATENCY`).
 //!
 //! Costs and bounds: a command's counters are atomics in a table fixed at startup (one per
-//! command name tamer serves, found by binary search: no lock on the request path); the
+//! command and served subcommand, found by binary search: no lock on the request path); the
 //! error table, the slow log and the latency events take a mutex, only when a command fails
 //! or passes a threshold. Error prefixes: at most [`MAX_ERROR_PREFIXES`] (past it, new
-//! prefixes are counted under `errorstat_OTHER`); slow-log entries: `slowlog-max-len`
-//! (bounded by [`crate::config::MAX_SLOWLOG_LEN`]) of at most [`SLOWLOG_MAX_ARGS`] arguments
-//! of at most [`SLOWLOG_MAX_ARG_BYTES`] bytes each (Redis's own trimming); latency events:
-//! one (`command`) with [`LATENCY_HISTORY_LEN`] samples, one per second, as Redis keeps them.
+//! prefixes are counted under `errorstat_OTHER`) of [`MAX_ERROR_PREFIX_BYTES`] each;
+//! slow-log entries: `slowlog-max-len` (bounded by [`crate::config::MAX_SLOWLOG_LEN`]) of
+//! at most [`SLOWLOG_MAX_ARGS`] arguments of at most [`SLOWLOG_MAX_ARG_BYTES`] bytes each
+//! (Redis's own trimming); latency events: one (`command`) with [`LATENCY_HISTORY_LEN`]
+//! samples, one per second, as Redis keeps them.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,8 @@ pub const BUCKETS_US: [u64; 16] = [
 ];
 /// Distinct error prefixes counted (Redis's bound too).
 pub const MAX_ERROR_PREFIXES: usize = 128;
+/// Bytes of an error prefix kept.
+pub const MAX_ERROR_PREFIX_BYTES: usize = 64;
 /// Arguments a slow-log entry keeps (the last one kept says how many more there were).
 pub const SLOWLOG_MAX_ARGS: usize = 32;
 /// Bytes of an argument a slow-log entry keeps.
@@ -156,7 +159,8 @@ impl Monitor {
         let end = text
             .iter()
             .position(|&b| b == b' ' || b == b'\r')
-            .unwrap_or(text.len());
+            .unwrap_or(text.len())
+            .min(MAX_ERROR_PREFIX_BYTES);
         let prefix = String::from_utf8_lossy(&text[..end]).into_owned();
         self.total_errors.fetch_add(1, Ordering::Relaxed);
         let mut errors = lock(&self.errors);
@@ -346,6 +350,12 @@ mod tests {
         assert_eq!(e["WRONGTYPE"], 1);
         assert_eq!(e.len(), MAX_ERROR_PREFIXES + 1);
         assert_eq!(m.total_errors.load(Ordering::Relaxed), 303);
+        let m = Monitor::new(&[]);
+        m.record_error(format!("-{}\r\n", "X".repeat(1000)).as_bytes());
+        assert_eq!(
+            m.errors().keys().next().unwrap().len(),
+            MAX_ERROR_PREFIX_BYTES
+        );
     }
 
     /// Catches a latency history that keeps two samples of one second, grows without bound
