@@ -6,8 +6,11 @@
 //! are not built yet.
 
 pub mod commands;
+pub mod dbmap;
+pub mod glob;
 pub mod keyspace;
 pub mod net;
+pub mod reclaim;
 pub mod resp;
 pub mod session;
 pub mod stats;

@@ -25,7 +25,9 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
-use crate::keyspace::{Databases, DATABASES};
+use crate::dbmap::DbMap;
+use crate::keyspace::Databases;
+use crate::reclaim::Reclaimer;
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
 use crate::stats::ServerStats;
@@ -77,6 +79,8 @@ impl Default for ServerOptions {
 
 /// A running server; [`Server::stop`] ends it.
 pub struct Server {
+    /// Reclaims flushed databases' keys in the background (stopped with the server).
+    reclaimer: Option<Reclaimer>,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
@@ -98,13 +102,14 @@ impl Server {
         // SAFETY: `fd` is a new descriptor that nothing else owns.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let stop = Arc::new(AtomicBool::new(false));
+        crate::keyspace::upgrade(&db).map_err(|e| format!("counting the keys: {e}"))?;
         let databases = db
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
         let shared = Arc::new(Shared {
             done: Mutex::new(Vec::new()),
             wake: wake.clone(),
-            namespaces: databases.namespaces,
+            map: DbMap::new(databases.namespaces),
             watches: Arc::new(Watches::default()),
             password: options
                 .requirepass
@@ -112,12 +117,14 @@ impl Server {
                 .map(|p| Arc::new(p.into_bytes())),
             stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
         });
+        let reclaimer = Some(Reclaimer::start(db.clone())?);
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
             .name("tamer-net".into())
             .spawn(move || Network::new(listener, db2, shared, options)?.run(&stop2))
             .map_err(|e| e.to_string())?;
         Ok(Server {
+            reclaimer,
             stop,
             wake,
             thread: Some(thread),
@@ -127,6 +134,9 @@ impl Server {
 
     /// Stops accepting, closes every connection and waits for the network thread.
     pub fn stop(mut self) -> Result<(), String> {
+        if let Some(r) = self.reclaimer.take() {
+            r.stop();
+        }
         self.stop.store(true, Ordering::SeqCst);
         signal(self.wake.as_raw_fd());
         match self.thread.take().map(|t| t.join()) {
@@ -203,7 +213,7 @@ struct Done {
 struct Shared {
     done: Mutex<Vec<Done>>,
     wake: Arc<OwnedFd>,
-    namespaces: [u32; DATABASES],
+    map: DbMap,
     watches: Arc<Watches>,
     password: Option<Arc<Vec<u8>>>,
     stats: Arc<ServerStats>,
@@ -868,7 +878,7 @@ fn run_batch(
         if session.quit {
             break;
         }
-        session.run(handle, &shared.namespaces, args, &mut replies);
+        session.run(handle, &shared.map, args, &mut replies);
     }
     Done {
         conn,
