@@ -901,3 +901,82 @@ fn dbsize_and_flushdb_survive_sigkill_and_space_is_reclaimed() {
         served = Some(Served::start(&dir.0));
     }
 }
+
+/// Pipelines `SET {prefix}{i} {value}`, each followed by a 400-byte `pad{i}` (so the keys'
+/// records spread over many data pages), for `i` in `0..n` in database `db`.
+fn preload(conn: &mut TcpStream, db: usize, prefix: &str, n: usize, value: &str) {
+    call(conn, &["select", &db.to_string()]);
+    let pad = "p".repeat(400);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let mut request = Vec::new();
+        for i in chunk {
+            request.extend_from_slice(format!("SET {prefix}{i} {value}\r\n").as_bytes());
+            request.extend_from_slice(format!("SET pad{i} {pad}\r\n").as_bytes());
+        }
+        conn.write_all(&request).unwrap();
+        read_replies(conn, 2 * chunk.len());
+    }
+    call(conn, &["select", "0"]);
+}
+
+/// Transactions of 40 `INCR` of random keys of database 0 from three clients while a fourth
+/// swaps databases 0 and 1 over and over. The keys are in both databases, database 0's at
+/// 0 and database 1's at 10^6, and the data is larger than the cache, so a transaction
+/// parks on misses and a swap can run meanwhile. Each `EXEC` sees one map: its 40 replies are
+/// all below 500,000 or all above. Catches a map read per command instead of once per
+/// transaction (a swap inside an `EXEC` moves its later increments to the other database),
+/// a swap that runs while a command is in flight.
+#[test]
+fn every_exec_sees_one_database_map_while_swapdb_runs() {
+    let dir = temp_dir("swap-race");
+    let served = Served::start_with(&dir.0, &["--durability", "none"]);
+    let (keys, rounds, clients, incrs) = (30_000, 40, 3, 40);
+    let mut setup = served.connect();
+    preload(&mut setup, 0, "k", keys, "0");
+    preload(&mut setup, 1, "k", keys, "1000000");
+    let writers: Vec<_> = (0..clients)
+        .map(|c| {
+            let mut conn = served.connect();
+            std::thread::spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 + c as u64;
+                for _ in 0..rounds {
+                    let mut script = "MULTI\r\n".to_string();
+                    for _ in 0..incrs {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        script.push_str(&format!("INCR k{}\r\n", x % keys as u64));
+                    }
+                    script.push_str("EXEC\r\n");
+                    conn.write_all(script.as_bytes()).unwrap();
+                    let exec = read_replies(&mut conn, 2 + incrs).pop().unwrap();
+                    let values: Vec<i64> = exec
+                        .split("\r\n")
+                        .skip(1)
+                        .filter(|l| !l.is_empty())
+                        .map(|l| l[1..].parse().unwrap())
+                        .collect();
+                    assert_eq!(values.len(), incrs, "{exec}");
+                    let low = values.iter().filter(|&&v| v < 500_000).count();
+                    assert!(
+                        low == 0 || low == incrs,
+                        "one EXEC saw two maps: {values:?}"
+                    );
+                }
+            })
+        })
+        .collect();
+    let mut swapper = served.connect();
+    let mut swaps = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        assert_eq!(call(&mut swapper, &["swapdb", "0", "1"]), "+OK\r\n");
+        swaps += 1;
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(
+        swaps > 10,
+        "the swaps ran during the transactions ({swaps})"
+    );
+}
