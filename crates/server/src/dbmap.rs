@@ -30,7 +30,7 @@ const WAIT_SLICE_NS: u64 = 1_000_000;
 pub struct DbMap {
     gate: AtomicU64,
     namespaces: [AtomicU32; DATABASES],
-    /// Bumped by every published change (watchers of background work read it).
+    /// Bumped by every published change (for observers and tests).
     changes: AtomicU64,
 }
 

@@ -746,12 +746,18 @@ fn incrbyfloat_computes_as_redis_does() {
 }
 
 /// A whole `SCAN` returns every key present for all of it while another thread inserts
-/// enough keys to split buckets many times and deletes others. Catches a cursor that is not
+/// enough keys to split buckets many times and deletes others, on a store of two cores. Catches a cursor that is not
 /// monotonic in the bucket's pattern (keys moved by a split below the cursor would be
 /// missed), a bucket skipped when its slot's depth changed under the scan.
 #[test]
 fn scan_sees_every_stable_key_during_splits() {
-    let db = std::sync::Arc::new(store());
+    // Two cores: scans and splits also run at the same moment, not only one after the other.
+    let device = DeviceKind::Emulated {
+        latency_ns: 1_000,
+        capacity_bytes: 64 << 20,
+    };
+    let options = DbOptions::new(8 << 20).device(device).cores(2);
+    let db = std::sync::Arc::new(Db::open("unused", options).unwrap());
     for chunk in 0..10 {
         let keys: Vec<String> = (0..200)
             .map(|i| format!("stable{}", chunk * 200 + i))
