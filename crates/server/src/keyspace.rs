@@ -415,6 +415,10 @@ fn read_count(tx: &mut Tx<'_>, record: &[u8]) -> Result<i64, KeyspaceError> {
 fn add_count(tx: &mut Tx<'_>, ns: u32, key: &[u8], delta: i64) -> Result<(), KeyspaceError> {
     let record = count_key(ns, shard_of(key));
     let n = read_count(tx, &record)? + delta;
+    // A key's creation and removal use the same shard: below zero, the records are wrong.
+    if n < 0 {
+        return Err(KeyspaceError::Corrupt(format!("key count {n} in a shard")));
+    }
     if n == 0 {
         tx.delete(&record)?;
     } else {
