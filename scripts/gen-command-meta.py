@@ -17,11 +17,12 @@ import argparse
 import json
 import socket
 
-NAMES = """append auth client command config decr decrby del discard echo exec exists expire
-expireat expiretime get getdel getex getrange getset hello incr incrby info lastsave latency
-lcs memory mget mset msetnx multi persist pexpire pexpireat pexpiretime ping psetex pttl quit
-rename renamenx reset select set setex setnx setrange shutdown slowlog strlen time touch ttl
-type unlink unwatch watch""".split()
+NAMES = """append auth client command config copy dbsize decr decrby del discard echo exec
+exists expire expireat expiretime flushall flushdb get getdel getex getrange getset hello incr
+incrby incrbyfloat info keys lastsave latency lcs memory mget move mset msetnx multi persist
+pexpire pexpireat pexpiretime ping psetex pttl quit randomkey rename renamenx reset scan select
+set setex setnx setrange shutdown slowlog strlen swapdb time touch ttl type unlink unwatch
+watch""".split()
 
 SUBCOMMANDS = {
     "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],

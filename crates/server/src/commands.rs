@@ -6,17 +6,21 @@
 //! conflict retries the whole transaction, so a handler may run more than once: it writes
 //! nothing but its reply and its transaction's changes).
 //!
-//! Built so far: the string commands of [`strings`] and the key commands of [`keys`]
-//! (`docs/commands.md` lists them). The rest of issue 10's list (connection, server,
-//! `MULTI`/`EXEC`, scans, ...) is not built yet.
+//! Built so far: the string commands of [`strings`], the key commands of [`keys`], the
+//! keyspace-wide reads of [`scan`] and the database commands of [`databases`]
+//! (`docs/commands.md` lists them); the session's own commands are in `crate::session`.
 
+pub mod databases;
 pub mod keys;
 pub mod meta;
+pub mod scan;
 pub mod strings;
+
+use std::cell::Cell;
 
 use tamer_store::{DbError, Tx};
 
-use crate::keyspace::KeyspaceError;
+use crate::keyspace::{KeyspaceError, DATABASES};
 use crate::resp::{write, Protocol};
 use crate::watches::Watches;
 
@@ -25,6 +29,15 @@ use crate::watches::Watches;
 pub struct Context<'a> {
     /// The namespace of the client's database.
     pub namespace: u32,
+    /// The client's database.
+    pub db: usize,
+    /// The database map as this transaction sees it. A map command ([`changes_map`]) changes
+    /// it here and in the `databases` record; the caller publishes it once the transaction
+    /// commits.
+    pub map: &'a Cell<[u32; DATABASES]>,
+    /// The caller holds the map's gate exclusively (`crate::dbmap`): required by the map
+    /// commands.
+    pub map_exclusive: bool,
     /// The command's time (Unix ms; one reading per command, as Redis caches it).
     pub now_ms: u64,
     pub protocol: Protocol,
@@ -37,10 +50,47 @@ pub struct Context<'a> {
 impl Context<'_> {
     /// A write to `key` of this database: watchers' `EXEC` will abort.
     pub fn touch(&self, key: &[u8]) {
+        self.touch_in(self.db, key);
+    }
+
+    /// A write to `key` of database `db` (watches are by database, as Redis's).
+    pub fn touch_in(&self, db: usize, key: &[u8]) {
         if let Some(w) = self.watches {
-            w.touch(&crate::keyspace::store_key(self.namespace, key));
+            w.touch(&crate::keyspace::store_key(db as u32, key));
         }
     }
+
+    /// The watched keys of database `db` (namespace `ns`) that a swap with namespace `other`
+    /// (or a flush: `None`) changes, bumped as Redis's `touchAllWatchedKeysInDb` does: those
+    /// stored in `ns` or in `other`. Each is read (locked) in `tx`.
+    pub fn touch_swapped(
+        &self,
+        tx: &mut Tx<'_>,
+        db: usize,
+        ns: u32,
+        other: Option<u32>,
+    ) -> Result<(), DbError> {
+        let Some(w) = self.watches else {
+            return Ok(());
+        };
+        for watched in w.watched_in(db as u32) {
+            let key = &watched[4..];
+            let mut stored = tx.contains(&crate::keyspace::store_key(ns, key))?;
+            if let Some(other) = other {
+                stored |= tx.contains(&crate::keyspace::store_key(other, key))?;
+            }
+            if stored {
+                w.touch(&watched);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the command named `name` (lowercase) changes the database map: it runs with the
+/// map's gate held exclusively.
+pub fn changes_map(name: &[u8]) -> bool {
+    matches!(name, b"swapdb" | b"flushdb" | b"flushall")
 }
 
 /// A command handler: `args[0]` is the command's name.
@@ -60,6 +110,8 @@ pub struct Command {
 /// Every command built, sorted by name.
 pub const COMMANDS: &[Command] = &[
     cmd("append", 3, strings::append),
+    cmd("copy", -3, databases::copy),
+    cmd("dbsize", 1, databases::dbsize),
     cmd("decr", 2, strings::decr),
     cmd("decrby", 3, strings::decrby),
     cmd("del", -2, keys::del),
@@ -67,6 +119,8 @@ pub const COMMANDS: &[Command] = &[
     cmd("expire", -3, keys::expire),
     cmd("expireat", -3, keys::expireat),
     cmd("expiretime", 2, keys::expiretime),
+    cmd("flushall", -1, databases::flushall),
+    cmd("flushdb", -1, databases::flushdb),
     cmd("get", 2, strings::get),
     cmd("getdel", 2, strings::getdel),
     cmd("getex", -2, strings::getex),
@@ -74,8 +128,11 @@ pub const COMMANDS: &[Command] = &[
     cmd("getset", 3, strings::getset),
     cmd("incr", 2, strings::incr),
     cmd("incrby", 3, strings::incrby),
+    cmd("incrbyfloat", 3, strings::incrbyfloat),
+    cmd("keys", 2, scan::keys),
     cmd("lcs", -3, strings::lcs),
     cmd("mget", -2, strings::mget),
+    cmd("move", 3, databases::move_),
     cmd("mset", -3, strings::mset),
     cmd("msetnx", -3, strings::msetnx),
     cmd("persist", 2, keys::persist),
@@ -84,13 +141,16 @@ pub const COMMANDS: &[Command] = &[
     cmd("pexpiretime", 2, keys::pexpiretime),
     cmd("psetex", 4, strings::psetex),
     cmd("pttl", 2, keys::pttl),
+    cmd("randomkey", 1, scan::randomkey),
     cmd("rename", 3, keys::rename),
     cmd("renamenx", 3, keys::renamenx),
+    cmd("scan", -2, scan::scan),
     cmd("set", -3, strings::set),
     cmd("setex", 4, strings::setex),
     cmd("setnx", 3, strings::setnx),
     cmd("setrange", 4, strings::setrange),
     cmd("strlen", 2, strings::strlen),
+    cmd("swapdb", 3, databases::swapdb),
     cmd("touch", -2, keys::exists),
     cmd("ttl", 2, keys::ttl),
     cmd("type", 2, keys::type_),
@@ -164,6 +224,15 @@ pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<()
             write::error(out, &format!("ERR {other}"));
             Ok(())
         }
+    }
+}
+
+/// A keyspace error as a store error, where no reply can carry it (a corrupt keyspace fails
+/// the transaction).
+pub(crate) fn store_error(err: KeyspaceError) -> DbError {
+    match err {
+        KeyspaceError::Store(err) => err,
+        other => DbError::Runtime(other.to_string()),
     }
 }
 

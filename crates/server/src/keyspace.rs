@@ -6,12 +6,23 @@
 //! store key    [namespace u32 BE][user key]          namespace 0 is the server's own
 //! store value  [kind u8][0 u8][0 u16][expire-at ms u64 LE; 0: none][payload]
 //! databases    [0 u32 BE]"databases" -> 16 × [namespace u32 LE][next namespace u32 LE]
+//!                                         [reclaim target u32 LE][again u32 LE][cursor u64 LE]
+//! key counts   [0 u32 BE]"count"[namespace u32 BE][shard u8] -> [keys i64 LE]
 //! ```
 //!
 //! A database is a namespace named by the `databases` record, so `SWAPDB` swaps two entries
 //! (one small transaction, whatever the databases hold) and `FLUSHDB` points its database at a
-//! fresh namespace at once (the old namespace's keys are then unreachable; reclaiming their
-//! space in the background is not built yet). Expired keys read as absent (lazy expiry);
+//! fresh namespace at once. A namespace never comes back once dropped from the map, so every
+//! namespace below `next` that the map does not name is dead: [`reclaim_step`] deletes dead
+//! keys in the background, a few directory slots per transaction, its progress (the pass's
+//! `target` namespace bound and its `cursor` slot) saved in the same transaction, so a crash
+//! resumes the pass (see `Engine::scan_slots` for why a slot cursor sees every key).
+//!
+//! `DBSIZE` is exact and O(1): each namespace's key count is split over [`COUNT_SHARDS`]
+//! records (a key's shard by a hash of its name, so concurrent creations rarely lock the same
+//! record), changed in the same transaction as the key only when a key is created or removed
+//! (an overwrite writes no count); a shard at zero is deleted. Counts include expired keys not
+//! yet removed, as Redis's `dbsize` does. Expired keys read as absent (lazy expiry);
 //! active expiry (a time-ordered structure that finds them without scanning) is not built yet.
 //! Collection kinds (issue 11) will keep their elements under their own namespaces; a
 //! collection's value here is then its small root.
@@ -25,6 +36,11 @@ pub const HEADER_BYTES: usize = 12;
 /// The namespace of the server's own records.
 const META: u32 = 0;
 const DATABASES_KEY: &[u8] = b"databases";
+/// Records each namespace's key count is split over.
+pub const COUNT_SHARDS: usize = 32;
+/// Directory slots one [`reclaim_step`] visits (at most this many buckets of
+/// `tamer_store::BUCKET_CAP` keys deleted in one transaction).
+pub const RECLAIM_SLOTS_PER_STEP: u64 = 4;
 
 /// A value's type (`TYPE` names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +151,19 @@ impl std::error::Error for KeyspaceError {}
 pub struct Databases {
     pub namespaces: [u32; DATABASES],
     next: u32,
+    /// The reclaim pass under way: dead namespaces below `target` are deleted (0: none).
+    reclaim_target: u32,
+    /// A namespace died during the pass: another pass follows.
+    reclaim_again: bool,
+    /// The next directory slot the pass visits.
+    reclaim_cursor: u64,
+    /// Read from a record older than key counts (68 bytes): [`upgrade`] must count the keys.
+    uncounted: bool,
 }
+
+/// Bytes of the `databases` record: before reclaim existed, and now.
+const DATABASES_V1_BYTES: usize = 4 * (DATABASES + 1);
+const DATABASES_BYTES: usize = DATABASES_V1_BYTES + 16;
 
 impl Databases {
     /// A new keyspace's: database `i` in namespace `i + 1`.
@@ -147,20 +175,27 @@ impl Databases {
         Self {
             namespaces,
             next: DATABASES as u32 + 1,
+            reclaim_target: 0,
+            reclaim_again: false,
+            reclaim_cursor: 0,
+            uncounted: false,
         }
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(4 * (DATABASES + 1));
+        let mut out = Vec::with_capacity(DATABASES_BYTES);
         for ns in self.namespaces {
             out.extend_from_slice(&ns.to_le_bytes());
         }
         out.extend_from_slice(&self.next.to_le_bytes());
+        out.extend_from_slice(&self.reclaim_target.to_le_bytes());
+        out.extend_from_slice(&u32::from(self.reclaim_again).to_le_bytes());
+        out.extend_from_slice(&self.reclaim_cursor.to_le_bytes());
         out
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, KeyspaceError> {
-        if bytes.len() != 4 * (DATABASES + 1) {
+        if bytes.len() != DATABASES_BYTES && bytes.len() != DATABASES_V1_BYTES {
             return Err(KeyspaceError::Corrupt("the databases record".into()));
         }
         let word = |i: usize| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4"));
@@ -169,13 +204,27 @@ impl Databases {
             *ns = word(i);
         }
         let next = word(DATABASES);
-        let valid = namespaces.iter().all(|&ns| ns != META && ns < next);
+        let (reclaim_target, reclaim_again, reclaim_cursor) = if bytes.len() == DATABASES_BYTES {
+            let at = DATABASES_V1_BYTES + 8;
+            let cursor = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+            (word(DATABASES + 1), word(DATABASES + 2) != 0, cursor)
+        } else {
+            (0, false, 0)
+        };
+        let valid = namespaces.iter().all(|&ns| ns != META && ns < next) && reclaim_target <= next;
         let mut sorted = namespaces;
         sorted.sort_unstable();
         if !valid || sorted.windows(2).any(|w| w[0] == w[1]) {
             return Err(KeyspaceError::Corrupt("the databases record".into()));
         }
-        Ok(Self { namespaces, next })
+        Ok(Self {
+            namespaces,
+            next,
+            reclaim_target,
+            reclaim_again,
+            reclaim_cursor,
+            uncounted: bytes.len() == DATABASES_V1_BYTES,
+        })
     }
 
     /// The keyspace's record in `tx`, made if the store has none.
@@ -214,18 +263,178 @@ impl Databases {
     }
 
     /// `FLUSHDB`: database `db` starts empty in a fresh namespace; returns the old one (its
-    /// keys are unreachable from now on).
+    /// keys are unreachable from now on, its count records deleted, its keys reclaimed in the
+    /// background by [`reclaim_step`]).
     pub fn flush(tx: &mut Tx<'_>, db: usize) -> Result<u32, KeyspaceError> {
         let mut dbs = Self::load(tx)?;
-        let old = dbs.namespace(db)?;
-        let fresh = dbs.next;
-        dbs.next = fresh
-            .checked_add(1)
-            .ok_or_else(|| KeyspaceError::Corrupt("namespaces exhausted".into()))?;
-        dbs.namespaces[db] = fresh;
+        let old = dbs.flush_one(tx, db)?;
         dbs.save(tx)?;
         Ok(old)
     }
+
+    /// `FLUSHALL`: every database starts empty in a fresh namespace.
+    pub fn flush_all(tx: &mut Tx<'_>) -> Result<(), KeyspaceError> {
+        let mut dbs = Self::load(tx)?;
+        for db in 0..DATABASES {
+            dbs.flush_one(tx, db)?;
+        }
+        dbs.save(tx)
+    }
+
+    fn flush_one(&mut self, tx: &mut Tx<'_>, db: usize) -> Result<u32, KeyspaceError> {
+        let old = self.namespace(db)?;
+        let fresh = self.next;
+        self.next = fresh
+            .checked_add(1)
+            .ok_or_else(|| KeyspaceError::Corrupt("namespaces exhausted".into()))?;
+        self.namespaces[db] = fresh;
+        for shard in 0..COUNT_SHARDS {
+            tx.delete(&count_key(old, shard))?;
+        }
+        if self.reclaim_target == 0 {
+            self.reclaim_target = self.next;
+            self.reclaim_cursor = 0;
+        } else {
+            self.reclaim_again = true;
+        }
+        Ok(old)
+    }
+
+    /// A namespace no database names any more (its keys are garbage).
+    fn dead(&self, ns: u32) -> bool {
+        ns != META && ns < self.reclaim_target && !self.namespaces.contains(&ns)
+    }
+}
+
+/// Brings a keyspace written before key counts and reclaim existed up to date, once, before
+/// the server serves it: counts every live database's keys (one scan of the store), writes
+/// the count records and the new `databases` record, and starts a reclaim pass for the
+/// namespaces flushed before reclaim existed. Nothing to do (no scan) for any other store.
+/// Run it with no other client of the keyspace.
+pub fn upgrade(db: &tamer_store::Db) -> Result<bool, KeyspaceError> {
+    let dbs = db.transaction(|tx| Databases::load(tx).map_err(crate::commands::store_error))?;
+    if !dbs.uncounted {
+        return Ok(false);
+    }
+    let mut counts = std::collections::HashMap::<(u32, usize), i64>::new();
+    let mut cursor = Some(0);
+    // Bounded by the directory: every call advances the cursor by its slots.
+    while let Some(start) = cursor {
+        let (keys, next) = db.transaction(move |tx| tx.scan_slots(start, 64))?;
+        for key in keys {
+            let Some(ns) = key.get(..4) else { continue };
+            let ns = u32::from_be_bytes(ns.try_into().expect("4 bytes"));
+            if dbs.namespaces.contains(&ns) {
+                *counts.entry((ns, shard_of(&key[4..]))).or_default() += 1;
+            }
+        }
+        cursor = next;
+    }
+    db.transaction(move |tx| {
+        let mut dbs = Databases::load(tx).map_err(crate::commands::store_error)?;
+        for (&(ns, shard), n) in &counts {
+            tx.put(&count_key(ns, shard), &n.to_le_bytes())?;
+        }
+        dbs.reclaim_target = dbs.next;
+        dbs.reclaim_cursor = 0;
+        dbs.save(tx).map_err(crate::commands::store_error)
+    })?;
+    Ok(true)
+}
+
+/// What a [`reclaim_step`] left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// No pass under way: nothing to reclaim.
+    Idle,
+    /// A pass is under way: call again.
+    Working,
+}
+
+/// One bounded step of the background reclaim of flushed databases' keys: the keys of
+/// [`RECLAIM_SLOTS_PER_STEP`] directory slots read, those of dead namespaces deleted, the
+/// pass's cursor saved, all in `tx` (a crash resumes at the last committed cursor). A pass
+/// ends at the directory's end; a namespace that died during it starts another.
+pub fn reclaim_step(tx: &mut Tx<'_>) -> Result<Reclaim, KeyspaceError> {
+    let mut dbs = Databases::load(tx)?;
+    if dbs.reclaim_target == 0 {
+        return Ok(Reclaim::Idle);
+    }
+    let (keys, next) = tx.scan_slots(dbs.reclaim_cursor, RECLAIM_SLOTS_PER_STEP)?;
+    for key in keys {
+        let Some(ns) = key.get(..4) else { continue };
+        if dbs.dead(u32::from_be_bytes(ns.try_into().expect("4 bytes"))) {
+            tx.delete(&key)?;
+        }
+    }
+    match next {
+        Some(slot) => dbs.reclaim_cursor = slot,
+        None if dbs.reclaim_again => {
+            dbs.reclaim_again = false;
+            dbs.reclaim_target = dbs.next;
+            dbs.reclaim_cursor = 0;
+        }
+        None => {
+            dbs.reclaim_target = 0;
+            dbs.reclaim_cursor = 0;
+        }
+    }
+    dbs.save(tx)?;
+    Ok(Reclaim::Working)
+}
+
+/// The record holding shard `shard` of namespace `ns`'s key count.
+fn count_key(ns: u32, shard: usize) -> Vec<u8> {
+    let mut name = b"count".to_vec();
+    name.extend_from_slice(&ns.to_be_bytes());
+    name.push(shard as u8);
+    store_key(META, &name)
+}
+
+/// The count shard of user key `key` (FNV-1a).
+fn shard_of(key: &[u8]) -> usize {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in key {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h as usize % COUNT_SHARDS
+}
+
+fn read_count(tx: &mut Tx<'_>, record: &[u8]) -> Result<i64, KeyspaceError> {
+    match tx.get(record)? {
+        None => Ok(0),
+        Some(bytes) => {
+            Ok(i64::from_le_bytes(bytes.try_into().map_err(|_| {
+                KeyspaceError::Corrupt("a key count record".into())
+            })?))
+        }
+    }
+}
+
+/// Adds `delta` to namespace `ns`'s count, in `key`'s shard.
+fn add_count(tx: &mut Tx<'_>, ns: u32, key: &[u8], delta: i64) -> Result<(), KeyspaceError> {
+    let record = count_key(ns, shard_of(key));
+    let n = read_count(tx, &record)? + delta;
+    // A key's creation and removal use the same shard: below zero, the records are wrong.
+    if n < 0 {
+        return Err(KeyspaceError::Corrupt(format!("key count {n} in a shard")));
+    }
+    if n == 0 {
+        tx.delete(&record)?;
+    } else {
+        tx.put(&record, &n.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+/// `DBSIZE`: the keys namespace `ns` holds (expired ones not yet removed included), from its
+/// [`COUNT_SHARDS`] count records.
+pub fn key_count(tx: &mut Tx<'_>, ns: u32) -> Result<u64, KeyspaceError> {
+    let mut total = 0i64;
+    for shard in 0..COUNT_SHARDS {
+        total += read_count(tx, &count_key(ns, shard))?;
+    }
+    u64::try_from(total).map_err(|_| KeyspaceError::Corrupt(format!("key count {total}")))
 }
 
 /// The store key of `key` in namespace `ns`.
@@ -250,22 +459,36 @@ pub fn get(
     };
     let entry = Entry::decode(&bytes)?;
     if entry.expired(now_ms) {
-        tx.delete(&skey)?;
+        remove(tx, ns, key)?;
         return Ok(None);
     }
     Ok(Some(entry))
 }
 
-/// Writes `entry` as `key`'s in namespace `ns`.
+/// Writes `entry` as `key`'s in namespace `ns` (counted when the key is new).
 pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
-    tx.put(&store_key(ns, key), &entry.encode())?;
+    let skey = store_key(ns, key);
+    let existed = tx.contains(&skey)?;
+    tx.put(&skey, &entry.encode())?;
+    if !existed {
+        add_count(tx, ns, key, 1)?;
+    }
     Ok(())
+}
+
+/// Deletes `key` in namespace `ns`, expired or not; true when it was stored.
+pub fn remove(tx: &mut Tx<'_>, ns: u32, key: &[u8]) -> Result<bool, KeyspaceError> {
+    let was = tx.delete(&store_key(ns, key))?;
+    if was {
+        add_count(tx, ns, key, -1)?;
+    }
+    Ok(was)
 }
 
 /// Deletes `key` in namespace `ns`; true when it was there and not expired at `now_ms`.
 pub fn delete(tx: &mut Tx<'_>, ns: u32, key: &[u8], now_ms: u64) -> Result<bool, KeyspaceError> {
     let live = get(tx, ns, key, now_ms)?.is_some();
-    tx.delete(&store_key(ns, key))?;
+    remove(tx, ns, key)?;
     Ok(live)
 }
 

@@ -29,8 +29,10 @@ use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
 use crate::admission::{self, Decision, Meter};
-use crate::keyspace::{Databases, DATABASES};
+use crate::dbmap::DbMap;
+use crate::keyspace::Databases;
 use crate::prefetch;
+use crate::reclaim::Reclaimer;
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
 use crate::stats::ServerStats;
@@ -107,6 +109,8 @@ impl Default for ServerOptions {
 
 /// A running server; [`Server::stop`] ends it.
 pub struct Server {
+    /// Reclaims flushed databases' keys in the background (stopped with the server).
+    reclaimer: Option<Reclaimer>,
     stop: Arc<AtomicBool>,
     wake: Arc<OwnedFd>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
@@ -130,6 +134,7 @@ impl Server {
         // SAFETY: `fd` is a new descriptor that nothing else owns.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let stop = Arc::new(AtomicBool::new(false));
+        crate::keyspace::upgrade(&db).map_err(|e| format!("counting the keys: {e}"))?;
         let databases = db
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
@@ -137,11 +142,12 @@ impl Server {
         let shared = Arc::new(Shared {
             done: Mutex::new(Vec::new()),
             wake: wake.clone(),
-            namespaces: databases.namespaces,
+            map: DbMap::new(databases.namespaces),
             watches: Arc::new(Watches::default()),
             stats: stats.clone(),
             prefetch: options.prefetch,
         });
+        let reclaimer = Some(Reclaimer::start(db.clone())?);
         let (stop2, db2) = (stop.clone(), db);
         let routing = Routing {
             dispatch: options.dispatch,
@@ -152,6 +158,7 @@ impl Server {
             .spawn(move || Network::new(listener, db2, shared, routing)?.run(&stop2))
             .map_err(|e| e.to_string())?;
         Ok(Server {
+            reclaimer,
             stop,
             wake,
             thread: Some(thread),
@@ -162,6 +169,9 @@ impl Server {
 
     /// Stops accepting, closes every connection and waits for the network thread.
     pub fn stop(mut self) -> Result<(), String> {
+        if let Some(r) = self.reclaimer.take() {
+            r.stop();
+        }
         self.stop.store(true, Ordering::SeqCst);
         signal(self.wake.as_raw_fd());
         match self.thread.take().map(|t| t.join()) {
@@ -263,7 +273,7 @@ struct Done {
 struct Shared {
     done: Mutex<Vec<Done>>,
     wake: Arc<OwnedFd>,
-    namespaces: [u32; DATABASES],
+    map: DbMap,
     watches: Arc<Watches>,
     stats: Arc<ServerStats>,
     prefetch: bool,
@@ -1010,7 +1020,7 @@ fn run_batch(
     let started = Instant::now();
     let requests = batch.len();
     if shared.prefetch {
-        prefetch::batch(handle, shared.namespaces[session.db], &batch);
+        prefetch::batch(handle, shared.map.peek(session.db), &batch);
     }
     let mut replies = Vec::new();
     for args in batch {
@@ -1018,7 +1028,7 @@ fn run_batch(
         if session.quit || replies.len() > MAX_REPLY_BYTES {
             break;
         }
-        session.run(handle, &shared.namespaces, args, &mut replies);
+        session.run(handle, &shared.map, args, &mut replies);
     }
     Done {
         conn,

@@ -23,7 +23,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clients::ClientEntry;
+use std::cell::Cell;
+
 use crate::commands::{self, Context};
+use crate::dbmap::DbMap;
 use crate::keyspace::{store_key, DATABASES};
 use crate::monitor::{Outcome, SlowEntry};
 use crate::resp::{parse_i64, write, Protocol};
@@ -42,7 +45,7 @@ pub struct Session {
     pub protocol: Protocol,
     /// Inside `MULTI`: the queued commands, and whether one was refused.
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
-    /// Watched keys: (store key, fingerprint, version when watched).
+    /// Watched keys: ([database u32 BE][key], fingerprint, version when watched).
     watched: Vec<(Vec<u8>, Option<u64>, u64)>,
     /// `QUIT` was asked: reply, then close.
     pub quit: bool,
@@ -320,13 +323,7 @@ impl Session {
 
     /// Runs one request, appending its reply, and records it (command counters, errors,
     /// slow log, latency monitor, the registry's entry).
-    pub fn run(
-        &mut self,
-        handle: &DbHandle,
-        namespaces: &[u32; DATABASES],
-        args: Vec<Vec<u8>>,
-        out: &mut Vec<u8>,
-    ) {
+    pub fn run(&mut self, handle: &DbHandle, map: &DbMap, args: Vec<Vec<u8>>, out: &mut Vec<u8>) {
         let started = Instant::now();
         let before = out.len();
         let name = args[0].to_ascii_lowercase();
@@ -352,7 +349,7 @@ impl Session {
                 s.last_active = started;
             });
         }
-        self.dispatch(handle, namespaces, &args, out);
+        self.dispatch(handle, map, &args, out);
         // The slow log leaves out what may carry a password.
         let logged = (!matches!(&name[..], b"auth" | b"hello")).then_some(args);
         self.record(label.as_bytes(), logged, started, &out[before..], queueing);
@@ -470,13 +467,7 @@ impl Session {
     }
 
     /// Runs one request, appending its reply.
-    fn dispatch(
-        &mut self,
-        handle: &DbHandle,
-        namespaces: &[u32; DATABASES],
-        args: &[Vec<u8>],
-        out: &mut Vec<u8>,
-    ) {
+    fn dispatch(&mut self, handle: &DbHandle, map: &DbMap, args: &[Vec<u8>], out: &mut Vec<u8>) {
         let name = args[0].to_ascii_lowercase();
         self.stats
             .commands
@@ -509,7 +500,7 @@ impl Session {
                 write::simple(out, "OK");
             }
             b"exec" if args.len() != 1 => arity_error(out, "exec"),
-            b"exec" => self.exec(handle, namespaces, out),
+            b"exec" => self.exec(handle, map, out),
             b"discard" if args.len() != 1 => arity_error(out, "discard"),
             b"discard" if self.multi.is_none() => write::error(out, "ERR DISCARD without MULTI"),
             b"discard" => {
@@ -521,37 +512,52 @@ impl Session {
             b"watch" if self.multi.is_some() => {
                 write::error(out, "ERR WATCH inside MULTI is not allowed")
             }
-            b"watch" => self.watch(handle, namespaces, &args[1..], out),
+            b"watch" => self.watch(handle, map, &args[1..], out),
             b"unwatch" if args.len() != 1 => arity_error(out, "unwatch"),
             b"unwatch" => {
                 self.unwatch_all();
                 write::simple(out, "OK");
             }
-            _ => {
-                let (db0, protocol) = (self.db, self.protocol);
-                let watches = self.watches.clone();
-                let stats = self.stats.clone();
-                let result = handle.transaction(|tx| {
-                    let (mut db, mut quit, mut reply) = (db0, false, Vec::new());
-                    let run = Run {
-                        namespaces,
-                        protocol,
-                        watches: &watches,
-                        stats: &stats,
-                        max_value_bytes: handle.max_value_bytes(),
-                    };
-                    run.one(tx, &mut db, &mut quit, args, &mut reply)?;
-                    Ok((reply, db, quit))
-                });
-                match result {
-                    Ok((reply, db, quit)) => {
-                        out.extend_from_slice(&reply);
-                        self.db = db;
-                        self.quit |= quit;
-                    }
-                    Err(err) => write::error(out, &format!("ERR {err}")),
-                }
+            _ => self.one(handle, map, &name, args, out),
+        }
+    }
+
+    /// Runs one command of the table (or `SELECT`, `PING`, ...) in a transaction of its own,
+    /// inside the database map's gate (exclusive for a command that changes the map).
+    fn one(
+        &mut self,
+        handle: &DbHandle,
+        map: &DbMap,
+        name: &[u8],
+        args: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) {
+        let (db0, protocol) = (self.db, self.protocol);
+        let watches = self.watches.clone();
+        let stats = self.stats.clone();
+        let gate = MapGate::enter(map, commands::changes_map(name));
+        let result = handle.transaction(|tx| {
+            let (mut db, mut quit, mut reply) = (db0, false, Vec::new());
+            let map = Cell::new(gate.namespaces());
+            let run = Run {
+                map: &map,
+                map_exclusive: gate.exclusive(),
+                protocol,
+                watches: &watches,
+                stats: &stats,
+                max_value_bytes: handle.max_value_bytes(),
+            };
+            run.one(tx, &mut db, &mut quit, args, &mut reply)?;
+            Ok((reply, db, quit, map.get()))
+        });
+        match result {
+            Ok((reply, db, quit, namespaces)) => {
+                gate.publish(namespaces);
+                out.extend_from_slice(&reply);
+                self.db = db;
+                self.quit |= quit;
             }
+            Err(err) => write::error(out, &format!("ERR {err}")),
         }
     }
 
@@ -585,20 +591,17 @@ impl Session {
     }
 
     /// `WATCH key [key ...]`: each key read (its fingerprint) and registered.
-    fn watch(
-        &mut self,
-        handle: &DbHandle,
-        namespaces: &[u32; DATABASES],
-        keys: &[Vec<u8>],
-        out: &mut Vec<u8>,
-    ) {
+    fn watch(&mut self, handle: &DbHandle, map: &DbMap, keys: &[Vec<u8>], out: &mut Vec<u8>) {
         if self.watched.len() + keys.len() > MAX_WATCHED {
             write::error(out, "ERR too many watched keys");
             return;
         }
-        let namespace = namespaces[self.db];
+        let gate = map.shared();
+        let namespace = gate.namespaces[self.db];
         let now = now_ms();
-        let keys: Vec<Vec<u8>> = keys.iter().map(|k| store_key(namespace, k)).collect();
+        // Watched by database, as Redis watches them: a swap or flush moves the database to
+        // another namespace, and the watch follows the database.
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| store_key(self.db as u32, k)).collect();
         let result = handle.transaction(|tx| {
             keys.iter()
                 .map(|k| Ok((k.clone(), fingerprint(tx, k, namespace, now)?)))
@@ -622,7 +625,7 @@ impl Session {
     }
 
     /// `EXEC`: the queued commands in one transaction, unless a watched key moved.
-    fn exec(&mut self, handle: &DbHandle, namespaces: &[u32; DATABASES], out: &mut Vec<u8>) {
+    fn exec(&mut self, handle: &DbHandle, map: &DbMap, out: &mut Vec<u8>) {
         let Some((queued, dirty)) = self.multi.take() else {
             write::error(out, "ERR EXEC without MULTI");
             return;
@@ -640,9 +643,14 @@ impl Session {
         let watches = self.watches.clone();
         let stats = self.stats.clone();
         let watched = &self.watched;
+        let changes_map = queued
+            .iter()
+            .any(|args| commands::changes_map(&args[0].to_ascii_lowercase()));
+        let gate = MapGate::enter(map, changes_map);
         let result = handle.transaction(|tx| {
             for (key, print, version) in watched {
-                let namespace = u32::from_be_bytes(key[..4].try_into().expect("4 bytes"));
+                let db = u32::from_be_bytes(key[..4].try_into().expect("4 bytes"));
+                let namespace = gate.namespaces()[db as usize];
                 // Read first: the key's lock is held from here to the commit.
                 let print_now = fingerprint(tx, key, namespace, now)?;
                 if print_now != *print || watches.version(key) != *version {
@@ -652,8 +660,10 @@ impl Session {
             let mut replies = Vec::new();
             write::array(&mut replies, queued.len());
             let (mut db, mut quit) = (start_db, false);
+            let map = Cell::new(gate.namespaces());
             let run = Run {
-                namespaces,
+                map: &map,
+                map_exclusive: gate.exclusive(),
                 protocol,
                 watches: &watches,
                 stats: &stats,
@@ -666,11 +676,12 @@ impl Session {
                 run.one(tx, &mut db, &mut quit, args, &mut replies)?;
                 spans.push((at..replies.len(), started.elapsed()));
             }
-            Ok(Some((replies, db, spans)))
+            Ok(Some((replies, db, spans, map.get())))
         });
         self.unwatch_all();
         match result {
-            Ok(Some((replies, db, spans))) => {
+            Ok(Some((replies, db, spans, namespaces))) => {
+                gate.publish(namespaces);
                 self.record_queued(&queued, &replies, spans);
                 out.extend_from_slice(&replies);
                 self.db = db;
@@ -705,9 +716,52 @@ impl Session {
     }
 }
 
+/// The database map's gate as a command holds it.
+enum MapGate<'a> {
+    Shared(crate::dbmap::Shared<'a>),
+    Exclusive(crate::dbmap::Exclusive<'a>),
+}
+
+impl<'a> MapGate<'a> {
+    fn enter(map: &'a DbMap, exclusive: bool) -> Self {
+        if exclusive {
+            MapGate::Exclusive(map.exclusive())
+        } else {
+            MapGate::Shared(map.shared())
+        }
+    }
+
+    fn namespaces(&self) -> [u32; DATABASES] {
+        match self {
+            MapGate::Shared(g) => g.namespaces,
+            MapGate::Exclusive(g) => g.namespaces,
+        }
+    }
+
+    fn exclusive(&self) -> bool {
+        matches!(self, MapGate::Exclusive(_))
+    }
+
+    /// Publishes the map a committed transaction left (it can change only under the
+    /// exclusive gate) and leaves the gate.
+    fn publish(self, namespaces: [u32; DATABASES]) {
+        match self {
+            MapGate::Exclusive(mut g) => {
+                if g.namespaces != namespaces {
+                    g.publish(namespaces);
+                }
+            }
+            MapGate::Shared(g) => {
+                assert_eq!(g.namespaces, namespaces, "map changed under a shared gate")
+            }
+        }
+    }
+}
+
 /// What a command run needs from the server.
 struct Run<'a> {
-    namespaces: &'a [u32; DATABASES],
+    map: &'a Cell<[u32; DATABASES]>,
+    map_exclusive: bool,
     protocol: Protocol,
     watches: &'a Watches,
     stats: &'a ServerStats,
@@ -759,7 +813,7 @@ impl Run<'_> {
             b"lastsave" if args.len() != 1 => arity_error(out, "lastsave"),
             b"lastsave" => crate::admin::lastsave(self.stats, out),
             b"memory" => {
-                let namespace = self.namespaces[*db];
+                let namespace = self.map.get()[*db];
                 crate::admin::memory(tx, namespace, self.protocol, args, out)?;
             }
             b"select" if args.len() != 2 => arity_error(out, "select"),
@@ -773,7 +827,10 @@ impl Run<'_> {
             },
             _ => {
                 let ctx = Context {
-                    namespace: self.namespaces[*db],
+                    namespace: self.map.get()[*db],
+                    db: *db,
+                    map: self.map,
+                    map_exclusive: self.map_exclusive,
                     now_ms: now_ms(),
                     protocol: self.protocol,
                     watches: Some(self.watches),

@@ -1,4 +1,6 @@
-//! The keys some connection `WATCH`es, each with a version that every write to it bumps (as
+//! The keys some connection `WATCH`es (`[database u32 BE][key]`: by database, as Redis's, so
+//! a watch follows its database through `SWAPDB` and `FLUSHDB`), each with a version that
+//! every write to it bumps (as
 //! Redis's `touchWatchedKey`): `EXEC` aborts when a watched key's version moved, whatever the
 //! write was (the same value again, a delete). Only watched keys are tracked: while none is, a
 //! write costs one atomic load; else one hash lookup under the lock.
@@ -66,5 +68,18 @@ impl Watches {
         if let Some(entry) = keys.get_mut(key) {
             entry.1 += 1;
         }
+    }
+
+    /// The watched keys of database `db` (at most [`MAX_TRACKED`]).
+    pub fn watched_in(&self, db: u32) -> Vec<Vec<u8>> {
+        if self.tracked.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        let prefix = db.to_be_bytes();
+        self.lock()
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect()
     }
 }

@@ -2,7 +2,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{keyspace_error, Context};
+use super::{keyspace_error, store_error, Context};
 use crate::keyspace::{self, Entry};
 use crate::resp::{parse_i64, write};
 
@@ -153,7 +153,7 @@ fn expire_generic(
     }
     ctx.touch(args[1]);
     if when <= ctx.now_ms as i64 {
-        tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
+        keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
     } else {
         e.expire_at_ms = Some(when as u64);
         keyspace::put(tx, ctx.namespace, args[1], &e).or_else(|err| keyspace_error(out, err))?;
@@ -321,7 +321,7 @@ fn rename_generic(
     }
     ctx.touch(args[1]);
     ctx.touch(args[2]);
-    tx.delete(&keyspace::store_key(ctx.namespace, args[1]))?;
+    keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
     keyspace::put(tx, ctx.namespace, args[2], &e).or_else(|err| keyspace_error(out, err))?;
     if nx {
         write::integer(out, 1);

@@ -24,17 +24,28 @@ fn store() -> Db {
     Db::open("unused", DbOptions::new(8 << 20).device(device).cores(1)).unwrap()
 }
 
-/// Runs one request on the store in a transaction of its own; its reply.
+/// The database map of [`run`]'s client: its database 0 is namespace `namespace`, database
+/// `i` namespace `namespace + i × 10^6` (a fresh set of databases per namespace).
+fn map_of(namespace: u32) -> [u32; crate::keyspace::DATABASES] {
+    std::array::from_fn(|i| namespace + i as u32 * 1_000_000)
+}
+
+/// Runs one request on the store in a transaction of its own, in database 0 of
+/// [`map_of`]`(namespace)`; its reply. (The map commands run end to end in `tests/serve.rs`.)
 fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
     let args = args.to_vec();
-    let ctx = Context {
-        namespace,
-        now_ms,
-        protocol: Protocol::Resp2,
-        watches: None,
-        max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
-    };
     db.transaction(move |tx| {
+        let map = std::cell::Cell::new(map_of(namespace));
+        let ctx = Context {
+            namespace,
+            db: 0,
+            map: &map,
+            map_exclusive: false,
+            now_ms,
+            protocol: Protocol::Resp2,
+            watches: None,
+            max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
+        };
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         let mut out = Vec::new();
         execute(&ctx, tx, &refs, &mut out)?;
@@ -115,7 +126,10 @@ struct Redis {
 
 impl Redis {
     fn start() -> Option<Redis> {
-        let port = 20_000 + (std::process::id() % 20_000) as u16;
+        // Ports 18000-18499 (the machine's share for tests): ten per process, one per test.
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        let nth = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let port = 18_000 + (std::process::id() % 50) as u16 * 10 + nth;
         let child = Process::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -278,60 +292,98 @@ fn arb_command() -> impl Strategy<Value = Vec<Vec<u8>>> {
         vec!["expireat", "-9223372036854775808"],
     ]);
     let setex = prop::sample::select(vec!["100000", "0", "-1", "x", "9223372036854775807"]);
+    let float = prop::sample::select(vec![
+        "0.1",
+        "0.2",
+        "-0.3",
+        "10.5",
+        "3.0e3",
+        "5e-1",
+        "2.5",
+        "-0",
+        "1e400",
+        "inf",
+        "-inf",
+        "nan",
+        "abc",
+        "",
+        " 1",
+        "1 ",
+        "0x10",
+        "1e-5000",
+        "1.7976931348623157e308",
+        "10.50",
+    ]);
+    let db_arg = prop::sample::select(vec!["1", "0", "15", "16", "-1", "x", "2147483648"]);
     (
-        0..28usize,
+        0..40usize,
         (key.clone(), key),
         value,
         (number.clone(), number),
         (set_opt, getex_opt, expire, lcs_opt),
-        setex,
+        (setex, float, db_arg),
     )
-        .prop_map(|(which, (k, k2), v, (n, m), (opt, gopt, exp, lopt), sx)| {
-            let mut c: Vec<&str> = match which {
-                0 => vec!["get", k],
-                1 => vec!["set", k, v],
-                2 => vec!["setnx", k, v],
-                3 => vec!["getset", k, v],
-                4 => vec!["getdel", k],
-                5 => vec!["mget", k, k2, "nokey"],
-                6 => vec!["mset", k, v, k2, v],
-                7 => vec!["msetnx", k, v, k2, v],
-                8 => vec!["incr", k],
-                9 => vec!["decrby", k, n],
-                10 => vec!["incrby", k, n],
-                11 => vec!["append", k, v],
-                12 => vec!["strlen", k],
-                13 => vec!["getrange", k, n, m],
-                14 => vec!["setrange", k, if n.starts_with('-') { n } else { "2" }, v],
-                15 => vec!["del", k, k2],
-                16 => vec!["getex", k],
-                17 => vec![exp[0], k],
-                18 => vec!["ttl", k],
-                19 => vec!["persist", k],
-                20 => vec!["type", k],
-                21 => vec!["rename", k, k2],
-                22 => vec!["renamenx", k, k2],
-                23 => vec!["setex", k, sx, v],
-                24 => vec!["psetex", k, sx, v],
-                25 => vec!["lcs", k, k2],
-                26 => vec!["unlink", k, "nokey"],
-                _ => vec!["touch", k, k2, k],
-            };
-            match which {
-                1 => c.extend(opt),
-                16 => c.extend(gopt),
-                17 => c.extend(&exp[1..]),
-                25 => c.extend(lopt),
-                _ => {}
-            }
-            c.iter().map(|a| a.as_bytes().to_vec()).collect()
-        })
+        .prop_map(
+            |(which, (k, k2), v, (n, m), (opt, gopt, exp, lopt), (sx, f, d))| {
+                let mut c: Vec<&str> = match which {
+                    0 => vec!["get", k],
+                    1 => vec!["set", k, v],
+                    2 => vec!["setnx", k, v],
+                    3 => vec!["getset", k, v],
+                    4 => vec!["getdel", k],
+                    5 => vec!["mget", k, k2, "nokey"],
+                    6 => vec!["mset", k, v, k2, v],
+                    7 => vec!["msetnx", k, v, k2, v],
+                    8 => vec!["incr", k],
+                    9 => vec!["decrby", k, n],
+                    10 => vec!["incrby", k, n],
+                    11 => vec!["append", k, v],
+                    12 => vec!["strlen", k],
+                    13 => vec!["getrange", k, n, m],
+                    14 => vec!["setrange", k, if n.starts_with('-') { n } else { "2" }, v],
+                    15 => vec!["del", k, k2],
+                    16 => vec!["getex", k],
+                    17 => vec![exp[0], k],
+                    18 => vec!["ttl", k],
+                    19 => vec!["persist", k],
+                    20 => vec!["type", k],
+                    21 => vec!["rename", k, k2],
+                    22 => vec!["renamenx", k, k2],
+                    23 => vec!["setex", k, sx, v],
+                    24 => vec!["psetex", k, sx, v],
+                    25 => vec!["lcs", k, k2],
+                    26 => vec!["unlink", k, "nokey"],
+                    27 | 28 => vec!["incrbyfloat", "f", f],
+                    29 => vec!["set", "f", f],
+                    30 => vec!["incrbyfloat", k, f],
+                    31 => vec!["dbsize"],
+                    32 => vec!["copy", k, k2],
+                    33 => vec!["copy", k, k2, "replace"],
+                    34 => vec!["copy", k, k2, "db", d],
+                    35 => vec!["copy", k, k, "db", d, "replace"],
+                    36 => vec!["move", k, d],
+                    37 => vec!["copy", k, k2, "bogus"],
+                    38 => vec!["exists", k, k2, "f"],
+                    _ => vec!["touch", k, k2, k],
+                };
+                match which {
+                    1 => c.extend(opt),
+                    16 => c.extend(gopt),
+                    17 => c.extend(&exp[1..]),
+                    25 => c.extend(lopt),
+                    _ => {}
+                }
+                c.iter().map(|a| a.as_bytes().to_vec()).collect()
+            },
+        )
 }
 
 /// Every reply equal to Redis 7.0's, byte for byte, over seeded random sequences. Catches any
 /// semantic or error-text difference in the commands built (SET's and GETEX's option rules,
 /// integer parsing and overflow, GETRANGE's clamping, EXPIRE's conditions and past times,
-/// RENAME of a key to itself, expiries moving with RENAME).
+/// RENAME of a key to itself, expiries moving with RENAME, INCRBYFLOAT's parse, sum, print
+/// and errors, DBSIZE's count off after any create or remove, COPY's and MOVE's options,
+/// errors and expiry).
 #[test]
 fn string_commands_reply_as_redis_does() {
     let Some(redis) = Redis::start() else {
@@ -463,4 +515,285 @@ fn strings_past_the_store_limit_are_refused_first() {
         "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
     );
     db.close().unwrap();
+}
+
+/// The elements of a RESP2 array reply of bulk strings (nested arrays flattened), for the
+/// scan tests.
+fn bulks(reply: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    // Bounded: every pass consumes one header line (and a bulk's bytes).
+    while i < reply.len() {
+        let end = i + reply[i..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let line = &reply[i..end];
+        i = end + 2;
+        if line[0] == b'$' {
+            let n: usize = std::str::from_utf8(&line[1..]).unwrap().parse().unwrap();
+            out.push(reply[i..i + n].to_vec());
+            i += n + 2;
+        }
+    }
+    out
+}
+
+/// The wall clock in ms.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Two sorted key lists equal, or a panic naming a few keys in one and not the other.
+fn assert_same_keys(got: Vec<Vec<u8>>, want: Vec<Vec<u8>>, what: &str) {
+    if got != want {
+        let show = |a: &[Vec<u8>], b: &[Vec<u8>]| {
+            a.iter()
+                .filter(|k| b.binary_search(k).is_err())
+                .take(5)
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect::<Vec<_>>()
+        };
+        panic!(
+            "{what}: {} keys, redis {}; only ours: {:?}; only redis's: {:?}",
+            got.len(),
+            want.len(),
+            show(&got, &want),
+            show(&want, &got)
+        );
+    }
+}
+
+/// A full `SCAN` of database 0 of [`map_of`]`(namespace)` with `options`; its keys, sorted.
+fn scan_all(db: &Db, namespace: u32, options: &[&str]) -> Vec<Vec<u8>> {
+    let mut cursor = b"0".to_vec();
+    let mut keys = Vec::new();
+    for _ in 0..1_000_000 {
+        let mut args = vec![b"scan".to_vec(), cursor];
+        args.extend(options.iter().map(|o| o.as_bytes().to_vec()));
+        let reply = bulks(&run(db, namespace, wall_ms(), &args));
+        cursor = reply[0].clone();
+        keys.extend_from_slice(&reply[1..]);
+        if cursor == b"0" {
+            keys.sort();
+            return keys;
+        }
+    }
+    panic!("a scan ends");
+}
+
+/// `KEYS`, a whole `SCAN` (with `MATCH`, `COUNT`, `TYPE`), `RANDOMKEY` and `DBSIZE` against
+/// redis-server on the same keys, and `SCAN`'s errors byte for byte. Catches another
+/// database's keys listed, a glob difference, a scan that skips buckets or stops early, an
+/// expired key listed, `TYPE` compared case-sensitively, an option error text changed.
+#[test]
+fn keyspace_scans_agree_with_redis() {
+    let Some(mut redis) = Redis::start() else {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-server is required"
+        );
+        eprintln!("SKIPPED: redis-server is not installed");
+        return;
+    };
+    let db = store();
+    let both = |redis: &mut Redis, ns: u32, args: &[&str]| {
+        let args = text(args);
+        (redis.call(&args), run(&db, ns, wall_ms(), &args))
+    };
+    // Database 0 (namespace 5) and a neighbour (namespace 6) that must not show.
+    for i in 0..1_500 {
+        let key = format!("{}:{i}", ["user", "item", "h?llo", "[x]"][i % 4]);
+        both(&mut redis, 5, &["set", &key, "v"]);
+        run(&db, 6, 0, &text(&["set", &key, "other"]));
+    }
+    both(&mut redis, 5, &["set", "", "empty key"]);
+    both(&mut redis, 5, &["set", "gone", "v", "px", "1"]);
+    std::thread::sleep(Duration::from_millis(5));
+    let sorted = |reply: Vec<u8>| {
+        let mut keys = bulks(&reply);
+        keys.sort();
+        keys
+    };
+    for pattern in [
+        "*",
+        "user:1*",
+        "h\\?llo:*",
+        "[[]x]:1?",
+        "*:[0-2]",
+        "[^u]*:7",
+        "",
+        "gone",
+    ] {
+        let (want, got) = both(&mut redis, 5, &["keys", pattern]);
+        assert_same_keys(sorted(got), sorted(want), &format!("KEYS {pattern}"));
+    }
+    for options in [
+        &["count", "10"][..],
+        &["match", "item:*", "count", "7"],
+        &["count", "1000"],
+        &["type", "STRING", "match", "*1"],
+        &["type", "hash"],
+    ] {
+        let mut want = Vec::new();
+        let mut cursor = b"0".to_vec();
+        loop {
+            let mut args = vec![b"scan".to_vec(), cursor];
+            args.extend(options.iter().map(|o| o.as_bytes().to_vec()));
+            let reply = bulks(&redis.call(&args));
+            cursor = reply[0].clone();
+            want.extend_from_slice(&reply[1..]);
+            if cursor == b"0" {
+                break;
+            }
+        }
+        want.sort();
+        want.dedup();
+        let mut got = scan_all(&db, 5, options);
+        got.dedup();
+        assert_same_keys(got, want, &format!("SCAN {options:?}"));
+    }
+    for args in [
+        &["scan", "x"][..],
+        &["scan", "-"],
+        &["scan", " 1"],
+        &["scan", "18446744073709551616"],
+        &["scan", "0", "count", "0"],
+        &["scan", "0", "count", "x"],
+        &["scan", "0", "match"],
+        &["scan", "0", "bogus", "1"],
+        // Redis's active expiry may have removed it; a read removes it on both.
+        &["get", "gone"],
+        &["dbsize"],
+        &["keys"],
+        &["randomkey", "x"],
+    ] {
+        let (want, got) = both(&mut redis, 5, args);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{args:?}"
+        );
+    }
+    // Cursors past the directory (as `-1` is) end the scan; `+0` and `` start it.
+    assert_eq!(
+        run(&db, 5, 0, &text(&["scan", "-1"])),
+        b"*2\r\n$1\r\n0\r\n*0\r\n"
+    );
+    for start in ["+0", ""] {
+        let reply = bulks(&run(
+            &db,
+            5,
+            wall_ms(),
+            &text(&["scan", start, "count", "1000"]),
+        ));
+        assert!(reply.len() > 100, "SCAN {start:?} starts at the beginning");
+    }
+    let key = bulks(&run(&db, 5, 0, &text(&["randomkey"]))).pop().unwrap();
+    assert_eq!(run(&db, 5, 0, &[b"exists".to_vec(), key]), b":1\r\n");
+    assert_eq!(run(&db, 77, 0, &text(&["randomkey"])), b"$-1\r\n");
+    db.close().unwrap();
+}
+
+/// `INCRBYFLOAT` on Redis's documented examples and the cases where `long double` shows
+/// (digits past an `f64`'s, values past its range), compared with redis-server. Catches the
+/// arithmetic done in `f64` (0.1 + 0.2, 3000.1's noise, 1e400), trailing zeros kept, `-0`.
+#[test]
+fn incrbyfloat_computes_as_redis_does() {
+    let Some(mut redis) = Redis::start() else {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-server is required"
+        );
+        eprintln!("SKIPPED: redis-server is not installed");
+        return;
+    };
+    let db = store();
+    let script: &[&[&str]] = &[
+        &["set", "k", "10.50"],
+        &["incrbyfloat", "k", "0.1"],
+        &["incrbyfloat", "k", "-5"],
+        &["set", "k", "5.0e3"],
+        &["incrbyfloat", "k", "2.0e2"],
+        &["set", "f", "0.1"],
+        &["incrbyfloat", "f", "0.2"],
+        &["set", "g", "3000"],
+        &["incrbyfloat", "g", "0.1"],
+        &["incrbyfloat", "h", "1e400"],
+        &["incrbyfloat", "h", "1e4932"],
+        &["incrbyfloat", "i", "-0.0"],
+        &["incrbyfloat", "i", "inf"],
+        &["incrbyfloat", "i", "nan"],
+        &["incrbyfloat", "i", "0x1p4"],
+        &["incrbyfloat", "i", "1e-5000"],
+        &["set", "j", "9223372036854775807"],
+        &["incrbyfloat", "j", "1"],
+        &["set", "l", "abc"],
+        &["incrbyfloat", "l", "1"],
+        &["incrbyfloat", "m", "1.5", "x"],
+    ];
+    for args in script {
+        let args = text(args);
+        let want = redis.call(&args);
+        let got = run(&db, 9, 0, &args);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{args:?}"
+        );
+    }
+    db.close().unwrap();
+}
+
+/// A whole `SCAN` returns every key present for all of it while another thread inserts
+/// enough keys to split buckets many times and deletes others, on a store of two cores. Catches a cursor that is not
+/// monotonic in the bucket's pattern (keys moved by a split below the cursor would be
+/// missed), a bucket skipped when its slot's depth changed under the scan.
+#[test]
+fn scan_sees_every_stable_key_during_splits() {
+    // Two cores: scans and splits also run at the same moment, not only one after the other.
+    let device = DeviceKind::Emulated {
+        latency_ns: 1_000,
+        capacity_bytes: 64 << 20,
+    };
+    let options = DbOptions::new(8 << 20).device(device).cores(2);
+    let db = std::sync::Arc::new(Db::open("unused", options).unwrap());
+    for chunk in 0..10 {
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("stable{}", chunk * 200 + i))
+            .collect();
+        let args: Vec<&str> = std::iter::once("mset")
+            .chain(keys.iter().flat_map(|k| [k.as_str(), "v"]))
+            .collect();
+        run(&db, 3, 0, &text(&args));
+    }
+    let buckets_before = db.index_stats().unwrap().buckets;
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for i in 0..30_000u32 {
+                run(&db, 3, 0, &text(&["set", &format!("new{i}"), "v"]));
+                if i % 3 == 0 {
+                    run(&db, 3, 0, &text(&["del", &format!("new{}", i / 2)]));
+                }
+            }
+        })
+    };
+    let mut scans = 0;
+    while !writer.is_finished() || scans == 0 {
+        let seen = scan_all(&db, 3, &["count", "5"]);
+        let seen: std::collections::HashSet<Vec<u8>> = seen.into_iter().collect();
+        for i in 0..2_000 {
+            let key = format!("stable{i}");
+            assert!(seen.contains(key.as_bytes()), "scan {scans} missed {key}");
+        }
+        scans += 1;
+    }
+    writer.join().unwrap();
+    let buckets_after = db.index_stats().unwrap().buckets;
+    assert!(
+        buckets_after > buckets_before * 4,
+        "the writer split buckets ({buckets_before} -> {buckets_after})"
+    );
+    assert!(scans >= 2, "scans ran during the writes ({scans})");
 }

@@ -175,37 +175,82 @@ impl Engine {
     /// The keys of the next bucket at or after directory slot `start` that holds any (each
     /// bucket is visited at its lowest slot), and the slot to continue from (`None`: done).
     pub fn scan_keys_from(&self, start: u64) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
-        let _op = self.check_open()?;
         let mut index = start;
+        loop {
+            let (keys, next) = self.scan_slots(index, 1)?;
+            match next {
+                Some(n) if keys.is_empty() => index = n,
+                _ => return Ok((keys, next)),
+            }
+        }
+    }
+
+    /// The keys of every bucket whose lowest slot is among the `max_slots` directory slots
+    /// from `start` (at most `max_slots` buckets, each at most `BUCKET_CAP` keys), and the slot
+    /// to continue from (`None`: past the directory's end).
+    ///
+    /// A key present for a whole scan (calls from 0, each continuing where the last stopped)
+    /// is returned at least once, whatever splits happen meanwhile: buckets never merge and
+    /// are never freed; a split keeps the old bucket's page and pattern and moves keys only to
+    /// the new bucket, whose pattern (`pattern | 2^depth`) is higher; so the pattern of the
+    /// bucket holding a key never decreases while the scan's slot only increases by one, and
+    /// the scan reaches the slot equal to the key's pattern at a moment its bucket holds it
+    /// (mid-split a moved key is in both buckets until the old one is rewritten).
+    pub fn scan_slots(
+        &self,
+        start: u64,
+        max_slots: u64,
+    ) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
+        let _op = self.check_open()?;
+        let mut keys = Vec::new();
+        let end = start.saturating_add(max_slots.max(1));
+        let mut index = start;
+        // Bounded: `max_slots` passes at most.
         loop {
             let global = self.global_depth.load(Ordering::Acquire);
             if index >= 1u64 << global {
-                return Ok((Vec::new(), None));
+                return Ok((keys, None));
             }
-            let (bucket, depth) = self.dir_get(index)?;
-            if index >= 1u64 << depth.min(global) {
-                index += 1; // visited at its lowest slot, its pattern
-                continue;
-            }
-            let b = self.bucket(bucket, index)?;
-            let keys = b.read(|bytes| -> Result<Vec<Vec<u8>>, DbError> {
-                if get_u32(bytes, 0) != KIND_BUCKET {
-                    return Err(corrupt(
-                        bucket,
-                        "directory points to a page that is no bucket",
-                    ));
-                }
-                if bucket_pattern(bytes) != index {
-                    return Ok(Vec::new()); // visited at its lowest slot
-                }
-                (0..bucket_count(bytes).min(BUCKET_CAP))
-                    .map(|i| self.record_key(&Entry::read(bytes, i)))
-                    .collect()
-            })?;
-            index += 1;
-            if !keys.is_empty() {
+            if index >= end {
                 return Ok((keys, Some(index)));
             }
+            self.keys_at_slot(index, global, &mut keys)?;
+            index += 1;
         }
+    }
+
+    /// Appends the keys of the bucket at directory slot `index` if `index` is its lowest slot
+    /// (its pattern).
+    fn keys_at_slot(
+        &self,
+        index: u64,
+        global: u32,
+        keys: &mut Vec<Vec<u8>>,
+    ) -> Result<(), DbError> {
+        let (bucket, depth) = self.dir_get(index)?;
+        if index >= 1u64 << depth.min(global) {
+            return Ok(()); // visited at its lowest slot, its pattern
+        }
+        let b = self.bucket(bucket, index)?;
+        b.read(|bytes| -> Result<(), DbError> {
+            if get_u32(bytes, 0) != KIND_BUCKET {
+                return Err(corrupt(
+                    bucket,
+                    "directory points to a page that is no bucket",
+                ));
+            }
+            if bucket_pattern(bytes) != index {
+                return Ok(()); // visited at its lowest slot
+            }
+            for i in 0..bucket_count(bytes).min(BUCKET_CAP) {
+                keys.push(self.record_key(&Entry::read(bytes, i))?);
+            }
+            Ok(())
+        })
+    }
+
+    /// Slots of the directory now (2^global depth).
+    pub fn directory_slots(&self) -> u64 {
+        1u64 << self.global_depth.load(Ordering::Acquire)
     }
 }

@@ -153,6 +153,45 @@ impl<'a> Tx<'a> {
         Ok(was)
     }
 
+    /// `key`'s committed value, read without taking its lock (not isolated: another
+    /// transaction may change it at once; this transaction's own writes are seen). For scans
+    /// that read more keys than a transaction may lock.
+    pub fn get_unlocked(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
+        if let Some(&i) = self.index.get(key) {
+            return Ok(self.writes[i].1.clone());
+        }
+        self.engine.get(key)
+    }
+
+    /// The store's keys of the buckets at `max_slots` directory slots from `start`, and the
+    /// slot to continue from; not locked (see `Engine::scan_slots` for what a scan sees).
+    pub fn scan_slots(
+        &self,
+        start: u64,
+        max_slots: u64,
+    ) -> Result<(Vec<Vec<u8>>, Option<u64>), DbError> {
+        self.engine.scan_slots(start, max_slots)
+    }
+
+    /// The keys this transaction writes (buffered, not yet committed) that the store does
+    /// not hold yet: a scan (`scan_slots`) cannot see them, so a scan inside the transaction
+    /// adds them. At most the transaction's writes.
+    pub fn buffered_new_keys(&self) -> Result<Vec<Vec<u8>>, DbError> {
+        let mut out = Vec::new();
+        for (key, value) in &self.writes {
+            if value.is_some() && !self.engine.contains(key)? {
+                out.push(key.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Slots of the store's directory now.
+    pub fn directory_slots(&self) -> u64 {
+        self.engine.directory_slots()
+    }
+
     fn buffer(&mut self, key: &[u8], value: Option<Vec<u8>>) -> Result<(), DbError> {
         let add = key.len() + value.as_ref().map_or(0, Vec::len);
         if self.bytes + add > MAX_TX_BYTES {
