@@ -1871,3 +1871,25 @@ fn every_exec_sees_one_database_map_while_swapdb_runs() {
         "the swaps ran during the transactions ({swaps})"
     );
 }
+
+/// `INFO keyspace` lists each database holding keys with its exact count, and nothing for
+/// the empty ones. Mutations caught: counts of the wrong database (the map ignored), empty
+/// databases listed, the section left empty.
+#[test]
+fn info_keyspace_counts_each_database() {
+    let dir = temp_dir("info-keyspace");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    for words in [
+        &["MSET", "a", "1", "b", "2", "c", "3"][..],
+        &["SELECT", "3"],
+        &["SET", "x", "1"],
+        &["SWAPDB", "3", "5"],
+    ] {
+        let reply = call(&mut c, words);
+        assert!(reply.starts_with('+'), "{words:?}: {reply}");
+    }
+    let info = call(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("# Keyspace\r\ndb0:keys=3\r\ndb5:keys=1\r\n"), "{info}");
+    assert!(!info.contains("db3:"), "{info}");
+}

@@ -4,8 +4,9 @@
 //! `default` (and no argument) is `server`, `clients`, `memory`, `persistence`, `stats`,
 //! `replication`, `cpu`, `errorstats`, `keyspace`, `tamer`; `all` adds `commandstats`;
 //! `everything` is `all`. Unknown section names add nothing, as in Redis. `keyspace` lists
-//! nothing yet: the store counts keys over every database and expired keys not yet deleted,
-//! so a per-database count is not exact (`docs/commands.md`).
+//! each database holding keys as `dbN:keys=K` from the `DBSIZE` counts (expired keys not yet
+//! removed included, as Redis counts them); Redis's `expires` and `avg_ttl` are left out:
+//! tamer keeps no count of keys with a TTL.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -40,8 +41,14 @@ fn wanted(args: &[Vec<u8>]) -> Vec<&'static str> {
         .collect()
 }
 
-/// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line.
-pub fn text(stats: &ServerStats, args: &[Vec<u8>]) -> String {
+/// Whether `args` ask for section `name`.
+pub fn wants(args: &[Vec<u8>], name: &str) -> bool {
+    wanted(args).contains(&name)
+}
+
+/// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line;
+/// `keyspace` holds each database's key count when that section is asked for.
+pub fn text(stats: &ServerStats, args: &[Vec<u8>], keyspace: Option<&[u64; 16]>) -> String {
     let parts: Vec<String> = wanted(args)
         .into_iter()
         .map(|name| match name {
@@ -54,11 +61,21 @@ pub fn text(stats: &ServerStats, args: &[Vec<u8>]) -> String {
             "cpu" => cpu(),
             "commandstats" => commandstats(stats),
             "errorstats" => errorstats(stats),
-            "keyspace" => "# Keyspace\r\n".to_string(),
+            "keyspace" => keyspace_section(keyspace),
             _ => tamer(stats),
         })
         .collect();
     parts.join("\r\n")
+}
+
+fn keyspace_section(counts: Option<&[u64; 16]>) -> String {
+    let mut text = "# Keyspace\r\n".to_string();
+    for (db, &keys) in counts.into_iter().flatten().enumerate() {
+        if keys > 0 {
+            let _ = write!(text, "db{db}:keys={keys}\r\n");
+        }
+    }
+    text
 }
 
 fn server(stats: &ServerStats) -> String {

@@ -803,7 +803,21 @@ impl Run<'_> {
                 write::bulk(out, now.subsec_micros().to_string().as_bytes());
             }
             b"info" => {
-                let text = self.stats.info(&args[1..]);
+                let keyspace = if crate::info::wants(&args[1..], "keyspace") {
+                    let namespaces = self.map.get();
+                    let mut counts = [0u64; DATABASES];
+                    for (count, ns) in counts.iter_mut().zip(namespaces) {
+                        *count = match crate::keyspace::key_count(tx, ns) {
+                            Ok(n) => n,
+                            Err(crate::keyspace::KeyspaceError::Store(e)) => return Err(e),
+                            Err(_) => 0,
+                        };
+                    }
+                    Some(counts)
+                } else {
+                    None
+                };
+                let text = crate::info::text(self.stats, &args[1..], keyspace.as_ref());
                 write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
             }
             b"command" => commands::meta::command(self.protocol, args, out),

@@ -99,9 +99,4 @@ impl ServerStats {
             c.store(0, Ordering::Relaxed);
         }
     }
-
-    /// `INFO`'s text for `sections` (see [`crate::info`]).
-    pub fn info(&self, sections: &[Vec<u8>]) -> String {
-        crate::info::text(self, sections)
-    }
 }
