@@ -11,12 +11,15 @@
 //! A database is a namespace named by the `databases` record, so `SWAPDB` swaps two entries
 //! (one small transaction, whatever the databases hold) and `FLUSHDB` points its database at a
 //! fresh namespace at once (the old namespace's keys are then unreachable; reclaiming their
-//! space in the background is not built yet). Expired keys read as absent (lazy expiry);
-//! active expiry (a time-ordered structure that finds them without scanning) is not built yet.
+//! space in the background is not built yet). Expired keys read as absent (lazy expiry), and
+//! every write of an expiry time also records it in the time-ordered [`expiry_index`], in the
+//! same transaction, from which the expirer (`crate::expiry`) removes keys as they come due.
 //! Collection kinds (issue 11) will keep their elements under their own namespaces; a
 //! collection's value here is then its small root.
 
 use tamer_store::{DbError, Tx};
+
+pub mod expiry_index;
 
 /// Databases, as Redis's default `databases 16`.
 pub const DATABASES: usize = 16;
@@ -256,10 +259,35 @@ pub fn get(
     Ok(Some(entry))
 }
 
-/// Writes `entry` as `key`'s in namespace `ns`.
+/// Writes `entry` as `key`'s in namespace `ns`; an expiry time is recorded in the expiry
+/// index too (one entry: see [`expiry_index`] for its cost).
 pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
+    let skey = store_key(ns, key);
+    tx.put(&skey, &entry.encode())?;
+    if let Some(at) = entry.expire_at_ms {
+        expiry_index::append(tx, &skey, at, wall_ms())?;
+    }
+    Ok(())
+}
+
+/// As [`put`], for an entry whose expiry time is the one `key` holds now, read in this same
+/// transaction (`INCR`, `APPEND`, `SET ... KEEPTTL`): that time is indexed already, so no entry
+/// is added.
+pub fn put_kept_ttl(
+    tx: &mut Tx<'_>,
+    ns: u32,
+    key: &[u8],
+    entry: &Entry,
+) -> Result<(), KeyspaceError> {
     tx.put(&store_key(ns, key), &entry.encode())?;
     Ok(())
+}
+
+/// The wall clock in Unix ms (the clock expiry times are in).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Deletes `key` in namespace `ns`; true when it was there and not expired at `now_ms`.

@@ -6,6 +6,7 @@
 //! are not built yet.
 
 pub mod commands;
+pub mod expiry;
 pub mod keyspace;
 pub mod net;
 pub mod resp;

@@ -81,6 +81,8 @@ pub struct Server {
     wake: Arc<OwnedFd>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     pub local_addr: std::net::SocketAddr,
+    /// Active expiry, stopped when the server is (dropped after the network thread ends).
+    _expirer: crate::expiry::Expirer,
 }
 
 impl Server {
@@ -112,6 +114,13 @@ impl Server {
                 .map(|p| Arc::new(p.into_bytes())),
             stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
         });
+        let expiry = crate::expiry::ExpiryOptions::default();
+        let expirer = crate::expiry::Expirer::start(
+            &db,
+            expiry,
+            shared.stats.expiry.clone(),
+            Some(shared.watches.clone()),
+        )?;
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
             .name("tamer-net".into())
@@ -122,6 +131,7 @@ impl Server {
             wake,
             thread: Some(thread),
             local_addr,
+            _expirer: expirer,
         })
     }
 

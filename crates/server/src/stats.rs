@@ -1,6 +1,7 @@
 //! Server-wide counters that `INFO` reports (updated by the network core and the sessions).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What `INFO` reports about the server as a whole.
@@ -13,6 +14,8 @@ pub struct ServerStats {
     pub connected: AtomicUsize,
     pub rejected: AtomicU64,
     pub commands: AtomicU64,
+    /// Active expiry's counters (`crate::expiry`).
+    pub expiry: Arc<crate::expiry::ExpiryStats>,
 }
 
 impl ServerStats {
@@ -25,6 +28,7 @@ impl ServerStats {
             connected: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            expiry: Arc::default(),
         }
     }
 
