@@ -181,7 +181,7 @@ impl Databases {
         Ok(Self { namespaces, next })
     }
 
-    /// The keyspace's record in `tx`, made if the store has none.
+    /// The keyspace's record in `tx`, made if the store has none (with the expiry cursor).
     pub fn load(tx: &mut Tx<'_>) -> Result<Self, KeyspaceError> {
         let key = store_key(META, DATABASES_KEY);
         match tx.get(&key)? {
@@ -189,6 +189,8 @@ impl Databases {
             None => {
                 let dbs = Self::initial();
                 tx.put(&key, &dbs.encode())?;
+                // A new keyspace's expirer starts now: no entry can be older.
+                expiry_index::Cursor::at_slot(expiry_index::slot_of(wall_ms())).save(tx)?;
                 Ok(dbs)
             }
         }

@@ -5,7 +5,7 @@
 //! head    [0 u32 BE]"xh"[slot u64 BE][shard u8]              -> [chunks u32 LE]
 //! chunk   [0 u32 BE]"xc"[slot u64 BE][shard u8][chunk u32 BE] -> entries, each
 //!         [store key len u32 LE][store key][expire-at ms u64 LE]
-//! cursor  [0 u32 BE]"xcursor"                                 -> [slot u64 LE][shard u8][chunk u32 LE]
+//! cursor  [0 u32 BE]"xnext"                                   -> [slot u64 LE][shard u8][chunk u32 LE]
 //! ```
 //!
 //! Time is cut into slots of [`SLOT_MS`]; an entry for a store key (namespace included, so it
@@ -20,8 +20,8 @@
 //!
 //! Entries may be stale (a TTL changed or removed, the key deleted or renamed): the expirer
 //! deletes a key only when its current header says it has expired, so a stale entry costs
-//! one lookup. The one writer of the cursor is the expirer (`crate::expiry`): it processes one
-//! chunk per transaction (its keys deleted, the chunk deleted and the cursor moved at once),
+//! one lookup. The one writer of the cursor is the expirer (`crate::expiry`): it processes whole
+//! chunks in a transaction (their keys deleted, the chunks deleted and the cursor moved at once),
 //! so a crash mid-pass loses nothing and leaves no entry behind the cursor.
 //!
 //! Why no entry lands behind the cursor: the expirer starts a slot only once the wall clock
@@ -82,7 +82,7 @@ pub fn chunk_key(slot: u64, shard: u8, chunk: u32) -> Vec<u8> {
 }
 
 fn cursor_key() -> Vec<u8> {
-    prefixed(b"xcursor", 0)
+    prefixed(b"xnext", 0)
 }
 
 fn corrupt(what: &str) -> DbError {
