@@ -316,3 +316,57 @@ fn present_keys(db: &Db, keys: &[(Vec<u8>, Option<u64>)]) -> Vec<bool> {
     }
     out
 }
+
+/// Active expiry's rate on a store file (not a test of behaviour: a measurement, run by
+/// hand): 200,000 keys all due at once, drained by the running expirer, in `none` and
+/// `commit` durability. `cargo test --release -p tamer-server expiry_rate -- --ignored
+/// --nocapture`; `TAMER_EXPIRY_DIR` picks the directory (default: the temp dir).
+#[test]
+#[ignore]
+fn expiry_rate() {
+    use tamer_store::Durability;
+    let dir = std::env::var("TAMER_EXPIRY_DIR").map_or_else(|_| std::env::temp_dir(), Into::into);
+    for (name, durability) in [("none", Durability::None), ("commit", Durability::Commit)] {
+        let path = dir.join(format!("expiry-rate-{}.db", std::process::id()));
+        let db = Db::open(
+            &path,
+            DbOptions::new(256 << 20).cores(1).durability(durability),
+        );
+        let db = db.unwrap();
+        let n = 200_000u32;
+        let at = wall_ms() + 3_000;
+        for batch in (0..n).collect::<Vec<_>>().chunks(1_000) {
+            let batch = batch.to_vec();
+            db.transaction(move |tx| {
+                for i in &batch {
+                    let e = keyspace::Entry::string(b"value".to_vec(), Some(at));
+                    let k = format!("key:{i}");
+                    keyspace::put(tx, 1, k.as_bytes(), &e)
+                        .map_err(|e| DbError::Runtime(e.to_string()))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        let stats = Arc::new(ExpiryStats::default());
+        let expirer = Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None).unwrap();
+        let due = Duration::from_millis(at.div_ceil(SLOT_MS) * SLOT_MS - wall_ms());
+        std::thread::sleep(due);
+        let started = Instant::now();
+        while stats.expired_keys() < u64::from(n) && started.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        drop(expirer);
+        println!(
+            "durability {name}: {} keys expired in {secs:.2} s after their slot ended: {:.0} keys/s, \
+             {} passes, {} capped",
+            stats.expired_keys(),
+            stats.expired_keys() as f64 / secs,
+            stats.passes(),
+            stats.expired_time_cap_reached_count()
+        );
+        db.close().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+}
