@@ -40,6 +40,8 @@ pub const STEP_ENTRIES: u32 = 256;
 /// Slots a store without a cursor looks back (one hour): entries written before the first
 /// expirer ran (a keyspace made by `Databases::load` has a cursor from the start).
 pub const LOOKBACK_SLOTS: u64 = 3600;
+/// Least time between two messages about failing passes.
+const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// How long [`Expirer::stop`] waits for the job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
@@ -394,6 +396,7 @@ fn run(
     stop: &AtomicBool,
 ) {
     let mut effort = options.policy.base;
+    let mut last_error: Option<Instant> = None;
     let interval = Duration::from_millis(options.interval_ms);
     while !stop.load(Ordering::SeqCst) {
         let env = PassEnv {
@@ -407,7 +410,11 @@ fn run(
             }
             Err(DbError::Closed) => return,
             Err(err) => {
-                eprintln!("tamer: active expiry pass failed: {err}");
+                // A pass that keeps failing (a corrupt index record) is said once a minute.
+                if last_error.is_none_or(|t| t.elapsed() >= ERROR_LOG_INTERVAL) {
+                    eprintln!("tamer: active expiry pass failed (keys still expire lazily): {err}");
+                    last_error = Some(Instant::now());
+                }
                 effort = options.policy.base;
             }
         }
