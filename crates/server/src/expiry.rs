@@ -10,7 +10,8 @@
 //! no entry behind the cursor. One transaction for ≈ 256 keys also means one durable commit
 //! (one group-commit wait in `commit` mode) for them. A pass stops at its [`Effort`] (entries
 //! examined and time) and yields its core between steps, so a request waits for at most one
-//! step's locks (≤ 256 keys plus a chunk, ≈ 0.5 ms when cached).
+//! step's locks (≤ 256 keys plus a chunk: ≈ 2 ms on this loaded 2-vCPU VM, where removal ran at
+//! 33 k keys/s within 25 ms of each 100 ms, ≈ 7.6 µs of a step's time a key).
 //! The effort adapts as Redis's does when many keys are due ([`next_effort`]): a pass that
 //! stopped on its cap with due entries left doubles the next pass's budget, up to
 //! [`EffortPolicy::max`] (25 ms a pass: a quarter of one core, Redis's
