@@ -1890,6 +1890,41 @@ fn info_keyspace_counts_each_database() {
         assert!(reply.starts_with('+'), "{words:?}: {reply}");
     }
     let info = call(&mut c, &["INFO", "keyspace"]);
-    assert!(info.contains("# Keyspace\r\ndb0:keys=3\r\ndb5:keys=1\r\n"), "{info}");
+    assert!(
+        info.contains("# Keyspace\r\ndb0:keys=3\r\ndb5:keys=1\r\n"),
+        "{info}"
+    );
     assert!(!info.contains("db3:"), "{info}");
+}
+
+/// Active expiry keeps `DBSIZE` exact: keys removed by the expirer (never read) leave the
+/// count, others stay. Mutation caught: the expirer deleting store keys without the
+/// keyspace's count (DBSIZE stays at 60).
+#[test]
+fn active_expiry_keeps_dbsize_exact() {
+    let dir = temp_dir("expiry-dbsize");
+    let served = Served::start_with(&dir.0, &["--durability", "none"]);
+    let mut c = served.connect();
+    for i in 0..50 {
+        assert_eq!(
+            call(&mut c, &["SET", &format!("t{i}"), "v", "PX", "100"]),
+            "+OK\r\n"
+        );
+    }
+    for i in 0..10 {
+        assert_eq!(call(&mut c, &["SET", &format!("k{i}"), "v"]), "+OK\r\n");
+    }
+    assert_eq!(call(&mut c, &["DBSIZE"]), ":60\r\n");
+    // Bounded: 1 s slots and a pass every 100 ms remove them within about 1.1 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = call(&mut c, &["DBSIZE"]);
+        if n == ":10\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "DBSIZE still {n}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let info = call(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:50\r\n"), "{info}");
 }

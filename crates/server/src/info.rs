@@ -178,13 +178,17 @@ fn counters(stats: &ServerStats) -> String {
     format!(
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
          rejected_connections:{}\r\ntotal_error_replies:{}\r\ntamer_admitted_requests:{}\r\n\
-         tamer_busy_replies:{}\r\n",
+         tamer_busy_replies:{}\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\n\
+         expired_time_cap_reached_count:{}\r\n",
         load(&stats.connections_received),
         load(&stats.commands),
         load(&stats.rejected),
         load(&stats.monitor.total_errors),
         load(&stats.admitted),
         load(&stats.busy),
+        stats.expiry.expired_keys(),
+        stats.expiry.expired_stale_perc(),
+        stats.expiry.expired_time_cap_reached_count(),
     )
 }
 
@@ -312,7 +316,11 @@ mod tests {
         assert_eq!(ask(&["commandstats", "nosuch"]), ["commandstats"]);
         assert!(ask(&["nosuch"]).is_empty());
         let stats = ServerStats::new(1, std::sync::Arc::default(), &["get"]);
-        let text = text(&stats, &[b"clients".to_vec(), b"replication".to_vec()]);
+        let text = text(
+            &stats,
+            &[b"clients".to_vec(), b"replication".to_vec()],
+            None,
+        );
         assert!(
             text.starts_with("# Clients\r\nconnected_clients:0\r\n"),
             "{text}"

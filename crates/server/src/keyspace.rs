@@ -22,12 +22,16 @@
 //! records (a key's shard by a hash of its name, so concurrent creations rarely lock the same
 //! record), changed in the same transaction as the key only when a key is created or removed
 //! (an overwrite writes no count); a shard at zero is deleted. Counts include expired keys not
-//! yet removed, as Redis's `dbsize` does. Expired keys read as absent (lazy expiry);
-//! active expiry (a time-ordered structure that finds them without scanning) is not built yet.
+//! yet removed, as Redis's `dbsize` does. Expired keys read as absent (lazy expiry),
+//! and every write of an expiry time also records it in the time-ordered [`expiry_index`], in
+//! the same transaction, from which the expirer (`crate::expiry`) removes keys as they come
+//! due (through [`remove_store_key`], so the counts follow).
 //! Collection kinds (issue 11) will keep their elements under their own namespaces; a
 //! collection's value here is then its small root.
 
 use tamer_store::{DbError, Tx};
+
+pub mod expiry_index;
 
 /// Databases, as Redis's default `databases 16`.
 pub const DATABASES: usize = 16;
@@ -227,7 +231,7 @@ impl Databases {
         })
     }
 
-    /// The keyspace's record in `tx`, made if the store has none.
+    /// The keyspace's record in `tx`, made if the store has none (with the expiry cursor).
     pub fn load(tx: &mut Tx<'_>) -> Result<Self, KeyspaceError> {
         let key = store_key(META, DATABASES_KEY);
         match tx.get(&key)? {
@@ -235,6 +239,8 @@ impl Databases {
             None => {
                 let dbs = Self::initial();
                 tx.put(&key, &dbs.encode())?;
+                // A new keyspace's expirer starts now: no entry can be older.
+                expiry_index::Cursor::at_slot(expiry_index::slot_of(wall_ms())).save(tx)?;
                 Ok(dbs)
             }
         }
@@ -465,8 +471,30 @@ pub fn get(
     Ok(Some(entry))
 }
 
-/// Writes `entry` as `key`'s in namespace `ns` (counted when the key is new).
+/// Writes `entry` as `key`'s in namespace `ns` (counted when the key is new); an expiry time
+/// is recorded in the expiry index too (one entry: see [`expiry_index`] for its cost).
 pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
+    let skey = store_key(ns, key);
+    let existed = tx.contains(&skey)?;
+    tx.put(&skey, &entry.encode())?;
+    if !existed {
+        add_count(tx, ns, key, 1)?;
+    }
+    if let Some(at) = entry.expire_at_ms {
+        expiry_index::append(tx, &skey, at, wall_ms())?;
+    }
+    Ok(())
+}
+
+/// As [`put`], for an entry whose expiry time is the one `key` holds now, read in this same
+/// transaction (`INCR`, `APPEND`, `SET ... KEEPTTL`): that time is indexed already, so no entry
+/// is added.
+pub fn put_kept_ttl(
+    tx: &mut Tx<'_>,
+    ns: u32,
+    key: &[u8],
+    entry: &Entry,
+) -> Result<(), KeyspaceError> {
     let skey = store_key(ns, key);
     let existed = tx.contains(&skey)?;
     tx.put(&skey, &entry.encode())?;
@@ -476,6 +504,13 @@ pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), Ke
     Ok(())
 }
 
+/// The wall clock in Unix ms (the clock expiry times are in).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Deletes `key` in namespace `ns`, expired or not; true when it was stored.
 pub fn remove(tx: &mut Tx<'_>, ns: u32, key: &[u8]) -> Result<bool, KeyspaceError> {
     let was = tx.delete(&store_key(ns, key))?;
@@ -483,6 +518,17 @@ pub fn remove(tx: &mut Tx<'_>, ns: u32, key: &[u8]) -> Result<bool, KeyspaceErro
         add_count(tx, ns, key, -1)?;
     }
     Ok(was)
+}
+
+/// [`remove`] by store key (namespace and key together, as the expiry index names them).
+pub fn remove_store_key(tx: &mut Tx<'_>, skey: &[u8]) -> Result<bool, KeyspaceError> {
+    let Some((ns, key)) = skey.split_first_chunk::<4>() else {
+        return Err(KeyspaceError::Corrupt(format!(
+            "store key of {} bytes",
+            skey.len()
+        )));
+    };
+    remove(tx, u32::from_be_bytes(*ns), key)
 }
 
 /// Deletes `key` in namespace `ns`; true when it was there and not expired at `now_ms`.

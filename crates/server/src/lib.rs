@@ -9,6 +9,7 @@ pub mod clients;
 pub mod commands;
 pub mod config;
 pub mod dbmap;
+pub mod expiry;
 pub mod glob;
 pub mod info;
 pub mod keyspace;

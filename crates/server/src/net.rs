@@ -117,6 +117,8 @@ pub struct Server {
     pub local_addr: std::net::SocketAddr,
     /// What the server shares (settings, counters, connections, the shutdown request).
     pub stats: Arc<ServerStats>,
+    /// Active expiry, stopped when the server is (dropped after the network thread ends).
+    _expirer: crate::expiry::Expirer,
 }
 
 impl Server {
@@ -148,6 +150,9 @@ impl Server {
             prefetch: options.prefetch,
         });
         let reclaimer = Some(Reclaimer::start(db.clone())?);
+        let expiry = crate::expiry::ExpiryOptions::default();
+        let expirer =
+            crate::expiry::Expirer::start(&db, expiry, shared.stats.expiry.clone(), None)?;
         let (stop2, db2) = (stop.clone(), db);
         let routing = Routing {
             dispatch: options.dispatch,
@@ -164,6 +169,7 @@ impl Server {
             thread: Some(thread),
             local_addr,
             stats,
+            _expirer: expirer,
         })
     }
 

@@ -37,6 +37,8 @@ pub struct ServerStats {
     db: Mutex<Weak<Db>>,
     /// The replication id `INFO replication` shows (random per start, as Redis's).
     pub replid: String,
+    /// Active expiry's counters (`crate::expiry`).
+    pub expiry: Arc<crate::expiry::ExpiryStats>,
 }
 
 impl ServerStats {
@@ -73,6 +75,7 @@ impl ServerStats {
             shutdown: AtomicBool::new(false),
             db: Mutex::new(Weak::new()),
             replid,
+            expiry: Arc::default(),
         }
     }
 

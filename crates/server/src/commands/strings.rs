@@ -42,6 +42,19 @@ fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry, out: &mut Ve
     keyspace::put(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
 }
 
+/// As [`store`], for an entry keeping the expiry time `key` has now, read in this transaction
+/// (already in the expiry index).
+fn store_kept(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    entry: &Entry,
+    out: &mut Vec<u8>,
+) -> Result {
+    ctx.touch(key);
+    keyspace::put_kept_ttl(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
+}
+
 /// `GET key`.
 pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     match find(ctx, tx, args[1])? {
@@ -231,13 +244,12 @@ pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
         (Found::String(e), true) => e.expire_at_ms,
         _ => None,
     };
-    store(
-        ctx,
-        tx,
-        args[1],
-        &Entry::string(args[2].to_vec(), expire.or(keep)),
-        out,
-    )?;
+    let entry = Entry::string(args[2].to_vec(), expire.or(keep));
+    if expire.is_none() && keep.is_some() {
+        store_kept(ctx, tx, args[1], &entry, out)?;
+    } else {
+        store(ctx, tx, args[1], &entry, out)?;
+    }
     if !o.get {
         write::simple(out, "OK");
     }
@@ -321,13 +333,8 @@ fn incr_by(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64, out: &mut Vec<u8
         write::error(out, OVERFLOW);
         return Ok(());
     };
-    store(
-        ctx,
-        tx,
-        key,
-        &Entry::string(new.to_string().into_bytes(), ttl),
-        out,
-    )?;
+    let entry = Entry::string(new.to_string().into_bytes(), ttl);
+    store_kept(ctx, tx, key, &entry, out)?;
     write::integer(out, new);
     Ok(())
 }
@@ -461,7 +468,7 @@ pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
     }
     value.extend_from_slice(args[2]);
     let len = value.len() as i64;
-    store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    store_kept(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
     write::integer(out, len);
     Ok(())
 }
@@ -574,7 +581,7 @@ pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
     }
     value[offset as usize..end as usize].copy_from_slice(piece);
     let len = value.len() as i64;
-    store(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    store_kept(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
     write::integer(out, len);
     Ok(())
 }
