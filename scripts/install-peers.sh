@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the benchmark peers from Debian's packages: fio (device bench), redis-server and
-# redis-tools (redis-benchmark, redis-cli), memcached. Idempotent; needs root (or sudo).
+# Installs the benchmark and test peers from Debian's packages: fio (device bench),
+# redis-server and redis-tools (redis-benchmark, redis-cli), memcached, python3-redis
+# (redis-py, for Debian's /usr/bin/python3). Idempotent; needs root (or sudo).
 set -euo pipefail
-packages=(fio redis-server redis-tools memcached)
+packages=(fio redis-server redis-tools memcached python3-redis)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -93,6 +93,21 @@ struct ServeArgs {
     /// Refuse to listen beyond loopback without `--requirepass` (Redis's `protected-mode`).
     #[arg(long, default_value = "yes")]
     protected_mode: String,
+    /// Cores running requests (the store's runtime; the network thread is one more OS
+    /// thread). Default: the CPUs this process may use, less one, at least one.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// `shared`: one queue, the next free core runs the next request batch (seed 004);
+    /// `partitioned`: each connection pinned to one core (the RSS baseline).
+    #[arg(long, default_value = "shared")]
+    dispatch: String,
+    /// Latency objective in µs: requests past the queued work that meets it get `-BUSY`
+    /// at once (admission). Default: none (only the fixed bounds).
+    #[arg(long)]
+    slo_us: Option<u64>,
+    /// Prefetch the pages of a request batch's keys before it runs: `yes` or `no`.
+    #[arg(long, default_value = "yes")]
+    prefetch: String,
 }
 
 #[derive(Args)]
@@ -842,9 +857,30 @@ fn serve(args: ServeArgs) -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(&args.dir) {
         return fail(format!("creating {}: {e}", args.dir.display()));
     }
+    let dispatch = match args.dispatch.as_str() {
+        "shared" => tamer_server::net::Dispatch::Shared,
+        "partitioned" => tamer_server::net::Dispatch::Partitioned,
+        other => return fail(format!("--dispatch {other}: shared or partitioned")),
+    };
+    let prefetch = match args.prefetch.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return fail(format!("--prefetch {other}: yes or no")),
+    };
+    let cores = args
+        .cores
+        .unwrap_or_else(|| allowed_cpus().saturating_sub(1).max(1));
+    if cores == 0 || cores > 256 {
+        return fail(format!("--cores {cores}: 1 to 256"));
+    }
+    if args.slo_us == Some(0) {
+        return fail("--slo-us 0: an objective of at least 1 µs".into());
+    }
     let path = args.dir.join("tamer.db");
     let started = std::time::Instant::now();
-    let options = tamer_store::DbOptions::new(cache_bytes).durability(durability);
+    let options = tamer_store::DbOptions::new(cache_bytes)
+        .durability(durability)
+        .cores(cores);
     let db = match tamer_store::Db::open(&path, options) {
         Ok(db) => std::sync::Arc::new(db),
         Err(e) => return fail(format!("opening {}: {e}", path.display())),
@@ -856,18 +892,23 @@ fn serve(args: ServeArgs) -> ExitCode {
         port: args.port,
         max_clients: args.maxclients,
         requirepass: args.requirepass.clone(),
+        dispatch,
+        slo_us: args.slo_us,
+        prefetch,
     };
     let server = match tamer_server::net::Server::start(db.clone(), server_options) {
         Ok(server) => server,
         Err(e) => return fail(e),
     };
     println!(
-        "tamer {} serving {} (cache {} MiB, durability {}) on {}; opened in {open_ms:.1} ms \
-         (recovery redid {} commit records in {} ms)",
+        "tamer {} serving {} (cache {} MiB, durability {}, {cores} cores, dispatch {}, slo {}) \
+         on {}; opened in {open_ms:.1} ms (recovery redid {} commit records in {} ms)",
         env!("CARGO_PKG_VERSION"),
         path.display(),
         cache_bytes >> 20,
         args.durability,
+        args.dispatch,
+        args.slo_us.map_or("none".into(), |us| format!("{us} µs")),
         server.local_addr,
         recovery.records_redone,
         recovery.ns / 1_000_000
@@ -903,4 +944,19 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         Err(e) => fail(format!("closing {}: {e}", path.display())),
     }
+}
+
+/// CPUs this process may run on (its affinity mask, as `taskset` sets it).
+fn allowed_cpus() -> usize {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let n = libc::CPU_COUNT(&set);
+            if n > 0 {
+                return n as usize;
+            }
+        }
+    }
+    tamer_runtime::online_cpus()
 }

@@ -693,3 +693,176 @@ fn info_time_and_command() {
     assert!(replies[3].starts_with("*2\r\n*2\r\n"), "{}", replies[3]);
     assert!(replies[3].contains("connected_clients:1"), "{}", replies[3]);
 }
+
+/// Sends `batches` pipelines of `depth` GETs on each of `conns` connections at once and
+/// returns (replies, `-BUSY` replies).
+fn flood(served: &Served, conns: usize, batches: usize, depth: usize) -> (usize, usize) {
+    let threads: Vec<_> = (0..conns)
+        .map(|_| {
+            let mut conn = served.connect();
+            std::thread::spawn(move || {
+                let (mut replies, mut busy) = (0, 0);
+                let request = b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n".repeat(depth);
+                for _ in 0..batches {
+                    conn.write_all(&request).unwrap();
+                    for reply in read_replies(&mut conn, depth) {
+                        replies += 1;
+                        if reply.starts_with("-BUSY") {
+                            busy += 1;
+                        } else {
+                            assert_eq!(reply, "$5\r\nvalue\r\n", "a GET's reply");
+                        }
+                    }
+                }
+                (replies, busy)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .fold((0, 0), |(r, b), (r2, b2)| (r + r2, b + b2))
+}
+
+/// Admission: with an objective far below what queued work takes, requests past the bound
+/// get `-BUSY` at once, every request gets exactly one reply in order, and the others are
+/// served; without an objective nothing is refused. Mutations caught: the decision ignored
+/// (no `-BUSY`), a refused batch's replies dropped or duplicated (the counts differ), a
+/// refusal that keeps the connection's session (later requests never run: no values).
+#[test]
+fn admission_refuses_past_the_objective_with_busy() {
+    let dir = temp_dir("admission");
+    for (slo, expect_busy) in [(Some("5"), true), (None, false)] {
+        let mut extra = vec!["--durability", "none"];
+        if let Some(slo) = slo {
+            extra.extend(["--slo-us", slo]);
+        }
+        let served = Served::start_with(&dir.0, &extra);
+        let mut conn = served.connect();
+        conn.write_all(b"SET key value\r\n").unwrap();
+        assert_eq!(read_replies(&mut conn, 1), ["+OK\r\n"]);
+        let (conns, batches, depth) = (8, 20, 200);
+        let (replies, busy) = flood(&served, conns, batches, depth);
+        assert_eq!(replies, conns * batches * depth);
+        assert!(busy < replies, "some requests are served: {busy} refused");
+        assert_eq!(busy > 0, expect_busy, "slo {slo:?}: {busy} refused");
+    }
+}
+
+/// `--dispatch partitioned` serves as `shared` does (each connection on one core), and a bad
+/// value is refused at startup. Mutations caught: partitioned jobs sent to a core that does
+/// not exist (nothing is served), the flag ignored or accepted with any value.
+#[test]
+fn partitioned_dispatch_serves_and_bad_flags_are_refused() {
+    let dir = temp_dir("partitioned");
+    let served = Served::start_with(&dir.0, &["--dispatch", "partitioned", "--cores", "2"]);
+    let mut conn = served.connect();
+    conn.write_all(b"SET key value\r\n").unwrap();
+    assert_eq!(read_replies(&mut conn, 1), ["+OK\r\n"]);
+    assert_eq!(flood(&served, 5, 5, 50), (1_250, 0));
+    drop(served);
+    for bad in [
+        &["--dispatch", "random"][..],
+        &["--prefetch", "maybe"],
+        &["--slo-us", "0"],
+        &["--cores", "0"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+            .args(["serve", "--port", "0", "--dir"])
+            .arg(&dir.0)
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(bad[0]), "{bad:?}: {err}");
+    }
+}
+
+/// Debian's Python with its `python3-redis` package (scripts/install-peers.sh).
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+fn have_redis_py() -> bool {
+    let found = Command::new(SYSTEM_PYTHON)
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-py is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: redis-py (python3-redis) is not installed");
+    }
+    found
+}
+
+/// redis-py, unchanged: commands, errors as `ResponseError`, pipelines with and without
+/// `MULTI`, `WATCH` transactions from four threads (no increment lost), binary keys and
+/// values, a second database (tests/py/redis_py_client.py). Mutations caught: any reply
+/// redis-py cannot parse or maps to a different value, a lost update under `WATCH`, `SELECT`
+/// not isolating databases.
+#[test]
+fn redis_py_works_unchanged() {
+    if !have_redis_py() {
+        return;
+    }
+    let dir = temp_dir("redis-py");
+    let served = Served::start(&dir.0);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_client.py");
+    let out = Command::new(SYSTEM_PYTHON)
+        .arg(script)
+        .arg(served.port.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "redis-py failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// redis-benchmark, unchanged, with 20 clients and pipelines of 8: it finishes with every
+/// request answered, and the keys it wrote are there. Mutations caught: a reply that stalls
+/// or confuses redis-benchmark (it hangs or reports errors), SETs acknowledged and not stored.
+#[test]
+fn redis_benchmark_runs_against_it() {
+    if !have_redis_cli() {
+        return;
+    }
+    let dir = temp_dir("redis-benchmark");
+    let served = Served::start(&dir.0);
+    let out = Command::new("redis-benchmark")
+        .args(["-p", &served.port.to_string()])
+        .args(["-t", "set,get,incr,mset", "-n", "20000", "-r", "1000"])
+        .args(["-c", "20", "-P", "8", "-q", "--csv"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for test in ["SET", "GET", "INCR", "MSET"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("\"{test}")))
+            .unwrap_or_else(|| panic!("no {test} line in {text}"));
+        let rps: f64 = line
+            .split(',')
+            .nth(1)
+            .unwrap()
+            .trim_matches('"')
+            .parse()
+            .unwrap();
+        assert!(rps > 0.0, "{line}");
+    }
+    let value = redis_cli(served.port, &["GET", "key:000000000042"]);
+    assert_eq!(
+        value.trim().len(),
+        3,
+        "redis-benchmark's 3-byte value: {value:?}"
+    );
+}

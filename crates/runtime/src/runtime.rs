@@ -297,6 +297,11 @@ impl Runtime {
         Ok(())
     }
 
+    /// Executors (cores) it runs.
+    pub fn cores(&self) -> usize {
+        self.shared.inboxes.len()
+    }
+
     /// Jobs waiting in the shared queue.
     pub fn queued(&self) -> usize {
         self.shared.global.len()

@@ -5,9 +5,11 @@
 //! expiry times, the 16 databases as namespaces. The server, its commands and its request path
 //! are not built yet.
 
+pub mod admission;
 pub mod commands;
 pub mod keyspace;
 pub mod net;
+pub mod prefetch;
 pub mod resp;
 pub mod session;
 pub mod stats;

@@ -12,20 +12,25 @@
 //! most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
 //! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
 //! [`ServerOptions::max_clients`]. The receive pool is shared: [`RECV_BUFFERS`] buffers of
-//! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache); a received buffer is
-//! copied into its connection's query bytes and handed back to the kernel at once.
+//! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache) in a registered
+//! provided-buffer ring; a received buffer is copied into its connection's query bytes and
+//! handed back at once by one ring entry and a tail store (no submission, no syscall). In the
+//! steady state one `io_uring_enter` per loop pass submits every send and re-arm and waits.
 
 use std::collections::VecDeque;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
+use crate::admission::{self, AdmissionStats, Decision, Meter};
 use crate::keyspace::{Databases, DATABASES};
+use crate::prefetch;
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
 use crate::stats::ServerStats;
@@ -62,6 +67,24 @@ pub struct ServerOptions {
     pub max_clients: usize,
     /// The password every client must give (`AUTH`) before anything else (`requirepass`).
     pub requirepass: Option<String>,
+    /// Which core runs a connection's requests.
+    pub dispatch: Dispatch,
+    /// The latency objective admission keeps queued work under, µs (`None`: only the hard
+    /// bounds; see [`crate::admission`]).
+    pub slo_us: Option<u64>,
+    /// Prefetch the pages of a job's keys before its requests run (seed 004's prefetch on
+    /// dispatch; see [`tamer_store::DbHandle::prefetch`]).
+    pub prefetch: bool,
+}
+
+/// Which core runs a connection's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// One shared queue: the next free core runs the next job (seed 004's single queue).
+    Shared,
+    /// Each connection pinned to one core's inbox (connection number modulo cores): the
+    /// RSS/multi-queue baseline seed 004 compares against.
+    Partitioned,
 }
 
 impl Default for ServerOptions {
@@ -71,6 +94,9 @@ impl Default for ServerOptions {
             port: 6379,
             max_clients: 10_000,
             requirepass: None,
+            dispatch: Dispatch::Shared,
+            slo_us: None,
+            prefetch: true,
         }
     }
 }
@@ -111,6 +137,8 @@ impl Server {
                 .clone()
                 .map(|p| Arc::new(p.into_bytes())),
             stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
+            admission: Arc::new(AdmissionStats::default()),
+            prefetch: options.prefetch,
         });
         let (stop2, db2) = (stop.clone(), db);
         let thread = std::thread::Builder::new()
@@ -197,6 +225,9 @@ struct Done {
     generation: u32,
     replies: Vec<u8>,
     session: Session,
+    /// Requests the job was given, and the time it ran (ns).
+    requests: usize,
+    job_ns: u64,
 }
 
 /// What jobs and the network thread share.
@@ -207,6 +238,8 @@ struct Shared {
     watches: Arc<Watches>,
     password: Option<Arc<Vec<u8>>>,
     stats: Arc<ServerStats>,
+    admission: Arc<AdmissionStats>,
+    prefetch: bool,
 }
 
 struct Conn {
@@ -242,7 +275,6 @@ enum Pending {
 enum Op {
     Accept,
     Wake,
-    Provide,
     Recv(usize, u32),
     Send(usize, u32),
     /// The timer after which accepting is armed again.
@@ -256,7 +288,6 @@ impl Op {
         let (kind, conn, generation) = match self {
             Op::Accept => (1u64, 0, 0),
             Op::Wake => (2, 0, 0),
-            Op::Provide => (3, 0, 0),
             Op::Recv(c, g) => (4, c as u64, g),
             Op::Send(c, g) => (5, c as u64, g),
             Op::AcceptRetry => (6, 0, 0),
@@ -272,7 +303,6 @@ impl Op {
         match data >> 60 {
             1 => Op::Accept,
             2 => Op::Wake,
-            3 => Op::Provide,
             4 => Op::Recv(conn, generation),
             5 => Op::Send(conn, generation),
             6 => Op::AcceptRetry,
@@ -296,8 +326,14 @@ struct Network {
     /// The receive pool: `RECV_BUFFERS × RECV_BUFFER_BYTES` bytes the kernel writes into, so
     /// only reached through raw pointers (never a slice over all of it).
     pool: *mut u8,
+    /// The provided-buffer ring over the pool, and its tail as this thread last published it.
+    buf_ring: *mut types::BufRingEntry,
+    buf_tail: u16,
     wake_buf: Box<u64>,
     retry_at: Box<types::Timespec>,
+    /// Admission's measurements (this thread alone keeps them).
+    meter: Meter,
+    cores: usize,
 }
 
 impl Network {
@@ -309,6 +345,7 @@ impl Network {
     ) -> Result<Self, String> {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
         let handle = db.handle();
+        let cores = db.runtime().cores();
         let mut net = Network {
             ring,
             listener,
@@ -319,15 +356,19 @@ impl Network {
             conns: Vec::new(),
             free: Vec::new(),
             next_generation: 1,
+            meter: Meter::new(),
+            cores,
             open: 0,
             pool: Box::into_raw(
                 vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
             )
             .cast::<u8>(),
+            buf_ring: std::ptr::null_mut(),
+            buf_tail: 0,
             wake_buf: Box::new(0),
             retry_at: Box::new(types::Timespec::new().nsec(ACCEPT_RETRY_MS as u32 * 1_000_000)),
         };
-        net.provide(0, RECV_BUFFERS)?;
+        net.register_ring()?;
         net.arm_accept()?;
         net.arm_wake()?;
         Ok(net)
@@ -353,16 +394,51 @@ impl Network {
         Ok(())
     }
 
-    /// Hands buffers `first..first + n` of the pool to the kernel.
-    fn provide(&mut self, first: u16, n: u16) -> Result<(), String> {
-        // SAFETY: inside the pool (`first + n <= RECV_BUFFERS`, checked by the kernel too).
-        debug_assert!(first as usize + n as usize <= RECV_BUFFERS as usize);
-        let addr = unsafe { self.pool.add(first as usize * RECV_BUFFER_BYTES) };
-        let entry =
-            opcode::ProvideBuffers::new(addr, RECV_BUFFER_BYTES as i32, n, BUFFER_GROUP, first)
-                .build()
-                .user_data(Op::Provide.pack());
-        self.push(entry)
+    /// Registers the provided-buffer ring (`IORING_REGISTER_PBUF_RING`) and fills it with
+    /// every pool buffer: from then on a buffer goes back to the kernel by one entry and a
+    /// tail store (`give_back`), no submission and no syscall.
+    fn register_ring(&mut self) -> Result<(), String> {
+        let bytes = RECV_BUFFERS as usize * std::mem::size_of::<types::BufRingEntry>();
+        let layout = std::alloc::Layout::from_size_align(bytes, 4096).map_err(|e| e.to_string())?;
+        // SAFETY: a non-zero size; zeroed, so the tail starts at 0. Never freed: the kernel
+        // reads it until the ring is torn down, which finishes asynchronously after close.
+        let ring = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
+        if ring.is_null() {
+            return Err("allocating the buffer ring".into());
+        }
+        // SAFETY: `ring` is page-aligned, `RECV_BUFFERS` entries long and lives forever.
+        unsafe {
+            self.ring.submitter().register_buf_ring_with_flags(
+                ring as u64,
+                RECV_BUFFERS,
+                BUFFER_GROUP,
+                0,
+            )
+        }
+        .map_err(|e| format!("registering the receive buffer ring: {e}"))?;
+        self.buf_ring = ring;
+        for bid in 0..RECV_BUFFERS {
+            self.give_back(bid);
+        }
+        Ok(())
+    }
+
+    /// Hands pool buffer `bid` back to the kernel through the ring.
+    fn give_back(&mut self, bid: u16) {
+        assert!(bid < RECV_BUFFERS, "buffer {bid} is not the pool's");
+        const { assert!(RECV_BUFFERS.is_power_of_two()) };
+        let slot = (self.buf_tail & (RECV_BUFFERS - 1)) as usize;
+        // SAFETY: `slot` is inside the ring; the kernel reads entries only below the tail,
+        // which is published after the entry is written; buffer `bid` is inside the pool.
+        unsafe {
+            let entry = &mut *self.buf_ring.add(slot);
+            entry.set_addr(self.pool.add(bid as usize * RECV_BUFFER_BYTES) as u64);
+            entry.set_len(RECV_BUFFER_BYTES as u32);
+            entry.set_bid(bid);
+            self.buf_tail = self.buf_tail.wrapping_add(1);
+            let tail = types::BufRingEntry::tail(self.buf_ring).cast_mut();
+            std::sync::atomic::AtomicU16::from_ptr(tail).store(self.buf_tail, Ordering::Release);
+        }
     }
 
     fn arm_wake(&mut self) -> Result<(), String> {
@@ -450,11 +526,6 @@ impl Network {
                 );
                 for d in done {
                     self.job_done(d)?;
-                }
-            }
-            Op::Provide => {
-                if result < 0 {
-                    return Err(format!("providing receive buffers: errno {}", -result));
                 }
             }
             Op::Recv(c, g) => self.received(c, g, result, flags)?,
@@ -561,7 +632,7 @@ impl Network {
             if let Some(conn) = self.conn(c, g) {
                 conn.query.extend_from_slice(bytes);
             }
-            self.provide(bid, 1)?;
+            self.give_back(bid);
         }
         let more = cqueue::more(flags);
         let Some(conn) = self.conn(c, g) else {
@@ -716,11 +787,16 @@ impl Network {
             }
         }
         let n = batch.len();
+        let slo_ns = self.options.slo_us.map(|us| us.saturating_mul(1_000));
+        let decision = admission::decide(self.meter.snapshot(n, slo_ns));
+        if decision != Decision::Admit {
+            return self.refuse(c, n, decision);
+        }
         let generation = conn.generation;
         // The session goes to the job through a slot, so that a refused job gives it back.
         let slot = Arc::new(Mutex::new(conn.session.take()));
         let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
-        let job = Job::new(move || {
+        let job = move || {
             let session = job_slot
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -733,28 +809,50 @@ impl Network {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(done);
             signal(shared.wake.as_raw_fd());
-        });
-        match self.db.runtime().spawn_job(job) {
-            Ok(()) => conn.in_flight = true,
-            Err(refused) => {
-                drop(refused);
-                conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                debug_assert!(conn.session.is_some(), "a refused job never ran");
-                // Admission: the runtime's queue is full; these requests are refused now
-                // (nothing of this connection is in flight, so the order holds).
-                for _ in 0..n {
-                    write::error(
-                        &mut conn.replies,
-                        "BUSY the server's queue is full, retry later",
-                    );
-                }
-                return self.dispatch(c);
-            }
+        };
+        let runtime = self.db.runtime();
+        let spawned = match self.options.dispatch {
+            Dispatch::Shared => runtime.spawn_job(Job::new(job)),
+            Dispatch::Partitioned => runtime.spawn_on(c % self.cores, job),
+        };
+        if spawned.is_err() {
+            conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            debug_assert!(conn.session.is_some(), "a refused job never ran");
+            return self.refuse(c, n, Decision::RefuseFull);
         }
+        conn.in_flight = true;
+        self.meter.admitted(n, Instant::now());
+        self.shared
+            .admission
+            .admitted
+            .fetch_add(n as u64, Ordering::Relaxed);
         self.flush(c)
     }
 
+    /// Replies `-BUSY` to the `n` requests just taken from connection `c`'s pending ones
+    /// (nothing of it is in flight, so the replies keep their order), then goes on.
+    fn refuse(&mut self, c: usize, n: usize, why: Decision) -> Result<(), String> {
+        let counter = match why {
+            Decision::RefuseSlo => &self.shared.admission.refused_slo,
+            _ => &self.shared.admission.refused_full,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        debug_assert!(!conn.in_flight);
+        for _ in 0..n {
+            write::error(
+                &mut conn.replies,
+                "BUSY the server is at its latency objective's bound, retry later",
+            );
+        }
+        self.dispatch(c)
+    }
+
     fn job_done(&mut self, d: Done) -> Result<(), String> {
+        self.meter.finished(d.requests, d.job_ns, Instant::now());
+        self.meter.publish(&self.shared.admission);
         let Some(conn) = self.conn(d.conn, d.generation) else {
             return Ok(());
         };
@@ -863,9 +961,15 @@ fn run_batch(
     mut session: Session,
     batch: Vec<Vec<Vec<u8>>>,
 ) -> Done {
+    let started = Instant::now();
+    let requests = batch.len();
+    if shared.prefetch {
+        prefetch::batch(handle, shared.namespaces[session.db], &batch);
+    }
     let mut replies = Vec::new();
     for args in batch {
-        if session.quit {
+        // Past the reply cap the connection is closed when the job ends: run no more.
+        if session.quit || replies.len() > MAX_REPLY_BYTES {
             break;
         }
         session.run(handle, &shared.namespaces, args, &mut replies);
@@ -875,5 +979,7 @@ fn run_batch(
         generation,
         replies,
         session,
+        requests,
+        job_ns: started.elapsed().as_nanos() as u64,
     }
 }

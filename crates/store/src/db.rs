@@ -1005,6 +1005,14 @@ impl DbHandle {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         self.engine.get(key)
     }
+    /// Reads the index and record pages of `keys` into the cache with their misses
+    /// overlapped ([`tamer_cache::BATCH`] at a time) and waits for them, so that operations
+    /// on those keys run next without a miss each in turn. Best effort: a page that cannot be
+    /// fetched is skipped (the operation reading it reports the cause). Returns the pages
+    /// asked for; at most the first 1,024 keys count.
+    pub fn prefetch(&self, keys: &[&[u8]]) -> Result<u64, DbError> {
+        self.engine.prefetch(keys)
+    }
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         self.engine.put(key, value)
     }

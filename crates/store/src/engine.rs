@@ -35,6 +35,7 @@ mod directory;
 mod kv;
 mod ledger;
 mod locks;
+mod prefetch;
 mod records;
 mod recover;
 mod space;
