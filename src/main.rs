@@ -124,6 +124,9 @@ struct LoadArgs {
     /// Most requests in flight per connection.
     #[arg(long, default_value_t = 1)]
     pipeline: usize,
+    /// Open loop: requests per arrival, written together (a pipelined client's batch).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
     /// Keys `key:000000000000` .. `key:N-1`.
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
@@ -197,6 +200,10 @@ struct CrashArgs {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Issue 10's server figures: tamer serve vs redis-server and memcached (extstore),
+    /// pinned side by side: throughput at a p99 SLO, single vs partitioned queues (measured
+    /// and simulated), overload goodput, durable SETs.
+    Rpc(RpcArgs),
     /// User-level thread switch vs OS thread switch.
     Runtime(Common),
     /// 4 KiB random reads at queue depths 1..128: tamer io_uring and sync devices vs fio.
@@ -297,6 +304,26 @@ enum Bench {
     },
 }
 
+/// `tamer bench rpc`'s own flags.
+#[derive(Args)]
+struct RpcArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The p99 objective of the "at SLO" figures, in µs.
+    #[arg(long, default_value_t = 1_000)]
+    slo_us: u64,
+    /// Interleaved rounds (default 3; quick 1).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// MiB of DRAM budget of vs_extstore (default 64; quick 16).
+    #[arg(long)]
+    budget_mib: Option<u64>,
+    /// Run only these scenarios: vs_redis, vs_extstore, single_vs_partitioned (after
+    /// vs_extstore: it reuses its store), overload, durable.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
 #[derive(Args)]
 struct Common {
     /// CI-sized run (under a minute).
@@ -371,6 +398,20 @@ fn main() -> ExitCode {
         }
     };
     let (options, result) = match which {
+        Bench::Rpc(args) => {
+            let options = args.common.options();
+            let mut plan = tamer_bench::rpc::Plan::new(options.quick);
+            plan.slo_us = args.slo_us.max(1);
+            if let Some(rounds) = args.rounds {
+                plan.rounds = rounds.max(1);
+            }
+            if let Some(mib) = args.budget_mib {
+                plan.budget_bytes = mib.max(1) << 20;
+            }
+            plan.only = args.only;
+            let result = tamer_bench::rpc::run(&options, plan);
+            (options, result)
+        }
         Bench::Runtime(common) => {
             let options = common.options();
             let result = Ok(tamer_bench::runtime::run(&options));
@@ -542,6 +583,7 @@ fn load(args: LoadArgs) -> ExitCode {
         protocol: args.protocol,
         connections: args.connections,
         pipeline: args.pipeline,
+        batch: args.batch,
         keys: args.keys,
         distribution: args.distribution,
         mix: args.mix,

@@ -18,6 +18,7 @@ pub mod proto;
 mod report;
 pub mod spec;
 mod stats;
+mod timer;
 mod worker;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +49,9 @@ pub struct LoadOptions {
     pub connections: usize,
     /// Most operations in flight per connection.
     pub pipeline: usize,
+    /// Open loop: operations per arrival, written together on one connection (a pipelined
+    /// client's batch); at most `pipeline`.
+    pub batch: usize,
     pub keys: u64,
     pub distribution: Distribution,
     pub mix: Mix,
@@ -78,6 +82,7 @@ impl LoadOptions {
             protocol: Protocol::Resp,
             connections: 1,
             pipeline: 1,
+            batch: 1,
             keys: 1_000,
             distribution: Distribution::Uniform,
             mix: Mix {
@@ -158,12 +163,15 @@ pub fn run(opts: &LoadOptions) -> Result<LoadReport, String> {
         completed: AtomicU64::new(0),
     };
     let barrier = Barrier::new(opts.threads + 1);
+    // The window starts after every thread's fill, or a GET could find a key not yet set.
+    let filled = Barrier::new(opts.threads);
     let started = Instant::now();
     let outcome = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.threads)
             .map(|t| {
-                let (chooser, shared, barrier) = (&chooser, &shared, &barrier);
-                scope.spawn(move || thread_main(opts, t, chooser, shared, barrier))
+                let barriers = [&barrier, &filled];
+                let (chooser, shared) = (&chooser, &shared);
+                scope.spawn(move || thread_main(opts, t, chooser, shared, barriers))
             })
             .collect();
         barrier.wait();
@@ -197,7 +205,7 @@ fn thread_main(
     t: usize,
     chooser: &KeyChooser,
     shared: &Shared,
-    barrier: &Barrier,
+    [barrier, filled]: [&Barrier; 2],
 ) -> ThreadOutcome {
     if !opts.cpus.is_empty() {
         tamer_runtime::pin_to_cpu(opts.cpus[t % opts.cpus.len()]);
@@ -210,7 +218,15 @@ fn thread_main(
     let seed = opts.seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let worker = Worker::connect(opts, chooser, count, hot, seed);
     barrier.wait();
-    let mut worker = worker?;
+    let mut worker = match worker {
+        Ok(w) => w,
+        Err(e) => {
+            if opts.fill {
+                filled.wait();
+            }
+            return Err(e);
+        }
+    };
     let mut fill = None;
     if opts.fill {
         let started = Instant::now();
@@ -219,13 +235,17 @@ fn thread_main(
             stride: opts.threads as u64,
             end: opts.keys,
         };
-        worker.run_fill(plan, shared)?;
+        let outcome = worker.run_fill(plan, shared);
+        filled.wait();
+        outcome?;
         fill = Some((
             std::mem::take(&mut worker.stats),
             started.elapsed().as_secs_f64(),
         ));
     }
-    let rate = opts.rate_per_s.map(|r| r / opts.threads as f64);
+    let rate = opts
+        .rate_per_s
+        .map(|r| r / (opts.threads * opts.batch) as f64);
     worker.run(rate, shared)?;
     let (fill_stats, fill_s) = fill.map_or((None, 0.0), |(s, secs)| (Some(s), secs));
     Ok((std::mem::take(&mut worker.stats), fill_stats, fill_s))

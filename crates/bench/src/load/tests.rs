@@ -19,6 +19,11 @@ fn peer(program: &str) -> bool {
     false
 }
 
+/// The report without its histograms, for assertion messages.
+fn brief(r: &LoadReport) -> String {
+    serde_json::to_string(r).unwrap_or_default()
+}
+
 fn seed() -> u64 {
     let seed = std::env::var("TAMER_TEST_SEED")
         .ok()
@@ -62,9 +67,10 @@ fn counts_add_up_against_redis() {
     assert_eq!(
         (r.nil, r.errors, r.busy, r.unfinished),
         (0, 0, 0, 0),
-        "{r:?}"
+        "{}",
+        brief(&r)
     );
-    assert!(r.answered > 1_000, "{r:?}");
+    assert!(r.answered > 1_000, "{}", brief(&r));
     assert_eq!(r.answered, r.ok);
     assert!(ask(server.port(), "DBSIZE")
         .unwrap()
@@ -101,8 +107,8 @@ fn error_replies_are_counted() {
     opts.duration = Duration::from_millis(300);
     opts.seed = seed();
     let r = run(&opts).unwrap();
-    assert!(r.errors > 100, "{r:?}");
-    assert_eq!((r.ok, r.nil, r.busy), (0, 0, 0), "{r:?}");
+    assert!(r.errors > 100, "{}", brief(&r));
+    assert_eq!((r.ok, r.nil, r.busy), (0, 0, 0), "{}", brief(&r));
     assert_eq!(r.admitted_latency.p50_us, 0.0);
 }
 
@@ -127,7 +133,12 @@ fn memcached_get_and_set() {
     opts.seed = seed();
     let r = run(&opts).unwrap();
     assert_eq!(r.fill.unwrap().keys, 2_000);
-    assert_eq!((r.nil, r.errors, r.connection_errors), (0, 0, 0), "{r:?}");
+    assert_eq!(
+        (r.nil, r.errors, r.connection_errors),
+        (0, 0, 0),
+        "{}",
+        brief(&r)
+    );
     let stats = ask(server.port(), "stats").unwrap();
     let stat = |name: &str| -> u64 {
         stats
@@ -165,11 +176,70 @@ fn open_loop_latency_includes_a_stall() {
         load.join().unwrap()
     })
     .unwrap();
-    assert_eq!((r.errors, r.unfinished, r.overflowed), (0, 0, 0), "{r:?}");
+    assert_eq!(
+        (r.errors, r.unfinished, r.overflowed),
+        (0, 0, 0),
+        "{}",
+        brief(&r)
+    );
     assert!(
         (1_500..2_600).contains(&r.answered),
         "Poisson at 2000/s for 1 s: {r:?}"
     );
     assert!(r.latency.p99_us >= 200_000.0, "p99 {} µs", r.latency.p99_us);
     assert!(r.latency.p50_us < 200_000.0, "p50 {} µs", r.latency.p50_us);
+}
+
+/// The SLO search against redis-server with a generous objective (1 s): it steps its rate
+/// up, every step but a failing last one within the objective, and the figure is a step's
+/// throughput, at most the capacity. Catches: a search that never steps, a figure taken from
+/// a failing step, rates not ascending.
+#[test]
+fn slo_search_steps_up() {
+    if !peer("redis-server") {
+        return;
+    }
+    let server = Server::start(Launch::redis(free_port().unwrap(), &[])).unwrap();
+    let mut opts = LoadOptions::new(server.port());
+    opts.connections = 4;
+    opts.duration = Duration::from_millis(200);
+    opts.seed = seed();
+    let slo_ns = 1_000_000_000;
+    let r = crate::rpc::slo::search(&opts, slo_ns).unwrap();
+    assert!(
+        r.capacity_per_s > 0.0 && r.steps.len() >= 2,
+        "{:?} {} {}",
+        r.steps,
+        r.capacity_per_s,
+        r.at_slo_per_s
+    );
+    assert!(
+        r.steps.windows(2).all(|w| w[0].0 < w[1].0),
+        "{:?} {} {}",
+        r.steps,
+        r.capacity_per_s,
+        r.at_slo_per_s
+    );
+    let passing = &r.steps[..r.steps.len() - 1];
+    assert!(
+        passing.iter().all(|s| s.2 <= 1e6),
+        "{:?} {} {}",
+        r.steps,
+        r.capacity_per_s,
+        r.at_slo_per_s
+    );
+    assert!(
+        r.steps.iter().any(|s| s.1 == r.at_slo_per_s),
+        "{:?} {} {}",
+        r.steps,
+        r.capacity_per_s,
+        r.at_slo_per_s
+    );
+    assert!(
+        r.at_slo_per_s > 0.0 && r.at_slo_per_s <= 1.2 * r.capacity_per_s,
+        "{:?} {} {}",
+        r.steps,
+        r.capacity_per_s,
+        r.at_slo_per_s
+    );
 }

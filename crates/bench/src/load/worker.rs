@@ -18,6 +18,7 @@ use super::conn::{Conn, InFlight};
 use super::proto::{self, Reply};
 use super::spec::{KeyChooser, OpKind};
 use super::stats::Stats;
+use super::timer::Timer;
 use super::{LoadOptions, Shared};
 use crate::workload::Poisson;
 
@@ -26,6 +27,10 @@ use crate::workload::Poisson;
 pub const MAX_BACKLOG: usize = 1 << 16;
 /// Events taken per `epoll_wait`.
 const MAX_EVENTS: usize = 1024;
+/// The timer's token (connections are `0..connections`).
+const TIMER: Token = Token(usize::MAX);
+/// How close to an arrival the loop stops sleeping and spins.
+const SPIN_NS: u64 = 200_000;
 /// How long replies are awaited after the window ends.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -43,6 +48,7 @@ pub struct Worker<'a> {
     /// The first `hot` connections get `opts.hot_share` of the arrivals.
     hot: usize,
     poll: Poll,
+    timer: Timer,
     rng: SmallRng,
     chooser: &'a KeyChooser,
     value: Vec<u8>,
@@ -75,11 +81,13 @@ impl<'a> Worker<'a> {
                 .map_err(|e| format!("epoll register: {e}"))?;
             conns.push(Conn::new(stream, opts.pipeline));
         }
+        let timer = Timer::new(poll.registry(), TIMER)?;
         Ok(Self {
             opts,
             conns,
             hot,
             poll,
+            timer,
             rng: SmallRng::seed_from_u64(seed),
             chooser,
             value: vec![b'v'; opts.value_bytes],
@@ -145,13 +153,12 @@ impl<'a> Worker<'a> {
             {
                 break;
             }
-            let timeout = match (arrivals, drain_until_ns) {
-                (Some(_), None) => spin_or_sleep(next_arrival_ns.saturating_sub(now)),
-                (None, None) => {
-                    Duration::from_nanos(end_ns.saturating_sub(now)).min(Duration::from_millis(50))
-                }
-                _ => Duration::from_millis(10),
-            };
+            let timeout = self.timeout(
+                arrivals.is_some(),
+                drain_until_ns.is_some(),
+                next_arrival_ns,
+                end_ns,
+            );
             self.poll
                 .poll(&mut events, Some(timeout))
                 .or_else(|e| {
@@ -163,6 +170,10 @@ impl<'a> Worker<'a> {
                 })
                 .map_err(|e| format!("epoll_wait: {e}"))?;
             for event in events.iter() {
+                if event.token() == TIMER {
+                    self.timer.clear();
+                    continue;
+                }
                 let ci = event.token().0;
                 if event.is_writable() && self.conns[ci].alive {
                     if let Err(e) = self.conns[ci].flush() {
@@ -202,18 +213,44 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Issues every arrival due by `now` (open loop).
+    /// How long the next `epoll_wait` may block. With operations in flight, or an arrival
+    /// due within [`SPIN_NS`], none: the loop spins, because waking a thread whose vCPU has
+    /// halted takes milliseconds on this kind of VM (ARCHITECTURE.md, the executor), which a
+    /// generator that sleeps would add to every latency. Otherwise the timer wakes it
+    /// [`SPIN_NS`] before the next arrival.
+    fn timeout(&self, open: bool, draining: bool, next_arrival_ns: u64, end_ns: u64) -> Duration {
+        let busy = self
+            .conns
+            .iter()
+            .any(|c| c.alive && !c.in_flight.is_empty());
+        let now = self.now_ns();
+        if busy || (open && next_arrival_ns.saturating_sub(now) <= SPIN_NS) {
+            return Duration::ZERO;
+        }
+        if draining {
+            return Duration::from_millis(10);
+        }
+        if open {
+            self.timer.arm(next_arrival_ns - now - SPIN_NS);
+            return Duration::from_millis(100);
+        }
+        Duration::from_nanos(end_ns.saturating_sub(now)).min(Duration::from_millis(50))
+    }
+
+    /// Issues every arrival due by `now` (open loop): `batch` operations each.
     fn arrive(&mut self, now: u64, next_ns: &mut u64, arrivals: Poisson) -> Result<(), String> {
         while *next_ns <= now {
             let ci = self.pick_conn();
-            let conn = &self.conns[ci];
-            let free = conn.in_flight.len() < self.opts.pipeline && conn.backlog.is_empty();
-            if free {
-                self.issue(ci, *next_ns)?;
-            } else if conn.backlog.len() < MAX_BACKLOG {
-                self.conns[ci].backlog.push_back(*next_ns);
-            } else {
-                self.stats.overflow(*next_ns);
+            for _ in 0..self.opts.batch {
+                let conn = &self.conns[ci];
+                let free = conn.in_flight.len() < self.opts.pipeline && conn.backlog.is_empty();
+                if free {
+                    self.issue(ci, *next_ns)?;
+                } else if conn.backlog.len() < MAX_BACKLOG {
+                    self.conns[ci].backlog.push_back(*next_ns);
+                } else {
+                    self.stats.overflow(*next_ns);
+                }
             }
             *next_ns += arrivals.next_gap_ns(&mut self.rng).max(1);
         }
@@ -315,17 +352,6 @@ impl<'a> Worker<'a> {
             }
         }
         self.conns.iter().position(|c| c.alive).unwrap_or(0)
-    }
-}
-
-/// Poll timeout until the next arrival: epoll's timeout has millisecond granularity, so sleep
-/// until 1 ms before it and spin (timeout 0) through the last stretch.
-fn spin_or_sleep(gap_ns: u64) -> Duration {
-    const MS: u64 = 1_000_000;
-    if gap_ns > 2 * MS {
-        Duration::from_nanos(gap_ns - MS)
-    } else {
-        Duration::ZERO
     }
 }
 
