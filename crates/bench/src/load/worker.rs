@@ -14,7 +14,7 @@ use mio::{Events, Interest, Poll, Token};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::conn::{Conn, InFlight};
+use super::conn::{Conn, Done, InFlight};
 use super::proto::{self, Reply};
 use super::spec::{KeyChooser, OpKind};
 use super::stats::Stats;
@@ -169,34 +169,7 @@ impl<'a> Worker<'a> {
                     }
                 })
                 .map_err(|e| format!("epoll_wait: {e}"))?;
-            for event in events.iter() {
-                if event.token() == TIMER {
-                    self.timer.clear();
-                    continue;
-                }
-                let ci = event.token().0;
-                if event.is_writable() && self.conns[ci].alive {
-                    if let Err(e) = self.conns[ci].flush() {
-                        self.fail(ci, e.to_string());
-                    }
-                }
-                if (event.is_readable() || event.is_read_closed() || event.is_error())
-                    && self.conns[ci].alive
-                {
-                    done.clear();
-                    let received = self.conns[ci].receive(self.opts.protocol, &mut done);
-                    let now = self.now_ns();
-                    for d in &done {
-                        self.stats.record(d.start_ns, now, d.reply);
-                    }
-                    shared.add_completed(done.len() as u64);
-                    if let Err(e) = received {
-                        self.fail(ci, e);
-                    } else if arrivals.is_some() {
-                        self.serve_backlog(ci)?;
-                    }
-                }
-            }
+            self.handle(&events, &mut done, arrivals.is_some(), shared)?;
             if self.conns.iter().all(|c| !c.alive) {
                 return Err(format!(
                     "every connection to {}:{} failed: {}",
@@ -209,6 +182,46 @@ impl<'a> Worker<'a> {
         for c in &self.conns {
             self.stats.unfinished += c.in_flight.len() as u64;
             self.stats.unsent += c.backlog.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// One `epoll_wait`'s events: writes resumed, replies read and recorded, and (open loop)
+    /// waiting arrivals sent into the slots the replies freed.
+    fn handle(
+        &mut self,
+        events: &Events,
+        done: &mut Vec<Done>,
+        open: bool,
+        shared: &Shared,
+    ) -> Result<(), String> {
+        for event in events.iter() {
+            if event.token() == TIMER {
+                self.timer.clear();
+                continue;
+            }
+            let ci = event.token().0;
+            if event.is_writable() && self.conns[ci].alive {
+                if let Err(e) = self.conns[ci].flush() {
+                    self.fail(ci, e.to_string());
+                }
+            }
+            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+            if !readable || !self.conns[ci].alive {
+                continue;
+            }
+            done.clear();
+            let received = self.conns[ci].receive(self.opts.protocol, done);
+            let now = self.now_ns();
+            for d in done.iter() {
+                self.stats.record(d.start_ns, now, d.reply);
+            }
+            shared.add_completed(done.len() as u64);
+            match received {
+                Err(e) => self.fail(ci, e),
+                Ok(()) if open => self.serve_backlog(ci)?,
+                Ok(()) => {}
+            }
         }
         Ok(())
     }

@@ -12,6 +12,9 @@ use super::sim::{self, Queues, SimSpec};
 use super::{slo, Ctx};
 use crate::load;
 
+/// The simulation's p99 objective, in mean service times (seed 004's).
+pub const SIM_SLO_MEANS: f64 = 10.0;
+
 /// Of the arrivals in the skewed run, the share of the hot connections.
 pub const HOT_SHARE: f64 = 0.5;
 
@@ -70,6 +73,9 @@ fn simulate(ctx: &mut Ctx, round: usize, service_ns: Vec<u64>) -> Result<(), Str
         return Err("single_vs_partitioned: no service-time samples".into());
     }
     let mean_us = service_ns.iter().sum::<u64>() as f64 / service_ns.len() as f64 / 1e3;
+    // Seed 004's objective: 10 × the mean service time (the bench's SLO can be below the
+    // measured service times' own tail on a noisy machine).
+    let slo_ns = (SIM_SLO_MEANS * mean_us * 1e3) as u64;
     for &cores in &ctx.plan.sim_cores.clone() {
         let spec = SimSpec::skewed(
             cores,
@@ -77,9 +83,9 @@ fn simulate(ctx: &mut Ctx, round: usize, service_ns: Vec<u64>) -> Result<(), Str
             service_ns.clone(),
             ctx.seed ^ cores as u64,
         );
-        let shared = sim::max_rate_at_slo(&spec, Queues::Shared, ctx.slo_ns());
-        let part = sim::max_rate_at_slo(&spec, Queues::Partitioned, ctx.slo_ns());
-        ctx.row(json!({"figure": "single_vs_partitioned_sim", "round": round, "cores": cores, "service_mean_us": mean_us, "service_samples": service_ns.len(), "shared_per_s": shared, "partitioned_per_s": part}));
+        let shared = sim::max_rate_at_slo(&spec, Queues::Shared, slo_ns);
+        let part = sim::max_rate_at_slo(&spec, Queues::Partitioned, slo_ns);
+        ctx.row(json!({"figure": "single_vs_partitioned_sim", "round": round, "cores": cores, "service_mean_us": mean_us, "slo_us": slo_ns / 1_000, "service_samples": service_ns.len(), "shared_per_s": shared, "partitioned_per_s": part}));
         ctx.ratio(
             &format!("single_vs_partitioned_at_slo_sim{cores}"),
             shared,
