@@ -90,12 +90,14 @@ fn load_against_tamer_serve() {
 }
 
 /// Flags a user gets wrong are refused with a message, not a panic. Catches: a multi
-/// transaction sent over memcached's protocol, a zero pipeline accepted.
+/// transaction sent over memcached's protocol, a zero pipeline accepted, a Zipfian over more
+/// keys than its constant can be summed for in a second or so.
 #[test]
 fn bad_flags_are_refused() {
     for args in [
         vec!["--protocol", "memcache", "--mix", "multi=1"],
         vec!["--pipeline", "0"],
+        vec!["--keys", "200000000", "--distribution", "zipf:0.99"],
         vec!["--distribution", "zipf:2"],
     ] {
         let out = tamer()

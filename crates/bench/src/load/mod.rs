@@ -37,6 +37,8 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_PIPELINE: usize = 4_096;
 /// Most load threads.
 pub const MAX_THREADS: usize = 64;
+/// Most keys of a Zipfian distribution (building it sums a term per key: ≈ 1 s at this bound).
+pub const MAX_ZIPF_KEYS: u64 = 100_000_000;
 /// Largest value.
 pub const MAX_VALUE_BYTES: usize = 16 << 20;
 
@@ -126,6 +128,10 @@ impl LoadOptions {
         check(
             self.keys >= 1 && self.keys < 1_000_000_000_000,
             "--keys: 1..10^12",
+        )?;
+        check(
+            matches!(self.distribution, Distribution::Uniform) || self.keys <= MAX_ZIPF_KEYS,
+            "--distribution zipf: at most 10^8 keys (its constant is summed over every key)",
         )?;
         check(
             self.value_bytes <= MAX_VALUE_BYTES,

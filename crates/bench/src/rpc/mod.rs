@@ -133,5 +133,5 @@ fn notes(plan: &Plan, result: &mut BenchResult) {
         plan.ext_value_bytes,
         plan.data_factor
     ));
-    result.note("single_vs_partitioned simulation: service times = the shared run's lowest-rate latencies (client-measured: network and the generator included)");
+    result.note("single_vs_partitioned simulation: service times = one connection's closed-loop GET latencies on the shared server (round trip included); p99 objective 10 × their mean");
 }

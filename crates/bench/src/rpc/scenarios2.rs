@@ -59,13 +59,27 @@ pub fn partitioned(ctx: &mut Ctx, round: usize) -> Result<(), String> {
         let r = slo::search(&o, ctx.slo_ns())?;
         ctx.row(json!({"figure": "single_vs_partitioned", "round": round, "dispatch": mode, "search": r}));
         if mode == "shared" {
-            service_ns = r.low_load_ns.clone();
+            service_ns = service_probe(&o)?;
         }
         at[usize::from(mode != "shared")] = r.at_slo_per_s;
         super::scenarios::terminate(server);
     }
     ctx.ratio("single_vs_partitioned_at_slo", at[0], at[1]);
     simulate(ctx, round, service_ns)
+}
+
+/// Service times for the simulation: one connection, one request at a time (closed loop),
+/// so no request queues behind another at the server; each latency is the request's service
+/// plus the round trip. The generator spins while its request is in flight, so no wake-up
+/// of its own is in them.
+fn service_probe(o: &load::LoadOptions) -> Result<Vec<u64>, String> {
+    let mut probe = o.clone();
+    probe.connections = 1;
+    probe.pipeline = 1;
+    probe.batch = 1;
+    probe.rate_per_s = None;
+    probe.hot_connections = 0;
+    Ok(slo::samples(&load::run(&probe)?))
 }
 
 fn simulate(ctx: &mut Ctx, round: usize, service_ns: Vec<u64>) -> Result<(), String> {

@@ -17,9 +17,6 @@ pub struct AtSlo {
     pub at_slo_per_s: f64,
     /// Each step: (rate, throughput, p99 µs).
     pub steps: Vec<(f64, f64, f64)>,
-    /// Latencies of the lowest step (ns samples, for the simulation's service times).
-    #[serde(skip)]
-    pub low_load_ns: Vec<u64>,
 }
 
 /// Runs the search on `base` (its `rate_per_s` is replaced).
@@ -32,18 +29,14 @@ pub fn search(base: &LoadOptions, slo_ns: u64) -> Result<AtSlo, String> {
         capacity_per_s,
         at_slo_per_s: 0.0,
         steps: Vec::new(),
-        low_load_ns: Vec::new(),
     };
-    for (i, fraction) in STEPS.iter().enumerate() {
+    for fraction in STEPS {
         let mut open = base.clone();
         let rate = (capacity_per_s * fraction).max(100.0);
         open.rate_per_s = Some(rate);
         let r = load::run(&open)?;
         let p99_us = r.latency.p99_us;
         result.steps.push((rate, r.throughput_per_s, p99_us));
-        if i == 0 {
-            result.low_load_ns = samples(&r);
-        }
         let kept_up = r.throughput_per_s >= 0.95 * rate && r.errors == 0 && r.overflowed == 0;
         if p99_us * 1e3 > slo_ns as f64 || !kept_up {
             break;
