@@ -29,6 +29,8 @@ struct Served {
     child: Child,
     port: u16,
     out: BufReader<std::process::ChildStdout>,
+    /// The startup line.
+    line: String,
 }
 
 impl Served {
@@ -55,7 +57,12 @@ impl Served {
             .and_then(|rest| rest.split(';').next())
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no address in the startup line: {line}"));
-        Served { child, port, out }
+        Served {
+            child,
+            port,
+            out,
+            line,
+        }
     }
 
     fn connect(&self) -> TcpStream {
@@ -746,6 +753,17 @@ fn admission_refuses_past_the_objective_with_busy() {
         assert_eq!(replies, conns * batches * depth);
         assert!(busy < replies, "some requests are served: {busy} refused");
         assert_eq!(busy > 0, expect_busy, "slo {slo:?}: {busy} refused");
+        conn.write_all(b"INFO tamer\r\n").unwrap();
+        let info = read_replies(&mut conn, 1).remove(0);
+        let field = |name: &str| -> u64 {
+            let line = info.lines().find(|l| l.starts_with(name)).unwrap_or("");
+            line.split(':')
+                .nth(1)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(u64::MAX)
+        };
+        assert_eq!(field("busy_replies:"), busy as u64, "{info}");
+        assert_eq!(field("busy_replies_slo:"), busy as u64, "{info}");
     }
 }
 
@@ -764,8 +782,8 @@ fn partitioned_dispatch_serves_and_bad_flags_are_refused() {
     for bad in [
         &["--dispatch", "random"][..],
         &["--prefetch", "maybe"],
-        &["--slo-us", "0"],
-        &["--cores", "0"],
+        &["--slo-us", "soon"],
+        &["--cores", "300"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
             .args(["serve", "--port", "0", "--dir"])
@@ -775,7 +793,10 @@ fn partitioned_dispatch_serves_and_bad_flags_are_refused() {
             .unwrap();
         assert!(!out.status.success(), "{bad:?} accepted");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(bad[0]), "{bad:?}: {err}");
+        assert!(
+            err.contains(bad[0].trim_start_matches('-')),
+            "{bad:?}: {err}"
+        );
     }
 }
 
@@ -865,4 +886,701 @@ fn redis_benchmark_runs_against_it() {
         3,
         "redis-benchmark's 3-byte value: {value:?}"
     );
+}
+/// One server-command request per item, for the differential test below: every reply is
+/// comparable between redis-server 7.0 and tamer (errors, settings both have alike, empty
+/// logs once both slow logs are off).
+const ADMIN_REQUESTS: &[&str] = &[
+    "config set maxclients abc",
+    "config set maxclients 0",
+    "config set databases 4",
+    "config set foo 1",
+    "config set maxclients 10 maxclients 11",
+    "config set maxclients",
+    "config set requirepass a b",
+    "config set slowlog-max-len 7",
+    "config set slowlog-max-len 9 maxclients x",
+    "config get slowlog-max-len",
+    "config set slowlog-log-slower-than x",
+    "config set latency-monitor-threshold -1",
+    "config get maxclients",
+    "config get databases",
+    "config get timeout",
+    "config get appendonly",
+    "config get nosuch*",
+    "config get slowlog-log-slower-than",
+    "config get",
+    "config resetstat x",
+    "config foo",
+    "slowlog get x",
+    "slowlog get -2",
+    "slowlog foo",
+    "slowlog len",
+    "slowlog get",
+    "slowlog get 0",
+    "slowlog reset",
+    "slowlog len x",
+    "latency latest",
+    "latency history command",
+    "latency reset",
+    "latency reset a b",
+    "latency history",
+    "latency foo",
+    "latency latest x",
+    "memory usage",
+    "memory foo",
+    "memory usage nokey",
+    "memory usage nokey samples x",
+    "memory usage nokey samples -1",
+    "memory usage nokey samples 5",
+    "memory usage a b c d",
+    "lastsave x",
+    "reset x",
+    "shutdown abort",
+    "shutdown foo",
+    "shutdown save nosave",
+    "shutdown now abort",
+    "client kill 1.2.3.4:5",
+    "client kill id x",
+    "client kill id 0",
+    "client kill skipme maybe",
+    "client kill user nobody",
+    "client kill foo bar",
+    "client kill id 999999",
+    "client kill laddr 1.1.1.1:1",
+    "client kill",
+    "client no-evict maybe",
+    "client no-evict on",
+    "client no-evict off",
+    "client no-evict",
+    "client list type foo",
+    "client list id x",
+    "client list foo",
+    "client list id 99999",
+    "client list type master",
+    "client info x",
+    "reset",
+];
+
+/// Random sequences of the server commands above on redis-server 7.0 and on `tamer serve`,
+/// in RESP2 and RESP3, every reply compared byte for byte. Catches a different error text,
+/// arity check, reply type (RESP3 maps and nulls) or a CONFIG SET that is not all-or-none.
+#[test]
+fn admin_commands_reply_as_redis_does() {
+    use rand::{Rng, SeedableRng};
+    if !have_redis_server() {
+        return;
+    }
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("admin-diff");
+    let served = Served::start(&dir.0);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    for case in 0..20 {
+        let (mut theirs, mut ours) = (redis.connect(), served.connect());
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let mut setup = vec!["config set slowlog-log-slower-than -1"];
+        if case % 2 == 1 {
+            setup.push("hello 3");
+        }
+        for request in setup {
+            send(&mut theirs, &words(request));
+            send(&mut ours, &words(request));
+            read_replies(&mut theirs, 1);
+            read_replies(&mut ours, 1);
+        }
+        let mut history = Vec::new();
+        for step in 0..40 {
+            let request = ADMIN_REQUESTS[rng.gen_range(0..ADMIN_REQUESTS.len())];
+            send(&mut theirs, &words(request));
+            send(&mut ours, &words(request));
+            history.push(request);
+            let want = read_replies(&mut theirs, 1);
+            let got = read_replies(&mut ours, 1);
+            assert_eq!(
+                got, want,
+                "seed {seed} (TAMER_TEST_SEED), case {case} step {step}: {history:?}"
+            );
+        }
+    }
+}
+
+/// `--config tamer.toml`: its settings apply, a flag overrides the file, and an unknown key
+/// or a bad value stops the start with an error naming it; the slow log keeps
+/// `slowlog-max-len` entries, the newest first. Catches a file not read, flags not
+/// overriding it, bad files accepted, or a slow log past its bound.
+#[test]
+fn config_file_settings_and_slowlog_bound() {
+    let dir = temp_dir("config-file");
+    let file = dir.0.join("tamer.toml");
+    std::fs::write(&file, "port = 1\nslowlog-max-len = 3\nmaxclients = 50\n").unwrap();
+    // --port 0 (Served's) overrides the file's port 1.
+    let served = Served::start_with(&dir.0, &["--config", file.to_str().unwrap()]);
+    let mut c = served.connect();
+    let cmds = "CONFIG GET slowlog-max-len\r\nCONFIG GET maxclients\r\n\
+                CONFIG SET slowlog-log-slower-than 0\r\n";
+    c.write_all(cmds.as_bytes()).unwrap();
+    let replies = read_replies(&mut c, 3);
+    assert_eq!(replies[0], "*2\r\n$15\r\nslowlog-max-len\r\n$1\r\n3\r\n");
+    assert_eq!(replies[1], "*2\r\n$10\r\nmaxclients\r\n$2\r\n50\r\n");
+    for i in 0..10 {
+        c.write_all(format!("echo m{i}\r\n").as_bytes()).unwrap();
+    }
+    read_replies(&mut c, 10);
+    c.write_all(b"SLOWLOG LEN\r\nSLOWLOG GET -1\r\n").unwrap();
+    let replies = read_replies(&mut c, 2);
+    assert_eq!(replies[0], ":3\r\n");
+    // The newest three: SLOWLOG LEN itself, then the last two ECHOs.
+    let log = &replies[1];
+    assert!(log.starts_with("*3\r\n"), "{log}");
+    assert!(log.contains("$7\r\nSLOWLOG\r\n$3\r\nLEN\r\n"), "{log}");
+    assert!(
+        log.contains("$2\r\nm9\r\n") && log.contains("$2\r\nm8\r\n"),
+        "{log}"
+    );
+    assert!(!log.contains("$2\r\nm7\r\n"), "{log}");
+    drop(served);
+    for (text, want) in [
+        ("nosuch = 1\n", "unknown setting 'nosuch'"),
+        (
+            "port = \"x\"\n",
+            "setting 'port' = \"x\": argument couldn't be parsed",
+        ),
+        ("durability = \"sometimes\"\n", "commit, periodic, none"),
+        ("port = \n", "tamer.toml"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_tamer"))
+            .args(["serve", "--port", "0", "--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{text}: {err}");
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
+/// `CLIENT KILL ID` and the old `ip:port` form close the other connection (it reads the end
+/// of its stream), `CLIENT LIST` shows both with their names and last commands, and a client
+/// killing itself gets its reply first. Catches a kill that only replies, a registry that
+/// misses connections or keeps closed ones.
+#[test]
+fn client_kill_closes_the_other_connection() {
+    let dir = temp_dir("client-kill");
+    let served = Served::start(&dir.0);
+    let (mut a, mut b, mut c) = (served.connect(), served.connect(), served.connect());
+    // Each served once, so the network thread has accepted (and registered) all three.
+    for conn in [&mut b, &mut c] {
+        conn.write_all(b"PING\r\n").unwrap();
+        assert_eq!(read_replies(conn, 1), ["+PONG\r\n"]);
+    }
+    a.write_all(b"CLIENT SETNAME victim\r\nCLIENT ID\r\n")
+        .unwrap();
+    let id_a = read_replies(&mut a, 2)[1]
+        .trim_start_matches(':')
+        .trim()
+        .to_string();
+    b.write_all(b"CLIENT LIST\r\n").unwrap();
+    let list = read_replies(&mut b, 1).remove(0);
+    assert_eq!(list.matches("id=").count(), 3, "{list}");
+    let line = list
+        .lines()
+        .find(|l| l.contains("name=victim"))
+        .expect("a's line");
+    assert!(
+        line.contains(&format!("id={id_a} ")) && line.contains("cmd=client|id"),
+        "{line}"
+    );
+    b.write_all(format!("CLIENT KILL ID {id_a}\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(read_replies(&mut b, 1), [":1\r\n"]);
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        a.read(&mut buf).unwrap_or(0),
+        0,
+        "the killed connection is closed"
+    );
+    // The old form, by address, from CLIENT INFO.
+    c.write_all(b"CLIENT INFO\r\n").unwrap();
+    let info = read_replies(&mut c, 1).remove(0);
+    let addr = info
+        .split("addr=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    b.write_all(format!("CLIENT KILL {addr}\r\nCLIENT LIST\r\n").as_bytes())
+        .unwrap();
+    let replies = read_replies(&mut b, 2);
+    assert_eq!(replies[0], "+OK\r\n");
+    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "killed by address");
+    assert_eq!(replies[1].matches("id=").count(), 1, "{}", replies[1]);
+    b.write_all(b"CLIENT KILL SKIPME no ID 999999\r\nCLIENT KILL SKIPME no\r\n")
+        .unwrap();
+    assert_eq!(read_replies(&mut b, 2), [":0\r\n", ":1\r\n"]);
+    assert_eq!(
+        b.read(&mut buf).unwrap_or(0),
+        0,
+        "killed itself after the reply"
+    );
+}
+
+/// `SHUTDOWN` closes the store cleanly and the process exits 0; a restart finds the data;
+/// `SHUTDOWN` inside `MULTI` and `SHUTDOWN ABORT` are refused. Catches a shutdown that
+/// kills without closing the store, exits non-zero, or runs from inside a transaction.
+#[test]
+fn shutdown_closes_the_store_and_exits_0() {
+    let dir = temp_dir("shutdown");
+    let mut served = Served::start(&dir.0);
+    let mut c = served.connect();
+    c.write_all(b"SET k v\r\nMULTI\r\nSHUTDOWN\r\nEXEC\r\nSHUTDOWN ABORT\r\nLASTSAVE\r\n")
+        .unwrap();
+    let replies = read_replies(&mut c, 6);
+    assert_eq!(
+        replies[2],
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    assert!(replies[3].starts_with("-EXECABORT"), "{}", replies[3]);
+    assert_eq!(replies[4], "-ERR No shutdown in progress.\r\n");
+    let lastsave: u64 = replies[5].trim_start_matches(':').trim().parse().unwrap();
+    assert!(lastsave > 1_700_000_000, "{lastsave}");
+    // The record of k: header 16, store key 4 + 1, value 12 + 1 = 34 bytes, padded to 48.
+    assert_eq!(ask(&mut c, "MEMORY USAGE k"), ":48\r\n");
+    c.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
+    let status = served.child.wait().unwrap();
+    let mut rest = String::new();
+    served.out.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("closed cleanly"), "{rest}");
+    let again = Served::start(&dir.0);
+    let mut c = again.connect();
+    c.write_all(b"GET k\r\n").unwrap();
+    assert_eq!(read_replies(&mut c, 1), ["$1\r\nv\r\n"]);
+}
+
+/// An HTTP GET of `path` on `addr`: the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// A sample's value in a Prometheus exposition (0 when absent).
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `--metrics-addr`: a scrape answers Prometheus text whose counters move with the commands
+/// run (per-command counts, the latency histogram's count, failures, the store's cache and
+/// commits, clients); another path is a 404. Catches a metric not wired to its counter, a
+/// histogram whose buckets disagree with its count, or an endpoint that never answers.
+#[test]
+fn metrics_endpoint_counters_move() {
+    let dir = temp_dir("metrics");
+    let served = Served::start_with(&dir.0, &["--metrics-addr", "127.0.0.1:0"]);
+    let addr = served
+        .line
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no metrics address in {}", served.line))
+        .to_string();
+    let (status, before) = http_get(&addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let mut c = served.connect();
+    for i in 0..5 {
+        c.write_all(format!("SET k{i} v\r\n").as_bytes()).unwrap();
+    }
+    c.write_all(b"INCR k0\r\nGET k0\r\n").unwrap();
+    read_replies(&mut c, 7);
+    let (_, after) = http_get(&addr, "/metrics");
+    let moved = |series: &str| sample(&after, series) - sample(&before, series);
+    assert_eq!(moved("tamer_commands_total{cmd=\"set\"}"), 5.0, "{after}");
+    assert_eq!(moved("tamer_commands_total{cmd=\"incr\"}"), 1.0);
+    assert_eq!(moved("tamer_commands_failed_total{cmd=\"incr\"}"), 1.0);
+    assert_eq!(
+        moved("tamer_command_duration_seconds_count{cmd=\"set\"}"),
+        5.0
+    );
+    let inf = "tamer_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"}";
+    assert_eq!(sample(&after, inf), 5.0);
+    assert!(moved("tamer_commits_staged_total") >= 5.0, "{after}");
+    assert!(moved("tamer_cache_hits_total") > 0.0);
+    assert!(moved("tamer_admitted_requests_total") >= 1.0);
+    assert_eq!(sample(&after, "tamer_connected_clients"), 1.0);
+    assert_eq!(moved("tamer_error_replies_total"), 1.0);
+    assert_eq!(http_get(&addr, "/other").0, "HTTP/1.1 404 Not Found");
+}
+
+/// `COMMAND INFO` and `COMMAND DOCS` of every served command that is not a container (whose
+/// subcommands tamer serves only in part), and of unknown names, on redis-server 7.0 and
+/// `tamer serve`, RESP2 and RESP3, compared byte for byte. Catches metadata that differs from
+/// Redis's (arity, flags, key specs, ACL categories, arguments) or a wrong reply type.
+#[test]
+fn command_info_and_docs_reply_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("command-meta");
+    let served = Served::start(&dir.0);
+    let (mut theirs, mut ours) = (redis.connect(), served.connect());
+    ours.write_all(b"COMMAND LIST\r\n").unwrap();
+    let list = read_replies(&mut ours, 1).remove(0);
+    let containers = [
+        "client", "command", "config", "latency", "memory", "slowlog",
+    ];
+    let names: Vec<String> = list
+        .split("\r\n")
+        .skip(1)
+        .filter(|l| !l.starts_with('$') && !l.is_empty())
+        .filter(|n| !containers.contains(n))
+        .map(String::from)
+        .collect();
+    assert!(names.len() > 40, "{names:?}");
+    for protocol in ["2", "3"] {
+        for conn in [&mut theirs, &mut ours] {
+            send(conn, &["hello".into(), protocol.into()]);
+            read_replies(conn, 1);
+        }
+        for name in names.iter().chain([&"nosuch".to_string()]) {
+            for sub in ["info", "docs"] {
+                let args = ["command".to_string(), sub.to_string(), name.clone()];
+                send(&mut theirs, &args);
+                send(&mut ours, &args);
+                let want = read_replies(&mut theirs, 1);
+                let got = read_replies(&mut ours, 1);
+                assert_eq!(got, want, "COMMAND {sub} {name}, RESP{protocol}");
+            }
+        }
+    }
+}
+
+/// Sends `request` (inline) on `conn` and reads its one reply.
+fn ask(conn: &mut TcpStream, request: &str) -> String {
+    conn.write_all(format!("{request}\r\n").as_bytes()).unwrap();
+    read_replies(conn, 1).remove(0)
+}
+
+/// `CONFIG SET` changes live settings for the running server: `maxclients` lowered refuses
+/// the next connection, `requirepass` set makes new connections authenticate (connections
+/// already in stay in; `RESET` logs out, as in Redis), and a refused set changes nothing.
+/// Catches a setting stored but not read where it applies.
+#[test]
+fn config_set_changes_live_settings() {
+    let dir = temp_dir("config-live");
+    let served = Served::start(&dir.0);
+    let mut a = served.connect();
+    assert_eq!(ask(&mut a, "CONFIG SET maxclients 2"), "+OK\r\n");
+    let mut b = served.connect();
+    assert_eq!(ask(&mut b, "PING"), "+PONG\r\n");
+    let mut extra = served.connect();
+    let mut refused = Vec::new();
+    extra.read_to_end(&mut refused).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&refused),
+        "-ERR max number of clients reached\r\n"
+    );
+    let set = "CONFIG SET maxclients 100 requirepass pw databases 4";
+    assert!(ask(&mut a, set).contains("can't set immutable config"));
+    assert_eq!(
+        ask(&mut a, "CONFIG GET maxclients"),
+        "*2\r\n$10\r\nmaxclients\r\n$1\r\n2\r\n"
+    );
+    assert_eq!(
+        ask(&mut a, "CONFIG SET maxclients 100 requirepass pw"),
+        "+OK\r\n"
+    );
+    drop(b);
+    let mut c = served.connect();
+    assert_eq!(ask(&mut c, "GET k"), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(ask(&mut a, "GET k"), "$-1\r\n", "already in: stays in");
+    assert_eq!(ask(&mut c, "AUTH pw"), "+OK\r\n");
+    assert_eq!(ask(&mut c, "GET k"), "$-1\r\n");
+    assert_eq!(ask(&mut c, "RESET"), "+RESET\r\n");
+    assert_eq!(ask(&mut c, "GET k"), "-NOAUTH Authentication required.\r\n");
+}
+
+/// Reads what `fd` (a pty's master) has for `wait`.
+fn read_for(fd: i32, wait: Duration) -> String {
+    let deadline = Instant::now() + wait;
+    let mut got = Vec::new();
+    // Bounded by the deadline: each pass polls at most 50 ms.
+    while Instant::now() < deadline {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one live pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into a live buffer of its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n as usize]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// redis-cli, interactive (on a pseudo-terminal), shows its argument hints for tamer's
+/// commands: it builds them from `COMMAND DOCS` at start (counted as `command|docs`). Catches a
+/// `COMMAND DOCS` reply redis-cli cannot read (it then shows no hints for commands it does
+/// not know itself) or that it never asks for.
+#[test]
+fn redis_cli_shows_hints() {
+    use std::os::fd::FromRawFd;
+    if !have_redis_cli() {
+        return;
+    }
+    let dir = temp_dir("hints");
+    let served = Served::start(&dir.0);
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 200,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors; the name pointer and termios may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: `slave` is a new descriptor we own; each Stdio gets its own duplicate.
+    let tty = |fd: i32| unsafe { Stdio::from_raw_fd(libc::dup(fd)) };
+    let mut cli = Command::new("redis-cli")
+        .args(["-p", &served.port.to_string()])
+        .stdin(tty(slave))
+        .stdout(tty(slave))
+        .stderr(tty(slave))
+        .spawn()
+        .unwrap();
+    // SAFETY: closes our copy of the slave side.
+    unsafe { libc::close(slave) };
+    let prompt = read_for(master, Duration::from_secs(2));
+    assert!(prompt.contains("> "), "no prompt: {prompt:?}");
+    let typed = b"getex ";
+    // SAFETY: writes a live buffer to the master side.
+    unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
+    let shown = read_for(master, Duration::from_secs(1));
+    let _ = cli.kill();
+    let _ = cli.wait();
+    // SAFETY: closes the master side we own.
+    unsafe { libc::close(master) };
+    assert!(
+        shown.contains("key [EX seconds|PX milliseconds|EXAT unix-time-seconds"),
+        "no hint: {shown:?}"
+    );
+    let mut c = served.connect();
+    let stats = ask(&mut c, "INFO commandstats");
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_command|docs:"))
+        .unwrap_or_else(|| panic!("redis-cli never sent COMMAND DOCS: {stats}"));
+    assert!(
+        line.starts_with("cmdstat_command|docs:calls=1,") && line.ends_with("failed_calls=0"),
+        "{line}"
+    );
+}
+
+/// Seeded random glob patterns (stars, `?`, classes with ranges and `^`, escapes, unclosed
+/// classes) matched against a set of names by redis-server 7.0's `KEYS` and by tamer's
+/// `glob_match` (which `CONFIG GET` uses, without its case folding here), the matches
+/// compared. Catches any divergence from Redis's `stringmatchlen`.
+#[test]
+fn glob_matches_as_redis_keys_does() {
+    use rand::{Rng, SeedableRng};
+    if !have_redis_server() {
+        return;
+    }
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let redis = Redis::start().unwrap();
+    let mut conn = redis.connect();
+    let mut names: Vec<String> = tamer_server::config::SETTINGS
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    names.extend(["a*b", "a?b", "a[b", "a]b", "a\\b", "a-b", "ab", "", "x^y"].map(String::from));
+    names.retain(|n| !n.is_empty());
+    for name in &names {
+        send(&mut conn, &["set".into(), name.clone(), "1".into()]);
+        read_replies(&mut conn, 1);
+    }
+    let pieces = [
+        "*", "?", "[a-m]", "[^a-m]", "[m-a]", "[abc", "\\*", "\\", "a", "b", "m", "-", "s", "e",
+        "[]", "[^]", "[\\]]", "x", "^", "ax", "ma", "slowlog", "max",
+    ];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    for case in 0..2_000 {
+        let pattern: String = (0..rng.gen_range(1..5))
+            .map(|_| pieces[rng.gen_range(0..pieces.len())])
+            .collect();
+        send(&mut conn, &["keys".into(), pattern.clone()]);
+        let reply = read_replies(&mut conn, 1).remove(0);
+        let mut want: Vec<&str> = reply
+            .split("\r\n")
+            .skip(2)
+            .step_by(2)
+            .filter(|s| !s.is_empty())
+            .collect();
+        want.sort_unstable();
+        let mut got: Vec<&str> = names
+            .iter()
+            .filter(|n| tamer_server::config::glob_match(pattern.as_bytes(), n.as_bytes(), false))
+            .map(String::as_str)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got, want,
+            "seed {seed} (TAMER_TEST_SEED), case {case}: {pattern:?}"
+        );
+    }
+}
+
+/// The same commands on redis-server 7.0 and `tamer serve` after `CONFIG RESETSTAT`, then
+/// `INFO commandstats` and `INFO errorstats` compared with the times left out: calls,
+/// rejected calls (arity) and failed calls per command and subcommand (`config|get`), errors
+/// by prefix. Catches a call counted under another name, a rejection counted as a failure,
+/// an unknown command or subcommand counted as a call, or an error prefix miscounted.
+#[test]
+fn commandstats_count_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("commandstats");
+    let served = Served::start(&dir.0);
+    let requests = [
+        "config resetstat",
+        "set a 1",
+        "get a",
+        "incr a",
+        "set s x",
+        "incr s",
+        "get",
+        "config get maxclients",
+        "config foo",
+        "config get",
+        "client list",
+        "client info",
+        "ping",
+        "echo x",
+        "nosuch",
+        "lastsave",
+        "memory usage a",
+        "slowlog len",
+        "latency latest",
+        "command count",
+        "getrange a x 1",
+        "mget a s nokey",
+        "multi",
+        "set a 2",
+        "incr s",
+        "get a",
+        "exec",
+        "multi",
+        "get",
+        "exec",
+    ];
+    // Redis lists in its hash table's order: both sorted.
+    let strip = |text: String| -> Vec<String> {
+        text.split("\r\n")
+            .filter(|l| l.starts_with("cmdstat_") || l.starts_with("errorstat_"))
+            .map(|l| {
+                let (name, fields) = l.split_once(':').unwrap();
+                let kept: Vec<&str> = fields
+                    .split(',')
+                    .filter(|f| !f.starts_with("usec"))
+                    .collect();
+                format!("{name}:{}", kept.join(","))
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let mut replies = Vec::new();
+    for conn in [&mut redis.connect(), &mut served.connect()] {
+        for request in requests {
+            ask(conn, request);
+        }
+        let stats = ask(conn, "INFO commandstats");
+        let errors = ask(conn, "INFO errorstats");
+        replies.push((strip(stats), strip(errors)));
+    }
+    assert!(replies[0].0.len() > 10, "{:?}", replies[0]);
+    assert_eq!(
+        replies[1], replies[0],
+        "tamer's (left) vs redis-server's (right)"
+    );
+}
+
+/// With `latency-monitor-threshold 1` and `slowlog-log-slower-than 1000`, a command of more
+/// than a millisecond (`LCS` of two 4,000-byte strings: 16 M table cells) is a `command`
+/// latency event (`LATEST`, `HISTORY`) and a slow-log entry with its arguments; `LATENCY
+/// RESET` forgets it. Catches a monitor not fed from the request path or a threshold unread.
+#[test]
+fn latency_monitor_and_slowlog_see_a_slow_command() {
+    use rand::{Rng, SeedableRng};
+    let dir = temp_dir("latency");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    for key in ["a", "b"] {
+        let value: String = (0..4_000)
+            .map(|_| rng.gen_range(b'a'..b'e') as char)
+            .collect();
+        send(&mut c, &["set".into(), key.into(), value]);
+        assert_eq!(read_replies(&mut c, 1), ["+OK\r\n"]);
+    }
+    assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n", "off by default");
+    let set = "CONFIG SET latency-monitor-threshold 1 slowlog-log-slower-than 1000";
+    assert_eq!(ask(&mut c, set), "+OK\r\n");
+    assert_eq!(ask(&mut c, "SLOWLOG RESET"), "+OK\r\n");
+    assert!(ask(&mut c, "LCS a b LEN").starts_with(':'));
+    let latest = ask(&mut c, "LATENCY LATEST");
+    assert!(
+        latest.starts_with("*1\r\n*4\r\n$7\r\ncommand\r\n:"),
+        "{latest}"
+    );
+    let history = ask(&mut c, "LATENCY HISTORY command");
+    // One sample per second with a slow command: the LCS's at least.
+    assert!(
+        !history.starts_with("*0") && history.contains("*2\r\n:"),
+        "{history}"
+    );
+    let log = ask(&mut c, "SLOWLOG GET");
+    assert!(
+        log.contains("$3\r\nLCS\r\n$1\r\na\r\n$1\r\nb\r\n$3\r\nLEN\r\n"),
+        "{log}"
+    );
+    // Off first, so that no command past the reset adds an event.
+    let off = "CONFIG SET latency-monitor-threshold 0";
+    assert_eq!(ask(&mut c, off), "+OK\r\n");
+    assert_eq!(ask(&mut c, "LATENCY RESET"), ":1\r\n");
+    assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n");
 }

@@ -72,11 +72,9 @@ pub fn decide(s: Snapshot) -> Decision {
     }
 }
 
-/// Counters `INFO` reports.
+/// Counters `INFO` reports (besides `ServerStats::admitted` and `busy`).
 #[derive(Debug, Default)]
 pub struct AdmissionStats {
-    /// Requests admitted.
-    pub admitted: AtomicU64,
     /// Requests refused with `-BUSY` by the objective.
     pub refused_slo: AtomicU64,
     /// Requests refused with `-BUSY` by a full queue (the hard bound or the runtime's).
@@ -85,13 +83,6 @@ pub struct AdmissionStats {
     pub rate_per_s: AtomicU64,
     /// Mean service of one request, ns (0: not yet).
     pub service_ns: AtomicU64,
-}
-
-impl AdmissionStats {
-    /// Refused requests in all.
-    pub fn refused(&self) -> u64 {
-        self.refused_slo.load(Ordering::Relaxed) + self.refused_full.load(Ordering::Relaxed)
-    }
 }
 
 /// The measurements behind [`Snapshot`], kept by the network thread.

@@ -11,6 +11,7 @@
 //! `MULTI`/`EXEC`, scans, ...) is not built yet.
 
 pub mod keys;
+pub mod meta;
 pub mod strings;
 
 use tamer_store::{DbError, Tx};

@@ -1,13 +1,17 @@
-//! tamer's Redis-protocol server (issue 10). Built so far: the RESP codec ([`resp`]): a
-//! request parser for RESP multibulk and inline commands with Redis 7.0's limits and error
-//! texts, resumable across partial reads and bounded in what it holds, and reply encoders for
-//! RESP2 and RESP3; and the keyspace's layout in the store ([`keyspace`]): typed values with
-//! expiry times, the 16 databases as namespaces. The server, its commands and its request path
-//! are not built yet.
+//! tamer's Redis-protocol server (issue 10): the RESP codec ([`resp`]), the keyspace's layout
+//! in the store ([`keyspace`]), the commands ([`commands`], [`session`], [`admin`]), the
+//! network core ([`net`]), and what the server reports about itself: settings ([`config`]),
+//! counters and logs ([`monitor`], [`info`], [`metrics`]), connections ([`clients`]).
 
+pub mod admin;
 pub mod admission;
+pub mod clients;
 pub mod commands;
+pub mod config;
+pub mod info;
 pub mod keyspace;
+pub mod metrics;
+pub mod monitor;
 pub mod net;
 pub mod prefetch;
 pub mod resp;

@@ -28,7 +28,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::Job;
 use tamer_store::{Db, DbError, DbHandle};
 
-use crate::admission::{self, AdmissionStats, Decision, Meter};
+use crate::admission::{self, Decision, Meter};
 use crate::keyspace::{Databases, DATABASES};
 use crate::prefetch;
 use crate::resp::{write, Parsed, RequestParser};
@@ -75,6 +75,9 @@ pub struct ServerOptions {
     /// Prefetch the pages of a job's keys before its requests run (seed 004's prefetch on
     /// dispatch; see [`tamer_store::DbHandle::prefetch`]).
     pub prefetch: bool,
+    /// The settings (`CONFIG GET/SET`); `max_clients` and `requirepass` above are written
+    /// into it at start.
+    pub config: Arc<crate::config::Config>,
 }
 
 /// Which core runs a connection's requests.
@@ -97,6 +100,7 @@ impl Default for ServerOptions {
             dispatch: Dispatch::Shared,
             slo_us: None,
             prefetch: true,
+            config: Arc::default(),
         }
     }
 }
@@ -107,6 +111,8 @@ pub struct Server {
     wake: Arc<OwnedFd>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     pub local_addr: std::net::SocketAddr,
+    /// What the server shares (settings, counters, connections, the shutdown request).
+    pub stats: Arc<ServerStats>,
 }
 
 impl Server {
@@ -127,29 +133,30 @@ impl Server {
         let databases = db
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
+        let stats = Arc::new(server_stats(&db, &options, local_addr.port())?);
         let shared = Arc::new(Shared {
             done: Mutex::new(Vec::new()),
             wake: wake.clone(),
             namespaces: databases.namespaces,
             watches: Arc::new(Watches::default()),
-            password: options
-                .requirepass
-                .clone()
-                .map(|p| Arc::new(p.into_bytes())),
-            stats: Arc::new(ServerStats::new(local_addr.port(), options.max_clients)),
-            admission: Arc::new(AdmissionStats::default()),
+            stats: stats.clone(),
             prefetch: options.prefetch,
         });
         let (stop2, db2) = (stop.clone(), db);
+        let routing = Routing {
+            dispatch: options.dispatch,
+            slo_us: options.slo_us,
+        };
         let thread = std::thread::Builder::new()
             .name("tamer-net".into())
-            .spawn(move || Network::new(listener, db2, shared, options)?.run(&stop2))
+            .spawn(move || Network::new(listener, db2, shared, routing)?.run(&stop2))
             .map_err(|e| e.to_string())?;
         Ok(Server {
             stop,
             wake,
             thread: Some(thread),
             local_addr,
+            stats,
         })
     }
 
@@ -173,6 +180,28 @@ impl Drop for Server {
             let _ = thread.join();
         }
     }
+}
+
+/// The server's shared state: `options`' settings (the effective `maxclients`, the
+/// password) in its registry, the store named for its statistics.
+fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<ServerStats, String> {
+    let max_clients = options.max_clients.to_string();
+    let pass = options.requirepass.clone().unwrap_or_default();
+    let pairs = [
+        ("maxclients", max_clients.as_str()),
+        ("requirepass", pass.as_str()),
+    ];
+    options
+        .config
+        .set_many(&pairs, crate::config::Origin::Startup)
+        .map_err(|e| e.trim_start_matches("ERR ").to_string())?;
+    let stats = ServerStats::new(
+        port,
+        options.config.clone(),
+        &crate::session::counted_names(),
+    );
+    stats.set_db(db);
+    Ok(stats)
 }
 
 /// Descriptors kept for the store, the listener, the ring and the eventfd beyond the clients.
@@ -236,9 +265,7 @@ struct Shared {
     wake: Arc<OwnedFd>,
     namespaces: [u32; DATABASES],
     watches: Arc<Watches>,
-    password: Option<Arc<Vec<u8>>>,
     stats: Arc<ServerStats>,
-    admission: Arc<AdmissionStats>,
     prefetch: bool,
 }
 
@@ -312,13 +339,18 @@ impl Op {
     }
 }
 
+/// How the network thread hands requests on (from [`ServerOptions`]).
+struct Routing {
+    dispatch: Dispatch,
+    slo_us: Option<u64>,
+}
+
 struct Network {
     ring: IoUring,
     listener: TcpListener,
     db: Arc<Db>,
     handle: DbHandle,
     shared: Arc<Shared>,
-    options: ServerOptions,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     next_generation: u32,
@@ -334,6 +366,9 @@ struct Network {
     /// Admission's measurements (this thread alone keeps them).
     meter: Meter,
     cores: usize,
+    dispatch: Dispatch,
+    /// Admission's objective in ns.
+    slo_ns: Option<u64>,
 }
 
 impl Network {
@@ -341,7 +376,7 @@ impl Network {
         listener: TcpListener,
         db: Arc<Db>,
         shared: Arc<Shared>,
-        options: ServerOptions,
+        routing: Routing,
     ) -> Result<Self, String> {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
         let handle = db.handle();
@@ -352,12 +387,13 @@ impl Network {
             db,
             handle,
             shared,
-            options,
             conns: Vec::new(),
             free: Vec::new(),
             next_generation: 1,
             meter: Meter::new(),
             cores,
+            dispatch: routing.dispatch,
+            slo_ns: routing.slo_us.map(|us| us.saturating_mul(1_000)),
             open: 0,
             pool: Box::into_raw(
                 vec![0u8; RECV_BUFFERS as usize * RECV_BUFFER_BYTES].into_boxed_slice(),
@@ -451,6 +487,8 @@ impl Network {
 
     fn run(mut self, stop: &AtomicBool) -> Result<(), String> {
         let result = self.serve(stop);
+        // Out of the registry before any socket closes (CLIENT KILL shuts sockets down).
+        self.shared.stats.clients.clear();
         // Every connection and the listener shut down; requests still armed complete on the
         // ring's teardown, which may outlast this thread: their buffers are leaked (once per
         // server, 256 KiB), never freed under the kernel.
@@ -542,7 +580,7 @@ impl Network {
     }
 
     fn accept(&mut self, fd: OwnedFd) -> Result<(), String> {
-        if self.open >= self.options.max_clients {
+        if self.open >= self.shared.stats.config.max_clients() {
             self.shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
             let reply = b"-ERR max number of clients reached\r\n";
             // SAFETY: a best-effort non-blocking write of a static reply before closing.
@@ -569,6 +607,10 @@ impl Network {
         };
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1).max(1);
+        let stats = &self.shared.stats;
+        stats
+            .clients
+            .register(u64::from(generation), fd.as_raw_fd());
         let conn = Conn {
             fd,
             generation,
@@ -581,7 +623,6 @@ impl Network {
             session: Some(Session::new(
                 self.shared.watches.clone(),
                 u64::from(generation),
-                self.shared.password.clone(),
                 self.shared.stats.clone(),
             )),
             closing: false,
@@ -787,8 +828,7 @@ impl Network {
             }
         }
         let n = batch.len();
-        let slo_ns = self.options.slo_us.map(|us| us.saturating_mul(1_000));
-        let decision = admission::decide(self.meter.snapshot(n, slo_ns));
+        let decision = admission::decide(self.meter.snapshot(n, self.slo_ns));
         if decision != Decision::Admit {
             return self.refuse(c, n, decision);
         }
@@ -811,7 +851,7 @@ impl Network {
             signal(shared.wake.as_raw_fd());
         };
         let runtime = self.db.runtime();
-        let spawned = match self.options.dispatch {
+        let spawned = match self.dispatch {
             Dispatch::Shared => runtime.spawn_job(Job::new(job)),
             Dispatch::Partitioned => runtime.spawn_on(c % self.cores, job),
         };
@@ -822,21 +862,24 @@ impl Network {
         }
         conn.in_flight = true;
         self.meter.admitted(n, Instant::now());
-        self.shared
-            .admission
-            .admitted
-            .fetch_add(n as u64, Ordering::Relaxed);
+        let admitted = &self.shared.stats.admitted;
+        admitted.fetch_add(n as u64, Ordering::Relaxed);
         self.flush(c)
     }
 
     /// Replies `-BUSY` to the `n` requests just taken from connection `c`'s pending ones
     /// (nothing of it is in flight, so the replies keep their order), then goes on.
     fn refuse(&mut self, c: usize, n: usize, why: Decision) -> Result<(), String> {
+        let admission = &self.shared.stats.admission;
         let counter = match why {
-            Decision::RefuseSlo => &self.shared.admission.refused_slo,
-            _ => &self.shared.admission.refused_full,
+            Decision::RefuseSlo => &admission.refused_slo,
+            _ => &admission.refused_full,
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
+        self.shared
+            .stats
+            .busy
+            .fetch_add(n as u64, Ordering::Relaxed);
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
@@ -852,7 +895,7 @@ impl Network {
 
     fn job_done(&mut self, d: Done) -> Result<(), String> {
         self.meter.finished(d.requests, d.job_ns, Instant::now());
-        self.meter.publish(&self.shared.admission);
+        self.meter.publish(&self.shared.stats.admission);
         let Some(conn) = self.conn(d.conn, d.generation) else {
             return Ok(());
         };
@@ -941,6 +984,9 @@ impl Network {
             unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
             conn.recv_armed = false;
         }
+        // Out of the registry before the socket closes (CLIENT KILL shuts sockets down).
+        let id = u64::from(conn.generation);
+        self.shared.stats.clients.remove(id);
         self.conns[c] = None;
         self.free.push(c);
         self.open -= 1;

@@ -20,9 +20,12 @@ use std::hash::{Hash, Hasher};
 use tamer_store::{DbError, DbHandle, Tx};
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use crate::clients::ClientEntry;
 use crate::commands::{self, Context};
 use crate::keyspace::{store_key, DATABASES};
+use crate::monitor::{Outcome, SlowEntry};
 use crate::resp::{parse_i64, write, Protocol};
 use crate::stats::ServerStats;
 use crate::watches::Watches;
@@ -48,10 +51,13 @@ pub struct Session {
     pub id: u64,
     /// `CLIENT SETNAME`.
     name: Option<Vec<u8>>,
-    /// The server's `requirepass`, and whether this client passed it.
-    password: Option<Arc<Vec<u8>>>,
+    /// Whether this client passed the server's `requirepass` (read from its settings).
     authenticated: bool,
     stats: Arc<ServerStats>,
+    /// Its entry in the connection registry (`None` for a session without a connection).
+    entry: Option<Arc<ClientEntry>>,
+    /// `CLIENT NO-EVICT`.
+    no_evict: bool,
 }
 
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
@@ -85,43 +91,35 @@ fn fingerprint(
 
 /// The commands a session answers itself, besides the table's.
 const SESSION_COMMANDS: &[&str] = &[
-    "auth", "client", "command", "discard", "echo", "exec", "hello", "info", "multi", "ping",
-    "quit", "select", "time", "unwatch", "watch",
+    "auth", "client", "command", "config", "discard", "echo", "exec", "hello", "info", "lastsave",
+    "latency", "memory", "multi", "ping", "quit", "reset", "select", "shutdown", "slowlog", "time",
+    "unwatch", "watch",
 ];
 
-/// `COMMAND COUNT | LIST` (the rest of `COMMAND` is not built yet).
-fn command(args: &[Vec<u8>], out: &mut Vec<u8>) {
-    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    match (sub.as_deref(), args.len()) {
-        (Some(b"count"), 2) => write::integer(
-            out,
-            (commands::COMMANDS.len() + SESSION_COMMANDS.len()) as i64,
-        ),
-        (Some(b"list"), 2) => {
-            let mut names: Vec<&str> = commands::COMMANDS.iter().map(|c| c.name).collect();
-            names.extend(SESSION_COMMANDS);
-            names.sort_unstable();
-            write::array(out, names.len());
-            for name in names {
-                write::bulk(out, name.as_bytes());
+/// Every name commandstats counts: each served command, and each served subcommand of a
+/// container (`config|get`), as Redis 7.0 counts them.
+pub fn counted_names() -> Vec<&'static str> {
+    let mut names = all_command_names();
+    for (name, entry) in commands::meta::table() {
+        if !CONTAINERS.contains(&name.as_str()) {
+            continue;
+        }
+        let subs = entry.get("info").and_then(|i| i.get("subcommands"));
+        for sub in subs.map_or(&[][..], commands::meta::Node::list) {
+            if let Some(commands::meta::Node::Str(full)) = sub.get("name") {
+                names.push(full.as_str());
             }
         }
-        (Some(s @ (b"count" | b"list")), _) => {
-            let s = String::from_utf8_lossy(s);
-            write::error(
-                out,
-                &format!("ERR wrong number of arguments for 'command|{s}' command"),
-            );
-        }
-        (None, _) => write::error(out, "ERR COMMAND without a subcommand is not supported yet"),
-        (Some(_), _) => {
-            let s = String::from_utf8_lossy(&args[1]);
-            write::error(
-                out,
-                &format!("ERR unknown subcommand '{s}'. Try COMMAND HELP."),
-            );
-        }
     }
+    names
+}
+
+/// Every command name tamer serves: the table's and the session's.
+pub fn all_command_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = commands::COMMANDS.iter().map(|c| c.name).collect();
+    names.extend(SESSION_COMMANDS);
+    names.sort_unstable();
+    names
 }
 
 /// Redis's error for a client name with spaces or special characters.
@@ -139,20 +137,16 @@ fn arity_error(out: &mut Vec<u8>, name: &str) {
     );
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Session {
-    /// A new connection's session, in database 0, on the server's `watches`.
-    pub fn new(
-        watches: Arc<Watches>,
-        id: u64,
-        password: Option<Arc<Vec<u8>>>,
-        stats: Arc<ServerStats>,
-    ) -> Self {
+    /// A new connection's session, in database 0, on the server's `watches` (its registry
+    /// entry, if the connection `id` is registered, found in `stats`).
+    pub fn new(watches: Arc<Watches>, id: u64, stats: Arc<ServerStats>) -> Self {
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -162,9 +156,10 @@ impl Session {
             watches,
             id,
             name: None,
-            authenticated: password.is_none(),
-            password,
+            authenticated: stats.config.requirepass().is_none(),
+            entry: stats.clients.get(id),
             stats,
+            no_evict: false,
         }
     }
 
@@ -176,7 +171,7 @@ impl Session {
         if user.is_some_and(|u| u != b"default") {
             return Some(WRONGPASS);
         }
-        match &self.password {
+        match &self.stats.config.requirepass() {
             // No password: the default user takes any (`nopass`), but the old one-argument
             // form is refused, as Redis refuses it.
             None if user.is_none() => Some(
@@ -292,6 +287,14 @@ impl Session {
                 self.name = (!args[2].is_empty()).then(|| args[2].clone());
                 write::simple(out, "OK");
             }
+            (b"list" | b"info" | b"kill" | b"no-evict", _) => {
+                let effect = crate::admin::client(&self.stats, self.protocol, self.id, args, out);
+                let effect = effect.expect("a CLIENT subcommand admin serves");
+                self.quit |= effect.close_me;
+                if let Some(on) = effect.no_evict {
+                    self.no_evict = on;
+                }
+            }
             (b"id" | b"getname" | b"setname", _) => {
                 let sub = String::from_utf8_lossy(&lower);
                 write::error(
@@ -315,7 +318,8 @@ impl Session {
         }
     }
 
-    /// Runs one request, appending its reply.
+    /// Runs one request, appending its reply, and records it (command counters, errors,
+    /// slow log, latency monitor, the registry's entry).
     pub fn run(
         &mut self,
         handle: &DbHandle,
@@ -323,22 +327,122 @@ impl Session {
         args: Vec<Vec<u8>>,
         out: &mut Vec<u8>,
     ) {
+        let started = Instant::now();
+        let before = out.len();
         let name = args[0].to_ascii_lowercase();
-        self.stats
-            .commands
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit") {
-            write::error(out, "NOAUTH Authentication required.");
-            if let Some((_, dirty)) = self.multi.as_mut() {
-                *dirty = true;
+        // Inside MULTI, this request is queued (or refused at queueing), not run.
+        let queueing = self.multi.is_some()
+            && !matches!(
+                &name[..],
+                b"exec"
+                    | b"discard"
+                    | b"multi"
+                    | b"watch"
+                    | b"quit"
+                    | b"hello"
+                    | b"auth"
+                    | b"reset"
+                    | b"shutdown"
+            );
+        let label = command_label(&name, &args);
+        if let Some(entry) = &self.entry {
+            let cmd = label.clone();
+            entry.update(|s| {
+                s.cmd = cmd;
+                s.last_active = started;
+            });
+        }
+        self.dispatch(handle, namespaces, &args, out);
+        // The slow log leaves out what may carry a password.
+        let logged = (!matches!(&name[..], b"auth" | b"hello")).then_some(args);
+        self.record(label.as_bytes(), logged, started, &out[before..], queueing);
+    }
+
+    /// What `run` records once a command replied: `label` names it as commandstats does
+    /// (`get`, `config|get`).
+    fn record(
+        &self,
+        label: &[u8],
+        args: Option<Vec<Vec<u8>>>,
+        started: Instant,
+        reply: &[u8],
+        queueing: bool,
+    ) {
+        let took = started.elapsed();
+        let monitor = &self.stats.monitor;
+        let outcome = if reply.first() == Some(&b'-') {
+            monitor.record_error(reply);
+            let rejected = reply.starts_with(b"-ERR wrong number of arguments")
+                || reply.starts_with(b"-NOAUTH")
+                || queueing;
+            if rejected {
+                Outcome::Rejected
+            } else {
+                Outcome::Failed
             }
+        } else {
+            Outcome::Ok
+        };
+        if let Some(entry) = &self.entry {
+            let (name, db, resp) = (self.name.clone(), self.db, self.protocol);
+            let (multi, no_evict) = (self.multi.as_ref().map(|(q, _)| q.len()), self.no_evict);
+            entry.update(|s| {
+                s.name = name.unwrap_or_default();
+                s.db = db;
+                s.resp = if resp == Protocol::Resp3 { 3 } else { 2 };
+                s.multi = multi;
+                s.no_evict = no_evict;
+            });
+        }
+        if queueing && reply == b"+QUEUED\r\n" {
             return;
         }
-        match &name[..] {
-            b"hello" => return self.hello(&args, out),
-            b"auth" if !(2..=3).contains(&args.len()) => return arity_error(out, "auth"),
+        monitor.record_call(label, took, outcome);
+        let config = &self.stats.config;
+        let us = took.as_micros() as u64;
+        let threshold_us = config.slowlog_slower_than_us();
+        if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {
+            let entry = SlowEntry {
+                id: 0,
+                unix_secs: now_ms() / 1000,
+                duration_us: us,
+                args,
+                addr: self
+                    .entry
+                    .as_ref()
+                    .map_or(String::new(), |e| e.addr.clone()),
+                name: self.name.clone().unwrap_or_default(),
+            };
+            monitor.slowlog_push(entry, config.slowlog_max_len());
+        }
+        let threshold_ms = config.latency_threshold_ms();
+        let ms = took.as_millis() as u64;
+        if threshold_ms > 0 && ms >= threshold_ms {
+            monitor.latency_add("command", now_ms() / 1000, ms);
+        }
+    }
+
+    /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
+    /// no `MULTI`, nothing watched, `NO-EVICT` off, authenticated only without a password).
+    fn reset(&mut self, out: &mut Vec<u8>) {
+        self.multi = None;
+        self.unwatch_all();
+        self.db = 0;
+        self.protocol = Protocol::Resp2;
+        self.name = None;
+        self.no_evict = false;
+        self.authenticated = self.stats.config.requirepass().is_none();
+        write::simple(out, "RESET");
+    }
+
+    /// The commands that run at once, even inside `MULTI` (`HELLO`, `AUTH`, `RESET`; `CLIENT`
+    /// and `SHUTDOWN` outside it): whether `name` was one.
+    fn immediate(&mut self, name: &[u8], args: &[Vec<u8>], out: &mut Vec<u8>) -> bool {
+        match name {
+            b"hello" => self.hello(args, out),
+            b"auth" if !(2..=3).contains(&args.len()) => arity_error(out, "auth"),
             b"auth" => {
-                let (user, pass) = match &args[..] {
+                let (user, pass) = match args {
                     [_, pass] => (None, pass.clone()),
                     [_, user, pass] => (Some(user.clone()), pass.clone()),
                     _ => unreachable!("arity checked"),
@@ -347,11 +451,45 @@ impl Session {
                     Some(text) => write::error(out, text),
                     None => write::simple(out, "OK"),
                 }
-                return;
             }
-            b"client" if self.multi.is_none() => return self.client(&args, out),
+            b"client" if self.multi.is_none() => self.client(args, out),
+            b"reset" if args.len() != 1 => arity_error(out, "reset"),
+            b"reset" => self.reset(out),
+            b"shutdown" if self.multi.is_some() => {
+                if let Some((_, dirty)) = self.multi.as_mut() {
+                    *dirty = true;
+                }
+                write::error(out, "ERR Command not allowed inside a transaction");
+            }
+            b"shutdown" => {
+                crate::admin::shutdown(&self.stats, args, out);
+            }
+            _ => return false,
+        }
+        true
+    }
 
-            _ => {}
+    /// Runs one request, appending its reply.
+    fn dispatch(
+        &mut self,
+        handle: &DbHandle,
+        namespaces: &[u32; DATABASES],
+        args: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) {
+        let name = args[0].to_ascii_lowercase();
+        self.stats
+            .commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !self.authenticated && !matches!(&name[..], b"auth" | b"hello" | b"quit" | b"reset") {
+            write::error(out, "NOAUTH Authentication required.");
+            if let Some((_, dirty)) = self.multi.as_mut() {
+                *dirty = true;
+            }
+            return;
+        }
+        if self.immediate(&name, args, out) {
+            return;
         }
         let session_command = matches!(
             &name[..],
@@ -402,7 +540,7 @@ impl Session {
                         stats: &stats,
                         max_value_bytes: handle.max_value_bytes(),
                     };
-                    run.one(tx, &mut db, &mut quit, &args, &mut reply)?;
+                    run.one(tx, &mut db, &mut quit, args, &mut reply)?;
                     Ok((reply, db, quit))
                 });
                 match result {
@@ -418,17 +556,14 @@ impl Session {
     }
 
     /// Queues a command inside `MULTI`, or refuses it (and the transaction).
-    fn queue(&mut self, args: Vec<Vec<u8>>, name: &[u8], out: &mut Vec<u8>) {
+    fn queue(&mut self, args: &[Vec<u8>], name: &[u8], out: &mut Vec<u8>) {
         let (queued, dirty) = self.multi.as_mut().expect("inside MULTI");
-        let arity = match name {
-            b"ping" => Some(-1),
-            b"echo" | b"select" => Some(2),
-            b"unwatch" | b"time" => Some(1),
-            b"info" | b"command" | b"client" => Some(-1),
-            _ => commands::lookup(name).map(|c| c.arity),
-        };
+        // The table's arity, or the metadata's for a command the session serves.
+        let arity = commands::lookup(name)
+            .map(|c| c.arity)
+            .or_else(|| commands::meta::arity(name));
         let Some(arity) = arity else {
-            write::error(out, &commands::unknown_command_text(&args));
+            write::error(out, &commands::unknown_command_text(args));
             *dirty = true;
             return;
         };
@@ -445,7 +580,7 @@ impl Session {
             *dirty = true;
             return;
         }
-        queued.push(args);
+        queued.push(args.to_vec());
         write::simple(out, "QUEUED");
     }
 
@@ -524,19 +659,48 @@ impl Session {
                 stats: &stats,
                 max_value_bytes: handle.max_value_bytes(),
             };
+            // Each command's reply span and time, for the counters once this attempt commits.
+            let mut spans = Vec::with_capacity(queued.len());
             for args in &queued {
+                let (at, started) = (replies.len(), Instant::now());
                 run.one(tx, &mut db, &mut quit, args, &mut replies)?;
+                spans.push((at..replies.len(), started.elapsed()));
             }
-            Ok(Some((replies, db)))
+            Ok(Some((replies, db, spans)))
         });
         self.unwatch_all();
         match result {
-            Ok(Some((replies, db))) => {
+            Ok(Some((replies, db, spans))) => {
+                self.record_queued(&queued, &replies, spans);
                 out.extend_from_slice(&replies);
                 self.db = db;
             }
             Ok(None) => write::null_array(out, protocol),
             Err(err) => write::error(out, &format!("ERR {err}")),
+        }
+    }
+}
+
+impl Session {
+    /// Counts the commands an `EXEC` ran (calls, failures, errors), as Redis counts each
+    /// queued command besides `EXEC` itself.
+    fn record_queued(
+        &self,
+        queued: &[Vec<Vec<u8>>],
+        replies: &[u8],
+        spans: Vec<(std::ops::Range<usize>, std::time::Duration)>,
+    ) {
+        let monitor = &self.stats.monitor;
+        for (args, (span, took)) in queued.iter().zip(spans) {
+            let reply = &replies[span];
+            let outcome = if reply.first() == Some(&b'-') {
+                monitor.record_error(reply);
+                Outcome::Failed
+            } else {
+                Outcome::Ok
+            };
+            let label = command_label(&args[0].to_ascii_lowercase(), args);
+            monitor.record_call(label.as_bytes(), took, outcome);
         }
     }
 }
@@ -588,7 +752,16 @@ impl Run<'_> {
                 let text = self.stats.info(&args[1..]);
                 write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
             }
-            b"command" => command(args, out),
+            b"command" => commands::meta::command(self.protocol, args, out),
+            b"config" => crate::admin::config(self.stats, self.protocol, args, out),
+            b"slowlog" => crate::admin::slowlog(self.stats, args, out),
+            b"latency" => crate::admin::latency(self.stats, args, out),
+            b"lastsave" if args.len() != 1 => arity_error(out, "lastsave"),
+            b"lastsave" => crate::admin::lastsave(self.stats, out),
+            b"memory" => {
+                let namespace = self.namespaces[*db];
+                crate::admin::memory(tx, namespace, self.protocol, args, out)?;
+            }
             b"select" if args.len() != 2 => arity_error(out, "select"),
             b"select" => match parse_i64(&args[1]) {
                 Some(n) if (0..DATABASES as i64).contains(&n) => {
@@ -611,5 +784,23 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The commands whose first argument is a subcommand.
+pub const CONTAINERS: &[&str] = &[
+    "client", "command", "config", "latency", "memory", "slowlog",
+];
+
+/// A command as `CLIENT LIST`'s `cmd=` and commandstats name it: a container command with
+/// its subcommand (`client|list`), any other by its name.
+fn command_label(name: &[u8], args: &[Vec<u8>]) -> String {
+    let name = String::from_utf8_lossy(name).into_owned();
+    match args.get(1) {
+        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
+            let sub = String::from_utf8_lossy(&sub[..sub.len().min(32)]).to_ascii_lowercase();
+            format!("{name}|{sub}")
+        }
+        _ => name,
     }
 }

@@ -1,75 +1,107 @@
-//! Server-wide counters that `INFO` reports (updated by the network core and the sessions).
+//! What the server shares across its threads besides the store: the settings, the counters
+//! `INFO` and the metrics endpoint report (updated by the network core and the sessions),
+//! the connection registry, and the shutdown request.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-/// What `INFO` reports about the server as a whole.
+use tamer_store::Db;
+
+use crate::clients::Clients;
+use crate::config::Config;
+use crate::monitor::Monitor;
+
+/// See the module docs.
 #[derive(Debug)]
 pub struct ServerStats {
     pub started: Instant,
+    /// Unix time (s) the server started.
+    pub started_unix: u64,
     pub port: u16,
-    pub max_clients: usize,
+    pub config: Arc<Config>,
+    pub monitor: Monitor,
+    pub clients: Clients,
     pub connections_received: AtomicU64,
     pub connected: AtomicUsize,
     pub rejected: AtomicU64,
     pub commands: AtomicU64,
+    /// Requests handed to the runtime (admitted) and refused with `-BUSY` (NACKed).
+    pub admitted: AtomicU64,
+    pub busy: AtomicU64,
+    /// Admission's measurements and its refusals by cause.
+    pub admission: crate::admission::AdmissionStats,
+    /// `SHUTDOWN` asked: the process closes the store and exits.
+    pub shutdown: AtomicBool,
+    /// The store, for its statistics (weak: the process closes it at exit).
+    db: Mutex<Weak<Db>>,
+    /// The replication id `INFO replication` shows (random per start, as Redis's).
+    pub replid: String,
 }
 
 impl ServerStats {
-    pub fn new(port: u16, max_clients: usize) -> Self {
+    /// The server's shared state on `port` with `config`, counting the commands `names`.
+    pub fn new(port: u16, config: Arc<Config>, names: &[&'static str]) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut seed = now.as_nanos() as u64 ^ u64::from(std::process::id()) << 32;
+        let replid: String = (0..40)
+            .map(|_| {
+                // SplitMix64: an id, not a secret.
+                seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = seed;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                char::from_digit(((z ^ (z >> 31)) % 16) as u32, 16).expect("a hex digit")
+            })
+            .collect();
         Self {
             started: Instant::now(),
+            started_unix: now.as_secs(),
             port,
-            max_clients,
+            config,
+            monitor: Monitor::new(names),
+            clients: Clients::default(),
             connections_received: AtomicU64::new(0),
             connected: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            admission: Default::default(),
+            shutdown: AtomicBool::new(false),
+            db: Mutex::new(Weak::new()),
+            replid,
         }
     }
 
-    /// `INFO`'s text for `sections` (empty: every section built), as Redis lays it out:
-    /// `# Section` then `field:value` lines, sections separated by a blank line.
+    /// Names the store whose statistics `INFO` and the metrics report.
+    pub fn set_db(&self, db: &Arc<Db>) {
+        *self.db.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(db);
+    }
+
+    /// The store, while it is open.
+    pub fn db(&self) -> Option<Arc<Db>> {
+        self.db.lock().unwrap_or_else(|p| p.into_inner()).upgrade()
+    }
+
+    /// `CONFIG RESETSTAT`: the command, error and connection counters.
+    pub fn reset(&self) {
+        self.monitor.reset_stats();
+        for c in [
+            &self.connections_received,
+            &self.rejected,
+            &self.commands,
+            &self.admitted,
+            &self.busy,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// `INFO`'s text for `sections` (see [`crate::info`]).
     pub fn info(&self, sections: &[Vec<u8>]) -> String {
-        let want = |name: &str| {
-            sections.is_empty()
-                || sections.iter().any(|s| {
-                    let s = s.to_ascii_lowercase();
-                    s == name.as_bytes() || s == b"all" || s == b"default" || s == b"everything"
-                })
-        };
-        let mut parts = Vec::new();
-        let uptime = self.started.elapsed().as_secs();
-        if want("server") {
-            parts.push(format!(
-                "# Server\r\nredis_version:{}\r\ntamer_version:{}\r\nredis_mode:standalone\r\n\
-                 os:{} {}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\n\
-                 tcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\n",
-                crate::session::REDIS_VERSION,
-                env!("CARGO_PKG_VERSION"),
-                std::env::consts::OS,
-                std::env::consts::ARCH,
-                std::process::id(),
-                self.port,
-                uptime / 86_400,
-            ));
-        }
-        if want("clients") {
-            parts.push(format!(
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
-                self.connected.load(Ordering::Relaxed),
-                self.max_clients
-            ));
-        }
-        if want("stats") {
-            parts.push(format!(
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-                 rejected_connections:{}\r\n",
-                self.connections_received.load(Ordering::Relaxed),
-                self.commands.load(Ordering::Relaxed),
-                self.rejected.load(Ordering::Relaxed)
-            ));
-        }
-        parts.join("\r\n")
+        crate::info::text(self, sections)
     }
 }

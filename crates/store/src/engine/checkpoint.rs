@@ -108,6 +108,9 @@ pub struct CheckpointStats {
     /// holds the checkpoint latch for its whole run.
     pub total_ns: u64,
     pub max_ns: u64,
+    /// When the last checkpoint since open ended (Unix time in ms; 0: none yet), as the
+    /// server's `LASTSAVE` reports it.
+    pub last_unix_ms: u64,
 }
 
 /// Pages freed since the last checkpoint (which index pages changed is in `CopyState`).
@@ -185,6 +188,9 @@ impl Engine {
                 stats.index_pages_written += *pages as u64;
                 stats.total_ns += took;
                 stats.max_ns = stats.max_ns.max(took);
+                stats.last_unix_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
             }
             Err(err) => self.fail(format!("a checkpoint failed: {err}")),
         }

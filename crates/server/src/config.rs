@@ -1,0 +1,456 @@
+//! The settings registry: every `tamer serve` flag and the Redis settings clients commonly
+//! read, under Redis's names, with their defaults, their kinds (how a value is checked and
+//! normalized) and whether they change while the server runs. `CONFIG GET` / `CONFIG SET`,
+//! the `--config tamer.toml` file and the command-line flags all go through it
+//! (`docs/config.md`).
+//!
+//! Values are kept normalized as `CONFIG GET` prints them (sizes in bytes, booleans `yes` /
+//! `no`); the ones read on the request path (`maxclients`, the slow log's and the latency
+//! monitor's thresholds) are mirrored in atomics. `CONFIG SET` of several pairs checks every
+//! pair first and changes nothing if one fails, as Redis 7.0.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a setting's value is checked and normalized.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// An integer in `min..=max`.
+    Int { min: i64, max: i64 },
+    /// Bytes, with Redis's units (`1gb`, `512mb`, `64k`); shown as bytes.
+    Memory,
+    /// `yes` or `no`.
+    Bool,
+    /// One of the names (any case; shown lowercase).
+    Enum(&'static [&'static str]),
+    /// Any bytes.
+    Text,
+}
+
+/// One setting of the registry.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    /// The default, as a user writes it (normalized like any value).
+    pub default: &'static str,
+    pub kind: Kind,
+    /// `CONFIG SET` changes it while the server runs (otherwise only at startup).
+    pub live: bool,
+}
+
+const fn setting(name: &'static str, default: &'static str, kind: Kind, live: bool) -> Setting {
+    Setting {
+        name,
+        default,
+        kind,
+        live,
+    }
+}
+
+const I64: i64 = i64::MAX;
+/// Most slow-log entries kept (Redis allows up to 2^63; each entry holds up to 4 KiB of
+/// arguments, so tamer bounds the log).
+pub const MAX_SLOWLOG_LEN: i64 = 10_000;
+
+/// Every setting, sorted by name.
+pub const SETTINGS: &[Setting] = &[
+    setting("appendonly", "no", Kind::Bool, false),
+    setting("bind", "127.0.0.1", Kind::Text, false),
+    setting("cache-size", "256mb", Kind::Memory, false),
+    setting("client-query-buffer-limit", "64mb", Kind::Memory, false),
+    // 0: the CPUs the process may use, less one (the network thread's), at least one.
+    setting("cores", "0", Kind::Int { min: 0, max: 256 }, false),
+    setting("databases", "16", Kind::Int { min: 1, max: 16 }, false),
+    setting("dir", "tamer-data", Kind::Text, false),
+    setting(
+        "dispatch",
+        "shared",
+        Kind::Enum(&["shared", "partitioned"]),
+        false,
+    ),
+    setting(
+        "durability",
+        "commit",
+        Kind::Enum(&["commit", "periodic", "none"]),
+        false,
+    ),
+    setting("hz", "10", Kind::Int { min: 1, max: 500 }, false),
+    setting(
+        "latency-monitor-threshold",
+        "0",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
+    setting(
+        "maxclients",
+        "10000",
+        Kind::Int {
+            min: 1,
+            max: u32::MAX as i64,
+        },
+        true,
+    ),
+    setting("maxmemory", "0", Kind::Memory, false),
+    setting("metrics-addr", "", Kind::Text, false),
+    setting("port", "6379", Kind::Int { min: 0, max: 65535 }, false),
+    setting("prefetch", "yes", Kind::Bool, false),
+    setting("protected-mode", "yes", Kind::Bool, false),
+    setting("proto-max-bulk-len", "512mb", Kind::Memory, false),
+    setting("requirepass", "", Kind::Text, true),
+    setting("save", "", Kind::Text, false),
+    // Admission's latency objective in µs; 0: none.
+    setting("slo-us", "0", Kind::Int { min: 0, max: I64 }, false),
+    setting(
+        "slowlog-log-slower-than",
+        "10000",
+        Kind::Int {
+            min: i64::MIN,
+            max: I64,
+        },
+        true,
+    ),
+    setting(
+        "slowlog-max-len",
+        "128",
+        Kind::Int {
+            min: 0,
+            max: MAX_SLOWLOG_LEN,
+        },
+        true,
+    ),
+    setting("timeout", "0", Kind::Int { min: 0, max: 0 }, false),
+];
+
+/// Who changes a setting: a client (`CONFIG SET`: live settings only) or the startup (the
+/// file and the flags: any setting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    Startup,
+}
+
+/// The index of the setting named `name` (exactly, lowercase).
+pub fn find(name: &str) -> Option<usize> {
+    SETTINGS.binary_search_by(|s| s.name.cmp(name)).ok()
+}
+
+/// Parses a size as Redis's `memtoll`: digits with an optional unit `k`/`kb`/`m`/`mb`/
+/// `g`/`gb` (`k` = 1000, `kb` = 1024, any case).
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// `value` checked against `kind` and normalized, or Redis's reason for refusing it.
+pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
+    match kind {
+        Kind::Int { min, max } => {
+            let n: i64 = value
+                .parse()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if n < min || n > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Memory => parse_memory(value)
+            .map(|n| n.to_string())
+            .ok_or_else(|| "argument must be a memory value".to_string()),
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            v @ ("yes" | "no") => Ok(v.to_string()),
+            _ => Err("argument must be 'yes' or 'no'".to_string()),
+        },
+        Kind::Enum(names) => {
+            let lower = value.to_ascii_lowercase();
+            if names.contains(&lower.as_str()) {
+                Ok(lower)
+            } else {
+                Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    names.join(", ")
+                ))
+            }
+        }
+        Kind::Text => Ok(value.to_string()),
+    }
+}
+
+/// The server's settings (see the module docs).
+#[derive(Debug)]
+pub struct Config {
+    /// Normalized values, by index into [`SETTINGS`].
+    values: Mutex<Vec<String>>,
+    max_clients: AtomicUsize,
+    slowlog_slower_than_us: AtomicI64,
+    slowlog_max_len: AtomicUsize,
+    latency_threshold_ms: AtomicU64,
+    requirepass: Mutex<Option<Arc<Vec<u8>>>>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let values = SETTINGS
+            .iter()
+            .map(|s| normalize(s.kind, s.default).expect("defaults are valid"))
+            .collect();
+        let config = Config {
+            values: Mutex::new(values),
+            max_clients: AtomicUsize::new(0),
+            slowlog_slower_than_us: AtomicI64::new(0),
+            slowlog_max_len: AtomicUsize::new(0),
+            latency_threshold_ms: AtomicU64::new(0),
+            requirepass: Mutex::new(None),
+        };
+        config.mirror();
+        config
+    }
+}
+
+impl Config {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.values.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value of the setting `name` (normalized). Panics on a name not in the registry: a
+    /// caller names settings in code.
+    pub fn get(&self, name: &str) -> String {
+        let i = find(name).unwrap_or_else(|| panic!("no setting {name}"));
+        self.lock()[i].clone()
+    }
+
+    /// A numeric setting's value.
+    pub fn get_u64(&self, name: &str) -> u64 {
+        self.get(name).parse().unwrap_or(0)
+    }
+
+    pub fn max_clients(&self) -> usize {
+        self.max_clients.load(Ordering::Relaxed)
+    }
+    /// Commands slower than this many µs enter the slow log (negative: none do).
+    pub fn slowlog_slower_than_us(&self) -> i64 {
+        self.slowlog_slower_than_us.load(Ordering::Relaxed)
+    }
+    pub fn slowlog_max_len(&self) -> usize {
+        self.slowlog_max_len.load(Ordering::Relaxed)
+    }
+    /// Commands at least this many ms long are latency events (0: the monitor is off).
+    pub fn latency_threshold_ms(&self) -> u64 {
+        self.latency_threshold_ms.load(Ordering::Relaxed)
+    }
+    /// The password clients must give (`None`: no password).
+    pub fn requirepass(&self) -> Option<Arc<Vec<u8>>> {
+        self.requirepass
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Copies the hot settings into their atomics.
+    fn mirror(&self) {
+        let values = self.lock().clone();
+        let num = |name: &str| {
+            values[find(name).expect("registered")]
+                .parse::<i64>()
+                .unwrap_or(0)
+        };
+        self.max_clients
+            .store(num("maxclients") as usize, Ordering::Relaxed);
+        self.slowlog_slower_than_us
+            .store(num("slowlog-log-slower-than"), Ordering::Relaxed);
+        self.slowlog_max_len
+            .store(num("slowlog-max-len") as usize, Ordering::Relaxed);
+        self.latency_threshold_ms
+            .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
+        let pass = &values[find("requirepass").expect("registered")];
+        *self.requirepass.lock().unwrap_or_else(|p| p.into_inner()) =
+            (!pass.is_empty()).then(|| Arc::new(pass.clone().into_bytes()));
+    }
+
+    /// Sets every pair or none (Redis 7.0's `CONFIG SET`): the error is Redis's reply text.
+    pub fn set_many(&self, pairs: &[(&str, &str)], origin: Origin) -> Result<(), String> {
+        let fail = |name: &str, why: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+        };
+        let mut changes: Vec<(usize, String)> = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            let lower = name.to_ascii_lowercase();
+            let Some(i) = find(&lower) else {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            };
+            if changes.iter().any(|(j, _)| *j == i) {
+                return Err(fail(&lower, "duplicate parameter"));
+            }
+            if origin == Origin::Client && !SETTINGS[i].live {
+                return Err(fail(&lower, "can't set immutable config"));
+            }
+            let value = normalize(SETTINGS[i].kind, value).map_err(|why| fail(&lower, &why))?;
+            changes.push((i, value));
+        }
+        {
+            let mut values = self.lock();
+            for (i, value) in changes {
+                values[i] = value;
+            }
+        }
+        self.mirror();
+        Ok(())
+    }
+
+    /// `CONFIG GET pattern...`: each matching setting once, in the registry's order.
+    pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(&'static str, String)> {
+        let values = self.lock();
+        SETTINGS
+            .iter()
+            .zip(values.iter())
+            .filter(|(s, _)| {
+                patterns
+                    .iter()
+                    .any(|p| glob_match(p, s.name.as_bytes(), true))
+            })
+            .map(|(s, v)| (s.name, v.clone()))
+            .collect()
+    }
+}
+
+/// Redis's `stringmatchlen`: `*`, `?`, `[abc]`, `[^a-z]`, `\x`; `nocase` folds ASCII case.
+/// Bounded: O(pattern × string) steps whatever the pattern (a mismatch backtracks only to the
+/// last `*`, which is enough for these patterns), so a client's pattern of many stars cannot
+/// make it exponential as a recursive matcher would be.
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let (mut p, mut s) = (0, 0);
+    // After the last star seen: (the pattern past it, the string position it resumes from).
+    let mut star: Option<(usize, usize)> = None;
+    while s < string.len() {
+        if pattern.get(p) == Some(&b'*') {
+            while pattern.get(p) == Some(&b'*') {
+                p += 1;
+            }
+            star = Some((p, s));
+            continue;
+        }
+        if let Some(next) = match_one(pattern, p, string[s], nocase) {
+            p = next;
+            s += 1;
+            continue;
+        }
+        // A mismatch: the last star takes one more byte, or the match fails.
+        let Some((after, from)) = star else {
+            return false;
+        };
+        star = Some((after, from + 1));
+        p = after;
+        s = from + 1;
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&b| b == b'*')
+}
+
+/// Matches the pattern element at `p` (not a star) against `c`: the index after it.
+fn match_one(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<usize> {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    match *pattern.get(p)? {
+        b'?' => Some(p + 1),
+        b'[' => {
+            let (matched, next) = class_match(pattern, p + 1, c, nocase);
+            matched.then_some(next)
+        }
+        b'\\' if p + 1 < pattern.len() => eq(pattern[p + 1], c).then_some(p + 2),
+        literal => eq(literal, c).then_some(p + 1),
+    }
+}
+
+/// A `[...]` class starting at `p` (after the `[`) against `c`: (matched, the index after
+/// the class's `]`, or the pattern's end as Redis treats an unclosed class).
+fn class_match(pattern: &[u8], mut p: usize, c: u8, nocase: bool) -> (bool, usize) {
+    let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
+    let c = fold(c);
+    let not = pattern.get(p) == Some(&b'^');
+    if not {
+        p += 1;
+    }
+    let mut matched = false;
+    while p < pattern.len() && pattern[p] != b']' {
+        if pattern[p] == b'\\' && p + 1 < pattern.len() {
+            p += 1;
+            matched |= fold(pattern[p]) == c;
+        } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
+            let (mut lo, mut hi) = (fold(pattern[p]), fold(pattern[p + 2]));
+            if lo > hi {
+                std::mem::swap(&mut lo, &mut hi);
+            }
+            matched |= (lo..=hi).contains(&c);
+            p += 2;
+        } else {
+            matched |= fold(pattern[p]) == c;
+        }
+        p += 1;
+    }
+    // Past the `]` (or at the end, for an unclosed class).
+    (matched != not, (p + 1).min(pattern.len()))
+}
+
+/// Most bytes of a `--config` file.
+pub const MAX_CONFIG_FILE_BYTES: usize = 1 << 20;
+
+/// The settings of a TOML file (`key = value` at the top level, keys named as `CONFIG GET`
+/// names them; integers, strings and booleans, a boolean meaning `yes`/`no`), checked
+/// against the registry: an unknown key, a nested table or a bad value is an error naming it.
+pub fn from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
+    if text.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(format!("larger than {MAX_CONFIG_FILE_BYTES} bytes"));
+    }
+    let table: BTreeMap<String, toml::Value> =
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    let mut pairs = Vec::with_capacity(table.len());
+    for (key, value) in table {
+        let Some(i) = find(&key) else {
+            let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+            return Err(format!(
+                "unknown setting '{key}' (known: {})",
+                known.join(", ")
+            ));
+        };
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => if b { "yes" } else { "no" }.to_string(),
+            other => {
+                return Err(format!(
+                    "setting '{key}': a string, integer or boolean, not {}",
+                    other.type_str()
+                ))
+            }
+        };
+        normalize(SETTINGS[i].kind, &text)
+            .map_err(|why| format!("setting '{key}' = {text:?}: {why}"))?;
+        pairs.push((key, text));
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests;

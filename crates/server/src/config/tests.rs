@@ -1,0 +1,205 @@
+use super::*;
+
+/// Catches a glob that mishandles a class, a range, negation, an escape, `?` or a star in
+/// the middle (each case is Redis's `stringmatchlen` answer).
+#[test]
+fn glob_matches_as_redis() {
+    let cases: &[(&str, &str, bool)] = &[
+        ("*", "", true),
+        ("*", "maxclients", true),
+        ("max*", "maxclients", true),
+        ("max*", "maxmemory", true),
+        ("*max*", "maxmemory", true),
+        ("m?xclients", "maxclients", true),
+        ("m?xclients", "mxclients", false),
+        ("slowlog-*-len", "slowlog-max-len", true),
+        ("slowlog-*-len", "slowlog-log-slower-than", false),
+        ("[mp]ort", "port", true),
+        ("[mp]ort", "sort", false),
+        ("[^p]ort", "port", false),
+        ("[^p]ort", "sort", true),
+        ("[a-c]at", "bat", true),
+        ("[c-a]at", "bat", true),
+        ("[a-c]at", "dat", false),
+        ("a\\*b", "a*b", true),
+        ("a\\*b", "axb", false),
+        ("MAXCLIENTS", "maxclients", true),
+        ("port", "ports", false),
+        ("ports", "port", false),
+        ("[abc", "a", true),
+        ("**x", "abx", true),
+    ];
+    for &(pattern, string, want) in cases {
+        assert_eq!(
+            glob_match(pattern.as_bytes(), string.as_bytes(), true),
+            want,
+            "{pattern} vs {string}"
+        );
+    }
+    assert!(
+        !glob_match(b"MAX*", b"maxclients", false),
+        "case matters without nocase"
+    );
+}
+
+/// Catches a matcher that backtracks exponentially: 10,000 stars between `a`s against a
+/// 60-byte string that cannot match takes O(pattern × string), well under a second.
+#[test]
+fn glob_is_linear_in_stars() {
+    let mut pattern = b"a*".repeat(10_000);
+    pattern.push(b'b');
+    let string = vec![b'a'; 60];
+    let started = std::time::Instant::now();
+    assert!(!glob_match(&pattern, &string, true));
+    assert!(glob_match(
+        &pattern[..pattern.len() - 1],
+        &[b'a'; 10_000],
+        true
+    ));
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+}
+
+/// Catches a CONFIG SET that applies the pairs before a later one fails (Redis 7.0 sets all
+/// or none), that lets a client change an immutable setting, or that misses a duplicate.
+#[test]
+fn set_many_is_all_or_none() {
+    let config = Config::default();
+    let err = config
+        .set_many(
+            &[("maxclients", "5"), ("slowlog-max-len", "x")],
+            Origin::Client,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - argument \
+         couldn't be parsed into an integer"
+    );
+    assert_eq!(config.get("maxclients"), "10000");
+    assert_eq!(config.max_clients(), 10_000);
+    let err = config
+        .set_many(&[("databases", "4")], Origin::Client)
+        .unwrap_err();
+    assert!(
+        err.ends_with("'databases') - can't set immutable config"),
+        "{err}"
+    );
+    config
+        .set_many(&[("databases", "4")], Origin::Startup)
+        .unwrap();
+    assert_eq!(config.get("databases"), "4");
+    let err = config
+        .set_many(&[("maxclients", "5"), ("MAXCLIENTS", "6")], Origin::Client)
+        .unwrap_err();
+    assert!(err.ends_with("duplicate parameter"), "{err}");
+    let err = config
+        .set_many(&[("nosuch", "1")], Origin::Client)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    config
+        .set_many(
+            &[
+                ("maxclients", "5"),
+                ("slowlog-log-slower-than", "-1"),
+                ("requirepass", "pw"),
+            ],
+            Origin::Client,
+        )
+        .unwrap();
+    assert_eq!(config.max_clients(), 5);
+    assert_eq!(config.slowlog_slower_than_us(), -1);
+    assert_eq!(
+        config.requirepass().as_deref().map(Vec::as_slice),
+        Some(&b"pw"[..])
+    );
+    config
+        .set_many(&[("requirepass", "")], Origin::Client)
+        .unwrap();
+    assert!(config.requirepass().is_none(), "an empty password is none");
+}
+
+/// Catches values kept as typed instead of normalized (sizes in bytes, yes/no lowercase) and
+/// ranges not enforced, including tamer's bound on the slow log.
+#[test]
+fn values_are_checked_and_normalized() {
+    let config = Config::default();
+    assert_eq!(config.get("proto-max-bulk-len"), "536870912");
+    assert_eq!(config.get("cache-size"), (256u64 << 20).to_string());
+    config
+        .set_many(
+            &[("cache-size", "1GB"), ("protected-mode", "NO")],
+            Origin::Startup,
+        )
+        .unwrap();
+    assert_eq!(config.get("cache-size"), (1u64 << 30).to_string());
+    assert_eq!(config.get("protected-mode"), "no");
+    assert_eq!(parse_memory("64k"), Some(64_000));
+    assert_eq!(parse_memory("64kb"), Some(65_536));
+    assert_eq!(parse_memory("10x"), None);
+    assert_eq!(parse_memory("99999999999999999999gb"), None);
+    let err = config
+        .set_many(&[("slowlog-max-len", "10001")], Origin::Client)
+        .unwrap_err();
+    assert!(
+        err.ends_with("argument must be between 0 and 10000 inclusive"),
+        "{err}"
+    );
+    let err = config
+        .set_many(&[("durability", "sometimes")], Origin::Startup)
+        .unwrap_err();
+    assert!(err.contains("commit, periodic, none"), "{err}");
+}
+
+/// Catches CONFIG GET listing a setting twice for two patterns, or missing one.
+#[test]
+fn matching_lists_each_setting_once() {
+    let config = Config::default();
+    let got = config.matching(&[b"max*", b"maxclients", b"port"]);
+    let names: Vec<&str> = got.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["maxclients", "maxmemory", "port"]);
+    assert_eq!(config.matching(&[b"*"]).len(), SETTINGS.len());
+}
+
+/// Catches a registry out of order (lookups binary-search it) or with a bad default.
+#[test]
+fn registry_is_sorted_and_defaults_valid() {
+    for pair in SETTINGS.windows(2) {
+        assert!(
+            pair[0].name < pair[1].name,
+            "{} before {}",
+            pair[0].name,
+            pair[1].name
+        );
+    }
+    for s in SETTINGS {
+        normalize(s.kind, s.default).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+    }
+}
+
+/// Catches a TOML loader that accepts an unknown key, a bad value or a nested table, or
+/// that reads booleans other than as yes/no.
+#[test]
+fn toml_is_checked_against_the_registry() {
+    let pairs = from_toml("port = 7000\nprotected-mode = false\ncache-size = \"1gb\"\n").unwrap();
+    assert_eq!(
+        pairs,
+        [
+            ("cache-size".to_string(), "1gb".to_string()),
+            ("port".to_string(), "7000".to_string()),
+            ("protected-mode".to_string(), "no".to_string()),
+        ]
+    );
+    let err = from_toml("prot = 1").unwrap_err();
+    assert!(err.starts_with("unknown setting 'prot'"), "{err}");
+    let err = from_toml("port = 70000").unwrap_err();
+    assert!(err.contains("between 0 and 65535"), "{err}");
+    let err = from_toml("[server]\nport = 1").unwrap_err();
+    assert!(err.contains("unknown setting 'server'"), "{err}");
+    let err = from_toml("port = [1]").unwrap_err();
+    assert!(err.contains("not array"), "{err}");
+    assert!(from_toml("port = ").is_err());
+}

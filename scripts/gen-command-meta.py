@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes crates/server/src/commands/meta.json: the COMMAND INFO / COMMAND DOCS metadata of
+the commands tamer serves, read from a redis-server 7.0 (the behaviour tamer follows).
+
+    python3 scripts/gen-command-meta.py --port 6379 > crates/server/src/commands/meta.json
+
+The command names are NAMES below (keep them to what `COMMAND LIST` of tamer answers:
+`commands::meta::tests` fails when a served command has no entry, or an entry's arity
+differs from the command table's). Container commands keep only the subcommands tamer serves
+(SUBCOMMANDS). Encoding (read by commands/meta.rs): a JSON object is a RESP map, an array an
+array, a string a bulk string, a number an integer; a map's "flags" and "doc_flags" arrays
+are sets of simple strings and its "history" array a set; an info's "flags" and "acl" are sets of simple
+strings and "tips" a set of bulk strings.
+"""
+
+import argparse
+import json
+import socket
+
+NAMES = """append auth client command config decr decrby del discard echo exec exists expire
+expireat expiretime get getdel getex getrange getset hello incr incrby info lastsave latency
+lcs memory mget mset msetnx multi persist pexpire pexpireat pexpiretime ping psetex pttl quit
+rename renamenx reset select set setex setnx setrange shutdown slowlog strlen time touch ttl
+type unlink unwatch watch""".split()
+
+SUBCOMMANDS = {
+    "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],
+    "command": ["count", "docs", "info", "list"],
+    "config": ["get", "resetstat", "set"],
+    "latency": ["history", "latest", "reset"],
+    "memory": ["usage"],
+    "slowlog": ["get", "len", "reset"],
+}
+
+
+class Simple(str):
+    pass
+
+
+class Set(list):
+    pass
+
+
+def parse(f):
+    """One RESP3 value from the file-like `f`."""
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return Simple(rest.decode())
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        data = f.read(int(rest) + 2)[:-2]
+        return data.decode()
+    if kind in (b"*", b"~"):
+        items = [parse(f) for _ in range(int(rest))]
+        return Set(items) if kind == b"~" else items
+    if kind == b"%":
+        n = int(rest)
+        out = {}
+        for _ in range(n):
+            k = parse(f)
+            out[k] = parse(f)
+        return out
+    if kind == b"_":
+        return None
+    raise RuntimeError(f"unexpected RESP3 type {line!r}")
+
+
+def request(sock, f, *args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a.encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    sock.sendall(out)
+    return parse(f)
+
+
+def plain(value):
+    """Sets and simple strings as JSON arrays and strings (the encoding rule restores them)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value if not isinstance(value, str) else str(value)
+
+
+def info_entry(info, keep_subs):
+    name, arity, flags, first, last, step, acl, tips, specs, subs = info
+    entry = {
+        "name": name,
+        "arity": arity,
+        "flags": list(flags),
+        "first_key": first,
+        "last_key": last,
+        "step": step,
+        "acl": list(acl),
+        "tips": list(tips),
+        "key_specs": plain(specs),
+    }
+    kept = [s for s in subs if s[0].split("|", 1)[1] in keep_subs]
+    entry["subcommands"] = [info_entry(s, []) for s in kept]
+    return entry
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=6379)
+    port = ap.parse_args().port
+    sock = socket.create_connection(("127.0.0.1", port))
+    f = sock.makefile("rb")
+    request(sock, f, "HELLO", "3")
+    table = {}
+    for name in sorted(NAMES):
+        keep = SUBCOMMANDS.get(name, [])
+        [info] = request(sock, f, "COMMAND", "INFO", name)
+        docs = request(sock, f, "COMMAND", "DOCS", name)[name]
+        if "subcommands" in docs:
+            docs["subcommands"] = {
+                k: v for k, v in docs["subcommands"].items() if k.split("|", 1)[1] in keep
+            }
+        table[name] = {"info": info_entry(info, keep), "docs": plain(docs)}
+    print(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()
