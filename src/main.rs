@@ -22,6 +22,9 @@ enum Command {
     /// Serve the store over the Redis protocol (issue 10, being built: the string and key
     /// commands of docs/commands.md, PING, ECHO, SELECT, QUIT).
     Serve(ServeArgs),
+    /// Generate load against any Redis (RESP) or memcached server: open loop (Poisson
+    /// arrivals at --rate, latency from each request's scheduled send) or closed loop.
+    Load(LoadArgs),
     /// Run a benchmark: tamer and its baselines side by side, ratios reported.
     Bench {
         #[command(subcommand)]
@@ -144,6 +147,64 @@ impl ServeArgs {
 }
 
 #[derive(Args)]
+struct LoadArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// `resp` (Redis) or `memcache` (memcached's text protocol: get and set).
+    #[arg(long, default_value = "resp")]
+    protocol: tamer_bench::load::Protocol,
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Most requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Open loop: requests per arrival, written together (a pipelined client's batch).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Keys `key:000000000000` .. `key:N-1`.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// `uniform` or `zipf:THETA` (YCSB's scrambled Zipfian, e.g. zipf:0.99).
+    #[arg(long, default_value = "uniform")]
+    distribution: tamer_bench::load::Distribution,
+    /// Weights of GET, SET and MULTI (a MULTI/SET/SET/EXEC transaction).
+    #[arg(long, default_value = "get=90,set=10,multi=0")]
+    mix: tamer_bench::load::Mix,
+    #[arg(long, default_value_t = 64)]
+    value_bytes: usize,
+    /// Open loop at this many requests per second (Poisson); without it, closed loop.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Measured window, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds run before the window (not measured).
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Set every key first (closed loop, pipelined as asked).
+    #[arg(long)]
+    load: bool,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Load threads (event loops), connections split between them.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Skewed connection load: the first N connections get --hot-share of the arrivals.
+    #[arg(long, default_value_t = 0)]
+    hot_connections: usize,
+    #[arg(long, default_value_t = 0.0)]
+    hot_share: f64,
+    /// Pin the load threads to these CPUs (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct CrashArgs {
     /// Power-loss points (default 1000; --long 100000); 12 % of them on the concurrent
     /// bank-transfer workload (all of them when --harness names only one of the two).
@@ -175,6 +236,10 @@ struct CrashArgs {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Issue 10's server figures: tamer serve vs redis-server and memcached (extstore),
+    /// pinned side by side: throughput at a p99 SLO, single vs partitioned queues (measured
+    /// and simulated), overload goodput, durable SETs.
+    Rpc(RpcArgs),
     /// User-level thread switch vs OS thread switch.
     Runtime(Common),
     /// 4 KiB random reads at queue depths 1..128: tamer io_uring and sync devices vs fio.
@@ -275,6 +340,26 @@ enum Bench {
     },
 }
 
+/// `tamer bench rpc`'s own flags.
+#[derive(Args)]
+struct RpcArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The p99 objective of the "at SLO" figures, in µs.
+    #[arg(long, default_value_t = 1_000)]
+    slo_us: u64,
+    /// Interleaved rounds (default 3; quick 1).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// MiB of DRAM budget of vs_extstore (default 64; quick 16).
+    #[arg(long)]
+    budget_mib: Option<u64>,
+    /// Run only these scenarios: vs_redis, vs_extstore, single_vs_partitioned (after
+    /// vs_extstore: it reuses its store), overload, durable.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
 #[derive(Args)]
 struct Common {
     /// CI-sized run (under a minute).
@@ -333,6 +418,7 @@ fn main() -> ExitCode {
         .init();
     let which = match cli.command {
         Command::Serve(args) => return serve(args),
+        Command::Load(args) => return load(args),
         Command::Bench { which } => which,
         Command::Check(store) => return check(&store),
         Command::Recover(store) => return recover(&store),
@@ -348,6 +434,20 @@ fn main() -> ExitCode {
         }
     };
     let (options, result) = match which {
+        Bench::Rpc(args) => {
+            let options = args.common.options();
+            let mut plan = tamer_bench::rpc::Plan::new(options.quick);
+            plan.slo_us = args.slo_us.max(1);
+            if let Some(rounds) = args.rounds {
+                plan.rounds = rounds.max(1);
+            }
+            if let Some(mib) = args.budget_mib {
+                plan.budget_bytes = mib.max(1) << 20;
+            }
+            plan.only = args.only;
+            let result = tamer_bench::rpc::run(&options, plan);
+            (options, result)
+        }
         Bench::Runtime(common) => {
             let options = common.options();
             let result = Ok(tamer_bench::runtime::run(&options));
@@ -508,6 +608,50 @@ fn main() -> ExitCode {
         println!("plot: {plot}");
     }
     ExitCode::SUCCESS
+}
+
+/// `tamer load`.
+fn load(args: LoadArgs) -> ExitCode {
+    let secs = |s: f64| std::time::Duration::from_secs_f64(s.clamp(0.0, 86_400.0));
+    let opts = tamer_bench::load::LoadOptions {
+        host: args.host,
+        port: args.port,
+        protocol: args.protocol,
+        connections: args.connections,
+        pipeline: args.pipeline,
+        batch: args.batch,
+        keys: args.keys,
+        distribution: args.distribution,
+        mix: args.mix,
+        value_bytes: args.value_bytes,
+        rate_per_s: args.rate,
+        duration: secs(args.duration),
+        warmup: secs(args.warmup),
+        fill: args.load,
+        seed: args.seed,
+        threads: args.threads,
+        hot_connections: args.hot_connections,
+        hot_share: args.hot_share,
+        cpus: args.cpus,
+        progress: true,
+    };
+    match tamer_bench::load::run(&opts) {
+        Ok(report) if args.json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).expect("serializable")
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            report.print();
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `tamer crash`.

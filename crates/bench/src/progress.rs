@@ -38,6 +38,11 @@ impl Progress {
         Self(bar)
     }
 
+    /// Replaces the line's message (a live figure).
+    pub fn message(&self, message: String) {
+        self.0.set_message(message);
+    }
+
     /// Items done so far.
     pub fn set(&self, done: u64) {
         self.0.set_position(done);
