@@ -1,7 +1,10 @@
 //! tamer's Redis-protocol server (issue 10): the RESP codec ([`resp`]), the keyspace's layout
-//! in the store ([`keyspace`]), the commands ([`commands`], [`session`], [`admin`]), the
-//! network core ([`net`]), and what the server reports about itself: settings ([`config`]),
-//! counters and logs ([`monitor`], [`info`], [`metrics`]), connections ([`clients`]).
+//! in the store ([`keyspace`], with its expiry index and `DBSIZE` counts), the commands
+//! ([`commands`], [`session`], [`admin`]), the database map ([`dbmap`]) and the background
+//! work on the store (active expiry [`expiry`], reclaim of flushed databases [`reclaim`]), the
+//! network core and request path ([`net`], [`admission`], [`prefetch`]), and what the server
+//! reports about itself: settings ([`config`]), counters and logs ([`monitor`], [`info`],
+//! [`metrics`]), connections ([`clients`]). `docs/server.md` walks one request end to end.
 
 pub mod admin;
 pub mod admission;
