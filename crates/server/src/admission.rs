@@ -131,7 +131,10 @@ impl Meter {
             self.busy_since = Some(now);
         }
         self.queued += n;
-        assert!(self.queued <= QUEUED_REQUESTS_MAX + crate::net::BATCH_REQUESTS);
+        assert!(
+            self.queued <= QUEUED_REQUESTS_MAX,
+            "admitted past the hard bound"
+        );
     }
 
     /// `n` requests finished at `now`, having spent `job_ns` in their job.
@@ -161,6 +164,18 @@ impl Meter {
             });
             self.window_busy_ns = 0;
             self.window_done = 0;
+        }
+    }
+
+    /// `n` admitted requests were dropped unrun at `now` (their connection closed first, or
+    /// the runtime's queue refused them): no longer queued, and not a completion.
+    pub fn dropped(&mut self, n: usize, now: Instant) {
+        assert!(n <= self.queued, "dropped {n} of {} admitted", self.queued);
+        self.queued -= n;
+        if self.queued == 0 {
+            if let Some(since) = self.busy_since.take() {
+                self.window_busy_ns += now.saturating_duration_since(since).as_nanos() as u64;
+            }
         }
     }
 

@@ -307,11 +307,28 @@ struct Conn {
 
 /// What a connection received, in order.
 enum Pending {
+    /// Admitted on arrival: counted in admission's queue until it finishes or is dropped.
     Request(Vec<Vec<u8>>),
+    /// Refused on arrival: replied `-BUSY` in its turn (why, for the counters).
+    Busy(Decision),
     /// The reply to a request that broke the protocol or a limit: sent after the replies to
     /// the requests before it, then the connection closes.
     Fatal(String),
 }
+
+/// Empties `pending`; returns how many admitted requests it held (admission stops counting
+/// them).
+fn clear_pending(pending: &mut VecDeque<Pending>) -> usize {
+    let admitted = pending
+        .iter()
+        .filter(|p| matches!(p, Pending::Request(_)))
+        .count();
+    pending.clear();
+    admitted
+}
+
+/// The reply to a request admission refused.
+const BUSY_TEXT: &str = "BUSY the server is at its latency objective's bound, retry later";
 
 /// What a completion is for: (kind, connection, generation) packed in `user_data`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -789,8 +806,16 @@ impl Network {
                 // Enough waits: the rest stays unparsed until they are served.
                 _ if conn.pending.len() >= MAX_PENDING_REQUESTS => break,
                 Ok(Parsed::Request { args, consumed }) => {
-                    let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
-                    conn.pending.push_back(Pending::Request(owned));
+                    // Admission on arrival (seed 004): the wait ahead is every request
+                    // admitted and not finished, pending or running, on any connection.
+                    let decision = admission::decide(self.meter.snapshot(1, self.slo_ns));
+                    if decision == Decision::Admit {
+                        let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
+                        conn.pending.push_back(Pending::Request(owned));
+                        self.meter.admitted(1, Instant::now());
+                    } else {
+                        conn.pending.push_back(Pending::Busy(decision));
+                    }
                     consumed_total += consumed;
                 }
                 Ok(Parsed::Nothing { consumed }) => consumed_total += consumed,
@@ -828,8 +853,28 @@ impl Network {
             if let Some(Pending::Fatal(text)) = conn.pending.pop_front() {
                 write::error(&mut conn.replies, &text);
             }
-            conn.pending.clear();
+            let dropped = clear_pending(&mut conn.pending);
+            self.meter.dropped(dropped, Instant::now());
             return self.flush(c);
+        }
+        if let Some(Pending::Busy(_)) = conn.pending.front() {
+            let mut refused = [0u64; 2];
+            // Bounded by the pending requests (at most MAX_PENDING_REQUESTS).
+            while let Some(Pending::Busy(why)) = conn.pending.front() {
+                refused[usize::from(*why != Decision::RefuseSlo)] += 1;
+                conn.pending.pop_front();
+                write::error(&mut conn.replies, BUSY_TEXT);
+            }
+            let admission = &self.shared.stats.admission;
+            admission
+                .refused_slo
+                .fetch_add(refused[0], Ordering::Relaxed);
+            admission
+                .refused_full
+                .fetch_add(refused[1], Ordering::Relaxed);
+            let busy = &self.shared.stats.busy;
+            busy.fetch_add(refused[0] + refused[1], Ordering::Relaxed);
+            return self.dispatch(c);
         }
         let mut batch = Vec::new();
         // Bounded: at most BATCH_REQUESTS requests.
@@ -844,10 +889,7 @@ impl Network {
             }
         }
         let n = batch.len();
-        let decision = admission::decide(self.meter.snapshot(n, self.slo_ns));
-        if decision != Decision::Admit {
-            return self.refuse(c, n, decision);
-        }
+        debug_assert!(n > 0, "a request is at the front");
         let generation = conn.generation;
         // The session goes to the job through a slot, so that a refused job gives it back.
         let slot = Arc::new(Mutex::new(conn.session.take()));
@@ -874,10 +916,10 @@ impl Network {
         if spawned.is_err() {
             conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
             debug_assert!(conn.session.is_some(), "a refused job never ran");
+            self.meter.dropped(n, Instant::now());
             return self.refuse(c, n, Decision::RefuseFull);
         }
         conn.in_flight = true;
-        self.meter.admitted(n, Instant::now());
         let admitted = &self.shared.stats.admitted;
         admitted.fetch_add(n as u64, Ordering::Relaxed);
         self.flush(c)
@@ -901,31 +943,32 @@ impl Network {
         };
         debug_assert!(!conn.in_flight);
         for _ in 0..n {
-            write::error(
-                &mut conn.replies,
-                "BUSY the server is at its latency objective's bound, retry later",
-            );
+            write::error(&mut conn.replies, BUSY_TEXT);
         }
         self.dispatch(c)
     }
 
     fn job_done(&mut self, d: Done) -> Result<(), String> {
-        self.meter.finished(d.requests, d.job_ns, Instant::now());
+        let now = Instant::now();
+        self.meter.finished(d.requests, d.job_ns, now);
         self.meter.publish(&self.shared.stats.admission);
-        let Some(conn) = self.conn(d.conn, d.generation) else {
+        let live = self.conns[d.conn]
+            .as_ref()
+            .is_some_and(|x| x.generation == d.generation);
+        let Some(conn) = self.conns[d.conn].as_mut().filter(|_| live) else {
             return Ok(());
         };
         conn.in_flight = false;
         conn.replies.extend_from_slice(&d.replies);
         let quit = d.session.quit;
         conn.session = Some(d.session);
-        if quit {
+        let over = conn.replies.len() > MAX_REPLY_BYTES;
+        if quit || over {
             conn.closing = true;
-            conn.pending.clear();
+            let dropped = clear_pending(&mut conn.pending);
+            self.meter.dropped(dropped, now);
         }
-        if conn.replies.len() > MAX_REPLY_BYTES {
-            conn.closing = true;
-            conn.pending.clear();
+        if over {
             conn.replies.clear();
         }
         self.resume(d.conn)?;
@@ -963,7 +1006,8 @@ impl Network {
         if result < 0 {
             conn.closing = true;
             conn.replies.clear();
-            conn.pending.clear();
+            let dropped = clear_pending(&mut conn.pending);
+            self.meter.dropped(dropped, Instant::now());
             return self.maybe_close(c);
         }
         at += result as usize;
