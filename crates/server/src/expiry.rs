@@ -76,11 +76,19 @@ impl Default for EffortPolicy {
     }
 }
 
-/// Whether `slot` may be processed at `now_ms`: it has ended (every entry in it is due).
+/// How long after a slot ends it waits before it is processed: a writer that read the clock
+/// just before the slot's end (and so appended to it) has this long to commit its append
+/// before the expirer passes the slot (an append later than that lands behind the cursor:
+/// its key then expires lazily only).
+pub const SLOT_GRACE_MS: u64 = 250;
+
+/// Whether `slot` may be processed at `now_ms`: it ended (every entry in it is due) at least
+/// [`SLOT_GRACE_MS`] ago.
 pub fn slot_due(slot: u64, now_ms: u64) -> bool {
     slot.checked_add(1)
         .and_then(|s| s.checked_mul(SLOT_MS))
-        .is_some_and(|end_ms| end_ms <= now_ms)
+        .and_then(|end_ms| end_ms.checked_add(SLOT_GRACE_MS))
+        .is_some_and(|due_ms| due_ms <= now_ms)
 }
 
 /// Where a store without a cursor starts: [`LOOKBACK_SLOTS`] before `now_ms`'s slot.

@@ -74,13 +74,15 @@ fn stored(db: &Db, key: &str) -> bool {
     db.get(&store_key(1, key.as_bytes())).unwrap().is_some()
 }
 
-/// Catches a slot processed before it has ended (a key removed before its time) or one
-/// ended but not processed.
+/// Catches a slot processed before it has ended (a key removed before its time), before its
+/// grace has passed (a writer's late append behind the cursor), or one due but not processed.
 #[test]
-fn a_slot_is_due_exactly_once_it_has_ended() {
+fn a_slot_is_due_exactly_once_it_has_ended_and_its_grace_passed() {
     assert!(!slot_due(5, 5 * SLOT_MS));
     assert!(!slot_due(5, 6 * SLOT_MS - 1));
-    assert!(slot_due(5, 6 * SLOT_MS));
+    assert!(!slot_due(5, 6 * SLOT_MS));
+    assert!(!slot_due(5, 6 * SLOT_MS + SLOT_GRACE_MS - 1));
+    assert!(slot_due(5, 6 * SLOT_MS + SLOT_GRACE_MS));
     assert!(slot_due(5, 60 * SLOT_MS));
     assert!(!slot_due(u64::MAX, u64::MAX), "no overflow into 'due'");
 }
