@@ -1928,3 +1928,59 @@ fn active_expiry_keeps_dbsize_exact() {
     let info = call(&mut c, &["INFO", "stats"]);
     assert!(info.contains("expired_keys:50\r\n"), "{info}");
 }
+
+/// A `KEYS` pattern of 1,000 stars against a 1,000-byte key is answered (Redis's recursive
+/// matcher would need a frame per star: on a user-level thread's 64 KiB stack that overflows
+/// and takes the server down). Mutation caught: the recursive matcher used for any pattern.
+#[test]
+fn keys_with_a_thousand_stars_does_not_take_the_server_down() {
+    let dir = temp_dir("keys-stars");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    let key = "a".repeat(1000);
+    assert_eq!(call(&mut c, &["SET", &key, "v"]), "+OK\r\n");
+    let pattern = "*a".repeat(1000);
+    let reply = call(&mut c, &["KEYS", &pattern]);
+    assert_eq!(reply, format!("*1\r\n$1000\r\n{key}\r\n"));
+    assert_eq!(call(&mut c, &["PING"]), "+PONG\r\n");
+}
+
+/// Keys with TTLs in a flushed database do not stall active expiry: keys of the other
+/// databases still expire actively, and DBSIZE stays exact. End to end the reclaimer usually
+/// deletes the flushed keys before they are due, so the expirer removing them through the
+/// counts is caught by `expiry::tests::a_flushed_databases_keys_expire_without_their_counts`;
+/// this test catches a flush that stops active expiry or leaves DBSIZE off.
+#[test]
+fn active_expiry_goes_on_after_flushdb() {
+    let dir = temp_dir("expiry-flushdb");
+    let served = Served::start_with(&dir.0, &["--durability", "none"]);
+    let mut c = served.connect();
+    for i in 0..20 {
+        assert_eq!(
+            call(&mut c, &["SET", &format!("f{i}"), "v", "PX", "50"]),
+            "+OK\r\n"
+        );
+    }
+    assert_eq!(call(&mut c, &["FLUSHDB"]), "+OK\r\n");
+    assert_eq!(call(&mut c, &["SELECT", "1"]), "+OK\r\n");
+    for i in 0..20 {
+        assert_eq!(
+            call(&mut c, &["SET", &format!("k{i}"), "v", "PX", "300"]),
+            "+OK\r\n"
+        );
+    }
+    assert_eq!(call(&mut c, &["SET", "stay", "v"]), "+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = call(&mut c, &["DBSIZE"]);
+        if n == ":1\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "DBSIZE of db 1 still {n}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let info = call(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:"), "{info}");
+    assert_eq!(call(&mut c, &["SELECT", "0"]), "+OK\r\n");
+    assert_eq!(call(&mut c, &["DBSIZE"]), ":0\r\n");
+}

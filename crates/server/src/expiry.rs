@@ -158,6 +158,7 @@ pub fn step(
     let mut c = start;
     let (mut probes, mut report) = (0, StepReport::default());
     let mut head: Option<u32> = None; // (c.slot, c.shard)'s chunk count, once read
+    let mut live = None; // the databases' namespaces, read at the first expired key
     while slot_due(c.slot, now_ms) && probes < MAX_PROBES_PER_STEP && report.examined < STEP_ENTRIES
     {
         let n = match head {
@@ -168,7 +169,7 @@ pub fn step(
             }
         };
         if c.chunk < n {
-            let r = expire_chunk(tx, c, now_ms, deleted)?;
+            let r = expire_chunk(tx, c, now_ms, &mut live, deleted)?;
             report.examined += r.examined;
             report.expired += r.expired;
             report.stale += r.stale;
@@ -196,6 +197,7 @@ fn expire_chunk(
     tx: &mut Tx<'_>,
     c: Cursor,
     now_ms: u64,
+    live: &mut Option<[u32; crate::keyspace::DATABASES]>,
     deleted: &mut Vec<Vec<u8>>,
 ) -> Result<StepReport, DbError> {
     let key = chunk_key(c.slot, c.shard, c.chunk);
@@ -212,11 +214,29 @@ fn expire_chunk(
             None => false,
         };
         if expired {
-            // Through the keyspace, so the database's key count follows.
-            crate::keyspace::remove_store_key(tx, &entry.store_key).map_err(|e| match e {
+            let to_db = |e: crate::keyspace::KeyspaceError| match e {
                 crate::keyspace::KeyspaceError::Store(e) => e,
                 other => DbError::Runtime(other.to_string()),
-            })?;
+            };
+            if live.is_none() {
+                *live = Some(
+                    crate::keyspace::Databases::load(tx)
+                        .map_err(to_db)?
+                        .namespaces,
+                );
+            }
+            let ns = entry
+                .store_key
+                .first_chunk::<4>()
+                .map(|b| u32::from_be_bytes(*b));
+            if ns.is_some_and(|ns| live.is_some_and(|l| l.contains(&ns))) {
+                // Through the keyspace, so the database's key count follows.
+                crate::keyspace::remove_store_key(tx, &entry.store_key).map_err(to_db)?;
+            } else {
+                // A flushed database's key: its counts went with the flush (the reclaimer
+                // would delete it too).
+                tx.delete(&entry.store_key)?;
+            }
             deleted.push(entry.store_key);
             report.expired += 1;
         } else {

@@ -2,18 +2,31 @@
 //! ported byte for byte. `*` any run, `?` any byte, `[abc]`, `[^a]`, `[a-z]` (ends in either
 //! order), `\x` the byte `x`; an unclosed `[` ends the class at the pattern's end. As in
 //! Redis, bytes compare as C's signed `char` in ranges, reads past the pattern's end see the
-//! terminating NUL, and a nesting of `*` past 1000 matches nothing. Once the rest of a pattern
+//! terminating NUL. A pattern of more than 64 stars runs an iterative matcher instead (no
+//! stack depth on a user-level thread's 64 KiB stack), so Redis's limit (past 1000 nested
+//! `*` nothing matches) does not apply. Once the rest of a pattern
 //! fails at every position after a `*`, earlier `*`s are not retried (`skip_longer`), so a
 //! match costs O(pattern × string), not exponential time.
 
 /// Most nested `*` a match follows (Redis 7.0's protection against abusive patterns).
 const MAX_NESTING: u32 = 1000;
 
-/// Whether `string` matches glob `pattern` (case-sensitive).
+/// Whether `string` matches glob `pattern` (case-sensitive). Runs the recursive port only
+/// when the pattern's stars fit [`STACK_SAFE_STARS`] (its depth is one frame per star, on a
+/// user-level thread's 64 KiB stack); a pattern with more runs the iterative matcher of
+/// `CONFIG GET` (`crate::config::glob_match`, checked against Redis's `KEYS` in its tests),
+/// which needs no stack.
 pub fn matches(pattern: &[u8], string: &[u8]) -> bool {
+    if pattern.iter().filter(|&&b| b == b'*').count() > STACK_SAFE_STARS {
+        return crate::config::glob_match(pattern, string, false);
+    }
     let mut skip_longer = false;
     match_from(pattern, 0, string, &mut skip_longer, 0)
 }
+
+/// Stars the recursive matcher follows at most: 64 frames stay far within a user-level
+/// thread's stack.
+pub const STACK_SAFE_STARS: usize = 64;
 
 /// The pattern byte at `i`, or the NUL past its end (C reads the terminator).
 fn at(p: &[u8], i: usize) -> u8 {
@@ -209,11 +222,13 @@ mod tests {
         for (p, s) in no {
             assert!(!matches(p, s), "{:?} should not match {:?}", p, s);
         }
-        // An abusive pattern ends quickly (skip_longer) and deep nesting matches nothing.
+        // An abusive pattern ends quickly (skip_longer). Past 64 stars the iterative matcher
+        // answers (no stack depth): it matches where Redis's nesting limit (1000) gives up.
         let abusive = [b"a*".repeat(50), b"b".to_vec()].concat();
         assert!(!matches(&abusive, &[b'a'; 100]));
         let deep = b"*a".repeat(1200);
-        assert!(!matches(&deep, &b"a".repeat(1200)));
+        assert!(matches(&deep, &b"a".repeat(1200)));
+        assert!(!matches(&deep, &b"a".repeat(1199)));
     }
 
     proptest! {

@@ -47,6 +47,9 @@ pub const RECV_BUFFER_BYTES: usize = 4096;
 pub const MAX_QUERY_BYTES: usize = 64 << 20;
 /// Parsed requests waiting for their connection's job (parsing pauses there).
 pub const MAX_PENDING_REQUESTS: usize = 4096;
+/// Argument bytes of the parsed requests waiting per connection past which parsing waits
+/// (one request alone may be larger: it is bounded by [`MAX_QUERY_BYTES`]).
+pub const MAX_PENDING_BYTES: usize = 4 << 20;
 /// Unparsed bytes past which a connection's receiving pauses while its parsing waits for
 /// pending requests to drain.
 pub const QUERY_HIGH_BYTES: usize = 4 << 20;
@@ -292,6 +295,8 @@ struct Conn {
     query: Vec<u8>,
     /// Parsed requests, and the error that ends the stream, in arrival order.
     pending: VecDeque<Pending>,
+    /// Argument bytes of the requests in `pending`.
+    pending_bytes: usize,
     in_flight: bool,
     /// Replies waiting to be sent, and the bytes of the send in flight (kept alive for it).
     replies: Vec<u8>,
@@ -309,8 +314,9 @@ struct Conn {
 enum Pending {
     /// Admitted on arrival: counted in admission's queue until it finishes or is dropped.
     Request(Vec<Vec<u8>>),
-    /// Refused on arrival: replied `-BUSY` in its turn (why, for the counters).
-    Busy(Decision),
+    /// Refused on arrival: replied `-BUSY` in its turn (why, for the counters; whether it
+    /// would have ended a `MULTI`).
+    Busy(Decision, bool),
     /// The reply to a request that broke the protocol or a limit: sent after the replies to
     /// the requests before it, then the connection closes.
     Fatal(String),
@@ -318,13 +324,23 @@ enum Pending {
 
 /// Empties `pending`; returns how many admitted requests it held (admission stops counting
 /// them).
-fn clear_pending(pending: &mut VecDeque<Pending>) -> usize {
+fn clear_pending(conn: &mut Conn) -> usize {
+    conn.pending_bytes = 0;
+    let pending = &mut conn.pending;
     let admitted = pending
         .iter()
         .filter(|p| matches!(p, Pending::Request(_)))
         .count();
     pending.clear();
     admitted
+}
+
+/// Whether command `name` starts or ends a transaction (admission refuses it only at the
+/// hard bound).
+fn is_transaction_boundary(name: &[u8]) -> bool {
+    [&b"multi"[..], b"exec", b"discard", b"reset", b"quit"]
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// The reply to a request admission refused.
@@ -402,6 +418,14 @@ struct Network {
     dispatch: Dispatch,
     /// Admission's objective in ns.
     slo_ns: Option<u64>,
+}
+
+impl Conn {
+    /// Parsing stops until pending requests drain: [`MAX_PENDING_REQUESTS`] of them, or
+    /// [`MAX_PENDING_BYTES`] of their arguments.
+    fn parsing_waits(&self) -> bool {
+        self.pending.len() >= MAX_PENDING_REQUESTS || self.pending_bytes >= MAX_PENDING_BYTES
+    }
 }
 
 impl Network {
@@ -650,6 +674,7 @@ impl Network {
             parser: RequestParser::default(),
             query: Vec::new(),
             pending: VecDeque::new(),
+            pending_bytes: 0,
             in_flight: false,
             replies: Vec::new(),
             sending: None,
@@ -752,8 +777,7 @@ impl Network {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
-        let parsing_waits = conn.pending.len() >= MAX_PENDING_REQUESTS;
-        if !parsing_waits
+        if !conn.parsing_waits()
             || conn.query.len() <= QUERY_HIGH_BYTES
             || conn.recv_paused
             || conn.closing
@@ -777,8 +801,7 @@ impl Network {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
-        let parsing_waits = conn.pending.len() >= MAX_PENDING_REQUESTS;
-        if conn.recv_paused && !parsing_waits && !conn.closing {
+        if conn.recv_paused && !conn.parsing_waits() && !conn.closing {
             conn.recv_paused = false;
             if !conn.recv_armed {
                 self.arm_recv(c)?;
@@ -804,17 +827,24 @@ impl Network {
             let buf = &conn.query[consumed_total..];
             match conn.parser.parse(buf) {
                 // Enough waits: the rest stays unparsed until they are served.
-                _ if conn.pending.len() >= MAX_PENDING_REQUESTS => break,
+                _ if conn.parsing_waits() => break,
                 Ok(Parsed::Request { args, consumed }) => {
                     // Admission on arrival (seed 004): the wait ahead is every request
                     // admitted and not finished, pending or running, on any connection.
-                    let decision = admission::decide(self.meter.snapshot(1, self.slo_ns));
+                    // Transaction boundaries are refused only by the hard bound, so that a
+                    // client's MULTI state stays what its replies said.
+                    let name = args.first().map_or(&[][..], |a| a.bytes(buf));
+                    let boundary = is_transaction_boundary(name);
+                    let slo_ns = if boundary { None } else { self.slo_ns };
+                    let decision = admission::decide(self.meter.snapshot(1, slo_ns));
                     if decision == Decision::Admit {
-                        let owned = args.iter().map(|a| a.bytes(buf).to_vec()).collect();
+                        let owned: Vec<Vec<u8>> =
+                            args.iter().map(|a| a.bytes(buf).to_vec()).collect();
+                        conn.pending_bytes += owned.iter().map(Vec::len).sum::<usize>();
                         conn.pending.push_back(Pending::Request(owned));
                         self.meter.admitted(1, Instant::now());
                     } else {
-                        conn.pending.push_back(Pending::Busy(decision));
+                        conn.pending.push_back(Pending::Busy(decision, boundary));
                     }
                     consumed_total += consumed;
                 }
@@ -853,17 +883,22 @@ impl Network {
             if let Some(Pending::Fatal(text)) = conn.pending.pop_front() {
                 write::error(&mut conn.replies, &text);
             }
-            let dropped = clear_pending(&mut conn.pending);
+            let dropped = clear_pending(conn);
             self.meter.dropped(dropped, Instant::now());
             return self.flush(c);
         }
-        if let Some(Pending::Busy(_)) = conn.pending.front() {
+        if let Some(Pending::Busy(..)) = conn.pending.front() {
             let mut refused = [0u64; 2];
             // Bounded by the pending requests (at most MAX_PENDING_REQUESTS).
-            while let Some(Pending::Busy(why)) = conn.pending.front() {
-                refused[usize::from(*why != Decision::RefuseSlo)] += 1;
+            while let Some(&Pending::Busy(why, boundary)) = conn.pending.front() {
+                refused[usize::from(why != Decision::RefuseSlo)] += 1;
                 conn.pending.pop_front();
                 write::error(&mut conn.replies, BUSY_TEXT);
+                // A refused command inside MULTI aborts it at EXEC, as a queueing error does;
+                // a refused EXEC, DISCARD or RESET ends it (the client saw it not run).
+                if let Some(session) = conn.session.as_mut() {
+                    session.refused(boundary);
+                }
             }
             let admission = &self.shared.stats.admission;
             admission
@@ -882,6 +917,8 @@ impl Network {
             match conn.pending.front() {
                 Some(Pending::Request(_)) => {
                     if let Some(Pending::Request(args)) = conn.pending.pop_front() {
+                        let bytes = args.iter().map(Vec::len).sum::<usize>();
+                        conn.pending_bytes = conn.pending_bytes.saturating_sub(bytes);
                         batch.push(args);
                     }
                 }
@@ -965,7 +1002,7 @@ impl Network {
         let over = conn.replies.len() > MAX_REPLY_BYTES;
         if quit || over {
             conn.closing = true;
-            let dropped = clear_pending(&mut conn.pending);
+            let dropped = clear_pending(conn);
             self.meter.dropped(dropped, now);
         }
         if over {
@@ -1006,7 +1043,7 @@ impl Network {
         if result < 0 {
             conn.closing = true;
             conn.replies.clear();
-            let dropped = clear_pending(&mut conn.pending);
+            let dropped = clear_pending(conn);
             self.meter.dropped(dropped, Instant::now());
             return self.maybe_close(c);
         }

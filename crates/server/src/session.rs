@@ -315,6 +315,18 @@ impl Session {
         }
     }
 
+    /// The network core refused one of this client's requests with `-BUSY` (admission):
+    /// inside `MULTI` the transaction will abort at `EXEC` (`EXECABORT`), as after a queueing
+    /// error; a refused `EXEC`, `DISCARD` or `RESET` (`ends_multi`) ends it unrun.
+    pub fn refused(&mut self, ends_multi: bool) {
+        if ends_multi && self.multi.is_some() {
+            self.multi = None;
+            self.unwatch_all();
+        } else if let Some((_, dirty)) = self.multi.as_mut() {
+            *dirty = true;
+        }
+    }
+
     fn unwatch_all(&mut self) {
         for (key, _, _) in self.watched.drain(..) {
             self.watches.unwatch(&key);
@@ -873,5 +885,59 @@ fn command_label(name: &[u8], args: &[Vec<u8>]) -> String {
             format!("{name}|{sub}")
         }
         _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tamer_store::{Db, DbOptions, DeviceKind};
+
+    fn reply(s: &mut Session, db: &Db, map: &Arc<DbMap>, words: &[&str]) -> String {
+        let args: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        let map = map.clone();
+        let mut session = std::mem::replace(
+            s,
+            Session::new(
+                Arc::default(),
+                0,
+                Arc::new(ServerStats::new(0, Arc::default(), &[])),
+            ),
+        );
+        let (session, out) = db
+            .run(move |h| {
+                let mut out = Vec::new();
+                session.run(h, &map, args, &mut out);
+                (session, out)
+            })
+            .unwrap();
+        *s = session;
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A request refused with `-BUSY` inside `MULTI` aborts the transaction at `EXEC`, and a
+    /// refused `EXEC` ends it unrun, so the session never runs what the client was told was
+    /// refused. Mutations caught: `refused` ignored (EXEC commits the queued SET without the
+    /// refused command, or later commands reply QUEUED after a refused EXEC).
+    #[test]
+    fn a_busy_refusal_inside_multi_aborts_or_ends_it() {
+        let device = DeviceKind::Emulated {
+            latency_ns: 1_000,
+            capacity_bytes: 64 << 20,
+        };
+        let db = Db::open("unused", DbOptions::new(16 << 20).device(device).cores(1)).unwrap();
+        let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
+        let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
+        let mut s = Session::new(Arc::default(), 1, stats);
+        assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
+        s.refused(false); // INCR b, refused on arrival
+        assert!(reply(&mut s, &db, &map, &["EXEC"]).starts_with("-EXECABORT"));
+        assert_eq!(reply(&mut s, &db, &map, &["GET", "a"]), "$-1\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
+        s.refused(true); // EXEC, refused on arrival
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "2"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["GET", "a"]), "$1\r\n2\r\n");
     }
 }
