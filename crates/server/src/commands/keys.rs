@@ -156,7 +156,7 @@ fn expire_generic(
         keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
     } else {
         e.expire_at_ms = Some(when as u64);
-        keyspace::put(tx, ctx.namespace, args[1], &e).or_else(|err| keyspace_error(out, err))?;
+        keyspace::put(tx, ctx.namespace, args[1], &e).map_err(store_error)?;
     }
     write::integer(out, 1);
     Ok(())
@@ -277,8 +277,7 @@ pub fn persist(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>
         Some(mut e) if e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
             ctx.touch(args[1]);
-            keyspace::put(tx, ctx.namespace, args[1], &e)
-                .or_else(|err| keyspace_error(out, err))?;
+            keyspace::put(tx, ctx.namespace, args[1], &e).map_err(store_error)?;
             write::integer(out, 1);
         }
         _ => write::integer(out, 0),
@@ -322,7 +321,7 @@ fn rename_generic(
     ctx.touch(args[1]);
     ctx.touch(args[2]);
     keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
-    keyspace::put(tx, ctx.namespace, args[2], &e).or_else(|err| keyspace_error(out, err))?;
+    keyspace::put(tx, ctx.namespace, args[2], &e).map_err(store_error)?;
     if nx {
         write::integer(out, 1);
     } else {

@@ -5,7 +5,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{keyspace_error, store_error, Context};
+use super::{store_error, Context};
 use crate::keyspace::{self, Entry, Kind};
 use crate::resp::{parse_i64, write};
 
@@ -37,22 +37,16 @@ fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found
     }
 }
 
-fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry, out: &mut Vec<u8>) -> Result {
+fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result {
     ctx.touch(key);
-    keyspace::put(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
+    keyspace::put(tx, ctx.namespace, key, entry).map_err(store_error)
 }
 
 /// As [`store`], for an entry keeping the expiry time `key` has now, read in this transaction
 /// (already in the expiry index).
-fn store_kept(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    entry: &Entry,
-    out: &mut Vec<u8>,
-) -> Result {
+fn store_kept(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result {
     ctx.touch(key);
-    keyspace::put_kept_ttl(tx, ctx.namespace, key, entry).or_else(|e| keyspace_error(out, e))
+    keyspace::put_kept_ttl(tx, ctx.namespace, key, entry).map_err(store_error)
 }
 
 /// `GET key`.
@@ -90,13 +84,7 @@ pub fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
             return Ok(());
         }
     }
-    store(
-        ctx,
-        tx,
-        args[1],
-        &Entry::string(args[2].to_vec(), None),
-        out,
-    )?;
+    store(ctx, tx, args[1], &Entry::string(args[2].to_vec(), None))?;
     out.extend_from_slice(&reply);
     Ok(())
 }
@@ -110,13 +98,7 @@ pub fn setnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
             _ => Ok(true),
         })?;
     if !exists {
-        store(
-            ctx,
-            tx,
-            args[1],
-            &Entry::string(args[2].to_vec(), None),
-            out,
-        )?;
+        store(ctx, tx, args[1], &Entry::string(args[2].to_vec(), None))?;
     }
     write::integer(out, i64::from(!exists));
     Ok(())
@@ -246,9 +228,9 @@ pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
     };
     let entry = Entry::string(args[2].to_vec(), expire.or(keep));
     if expire.is_none() && keep.is_some() {
-        store_kept(ctx, tx, args[1], &entry, out)?;
+        store_kept(ctx, tx, args[1], &entry)?;
     } else {
-        store(ctx, tx, args[1], &entry, out)?;
+        store(ctx, tx, args[1], &entry)?;
     }
     if !o.get {
         write::simple(out, "OK");
@@ -282,7 +264,7 @@ pub fn mset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
             pair[0],
             &Entry::string(pair[1].to_vec(), None),
         )
-        .or_else(|e| keyspace_error(out, e))?;
+        .map_err(store_error)?;
     }
     write::simple(out, "OK");
     Ok(())
@@ -301,13 +283,7 @@ pub fn msetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
         }
     }
     for pair in args[1..].chunks(2) {
-        store(
-            ctx,
-            tx,
-            pair[0],
-            &Entry::string(pair[1].to_vec(), None),
-            out,
-        )?;
+        store(ctx, tx, pair[0], &Entry::string(pair[1].to_vec(), None))?;
     }
     write::integer(out, 1);
     Ok(())
@@ -334,7 +310,7 @@ fn incr_by(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64, out: &mut Vec<u8
         return Ok(());
     };
     let entry = Entry::string(new.to_string().into_bytes(), ttl);
-    store_kept(ctx, tx, key, &entry, out)?;
+    store_kept(ctx, tx, key, &entry)?;
     write::integer(out, new);
     Ok(())
 }
@@ -412,7 +388,7 @@ pub fn incrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
             return Ok(());
         }
     };
-    store(ctx, tx, args[1], &Entry::string(text.clone(), ttl), out)?;
+    store(ctx, tx, args[1], &Entry::string(text.clone(), ttl))?;
     write::bulk(out, &text);
     Ok(())
 }
@@ -468,7 +444,7 @@ pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
     }
     value.extend_from_slice(args[2]);
     let len = value.len() as i64;
-    store_kept(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    store_kept(ctx, tx, args[1], &Entry::string(value, ttl))?;
     write::integer(out, len);
     Ok(())
 }
@@ -581,7 +557,7 @@ pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
     }
     value[offset as usize..end as usize].copy_from_slice(piece);
     let len = value.len() as i64;
-    store_kept(ctx, tx, args[1], &Entry::string(value, ttl), out)?;
+    store_kept(ctx, tx, args[1], &Entry::string(value, ttl))?;
     write::integer(out, len);
     Ok(())
 }
@@ -597,13 +573,7 @@ fn setex_generic(
     let command = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
     match expire_at_ms(unit, args[2], ctx.now_ms, &command) {
         Ok(at) => {
-            store(
-                ctx,
-                tx,
-                args[1],
-                &Entry::string(args[3].to_vec(), Some(at)),
-                out,
-            )?;
+            store(ctx, tx, args[1], &Entry::string(args[3].to_vec(), Some(at)))?;
             write::simple(out, "OK");
         }
         Err(text) => write::error(out, &text),
@@ -654,13 +624,11 @@ pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
         }
         Some(at) => {
             e.expire_at_ms = Some(at);
-            let mut ignored = Vec::new();
-            store(ctx, tx, args[1], &e, &mut ignored)?;
+            store(ctx, tx, args[1], &e)?;
         }
         None if o.persist && e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
-            let mut ignored = Vec::new();
-            store(ctx, tx, args[1], &e, &mut ignored)?;
+            store(ctx, tx, args[1], &e)?;
         }
         None => {}
     }
