@@ -3,86 +3,20 @@
 //! (user keys by kind, expiry index records, the cursor), so keys are seen removed without
 //! any client touching them. Each test names the mutation it catches.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tamer_server::keyspace::expiry_index::{decode_chunk, Cursor};
 use tamer_server::keyspace::{wall_ms, Entry};
 use tamer_store::{Db, DbOptions};
 
-struct Dir(PathBuf);
+mod common;
 
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{read_replies, temp_dir, Served};
 
-fn temp_dir(name: &str) -> Dir {
-    let dir = std::env::temp_dir().join(format!("tamer-expiry-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Dir(dir)
-}
-
-/// A `tamer serve` process on an ephemeral port; SIGKILLed on drop.
-struct Served {
-    child: Child,
-    port: u16,
-    /// Kept open: the server prints when it stops.
-    _out: BufReader<std::process::ChildStdout>,
-}
-
-impl Served {
-    fn start(dir: &Path) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tamer"))
-            .args(["serve", "--port", "0", "--cache-size", "32mb", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tamer serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).expect("the startup line");
-        let port = line
-            .split(" on 127.0.0.1:")
-            .nth(1)
-            .and_then(|rest| rest.split(';').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the startup line: {line}"));
-        Served {
-            child,
-            port,
-            _out: out,
-        }
-    }
-
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s
-    }
-
-    /// SIGTERM and the exit code (a clean stop stops the expirer and closes the store).
-    fn terminate(mut self) -> Option<i32> {
-        // SAFETY: sends a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap().code()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends `requests` (inline commands) pipelined and returns their `n` replies.
+/// Sends `requests` (inline commands) pipelined and returns their replies.
 fn pipeline(conn: &mut TcpStream, requests: &[String]) -> Vec<String> {
     let mut bytes = Vec::new();
     for r in requests {
@@ -90,21 +24,7 @@ fn pipeline(conn: &mut TcpStream, requests: &[String]) -> Vec<String> {
         bytes.extend_from_slice(b"\r\n");
     }
     conn.write_all(&bytes).unwrap();
-    let mut buf = Vec::new();
-    let mut replies = Vec::new();
-    // Bounded by the read timeout: every pass reads or returns.
-    while replies.len() < requests.len() {
-        if let Some(len) = tamer_server::resp::reply_len(&buf).unwrap() {
-            replies.push(String::from_utf8_lossy(&buf[..len]).into_owned());
-            buf.drain(..len);
-            continue;
-        }
-        let mut chunk = [0u8; 65536];
-        let got = conn.read(&mut chunk).expect("a reply");
-        assert!(got > 0, "closed after {} replies", replies.len());
-        buf.extend_from_slice(&chunk[..got]);
-    }
-    replies
+    read_replies(conn, requests.len())
 }
 
 /// What the store holds, read by the test itself with the server stopped.
@@ -188,10 +108,10 @@ fn write_keys(conn: &mut TcpStream, short: usize, ttl_ms: u64, long: usize, plai
 #[test]
 fn ttls_survive_sigkill_and_expire_actively_after_restart() {
     let dir = temp_dir("restart");
-    let served = Served::start(&dir.0);
+    let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
     write_keys(&mut served.connect(), 3_000, 3_000, 500, 500);
     drop(served); // SIGKILL, before any of them was due
-    let served = Served::start(&dir.0);
+    let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
     let mut conn = served.connect();
     let ttls = pipeline(&mut conn, &["PTTL l7".into(), "PTTL p7".into()]);
     let long_ms: i64 = ttls[0][1..ttls[0].len() - 2].parse().unwrap();
@@ -199,7 +119,7 @@ fn ttls_survive_sigkill_and_expire_actively_after_restart() {
     assert_eq!(ttls[1], ":-1\r\n");
     drop(conn);
     std::thread::sleep(Duration::from_millis(6_000));
-    assert_eq!(served.terminate(), Some(0));
+    assert_eq!(served.terminate().0, Some(0));
     let c = census(&dir.0);
     assert_eq!((c.short, c.long, c.plain), (0, 500, 500), "{c:?}");
     assert!(
@@ -219,7 +139,7 @@ fn ttls_survive_sigkill_and_expire_actively_after_restart() {
 #[test]
 fn kills_mid_pass_lose_nothing_and_leak_no_entry() {
     let dir = temp_dir("midpass");
-    let served = Served::start(&dir.0);
+    let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
     let ttl_ms = 8_000;
     let written = Instant::now();
     write_keys(&mut served.connect(), 20_000, ttl_ms, 1_000, 1_000);
@@ -234,7 +154,7 @@ fn kills_mid_pass_lose_nothing_and_leak_no_entry() {
     let mut left = Vec::new();
     // Runs grow until the keys are gone, so a slow machine still sees kills mid-work.
     for run_ms in [20, 40, 80, 160, 320, 640, 1_280] {
-        let served = Served::start(&dir.0);
+        let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
         std::thread::sleep(Duration::from_millis(run_ms));
         drop(served); // SIGKILL
         let c = census(&dir.0);
@@ -250,9 +170,9 @@ fn kills_mid_pass_lose_nothing_and_leak_no_entry() {
             break;
         }
     }
-    let served = Served::start(&dir.0);
+    let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
     std::thread::sleep(Duration::from_millis(2_000));
-    assert_eq!(served.terminate(), Some(0));
+    assert_eq!(served.terminate().0, Some(0));
     let c = census(&dir.0);
     assert_eq!((c.short, c.long, c.plain, c.overdue), (0, 1_000, 1_000, 0));
     check_no_entry_behind_the_cursor(&c);

@@ -1,0 +1,144 @@
+//! What the end-to-end tests share: a temporary directory, a real `tamer serve` process on a
+//! free port, and a reader of whole RESP replies. Each test file uses what it needs.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Dir(pub PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn temp_dir(name: &str) -> Dir {
+    let dir = std::env::temp_dir().join(format!("tamer-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Dir(dir)
+}
+
+/// A free port in 18000-18499 (the range this machine's tests share): the next one after a
+/// per-process offset that nothing listens on.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let offset = (std::process::id() % 25) as u16 * 20;
+    for _ in 0..500 {
+        let port = 18_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % 500;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 18000-18499");
+}
+
+/// A `tamer serve` process on a free port (`free_port`); killed on drop.
+pub struct Served {
+    pub child: Child,
+    pub port: u16,
+    pub out: BufReader<std::process::ChildStdout>,
+    /// The startup line.
+    pub line: String,
+}
+
+impl Served {
+    pub fn start(dir: &Path) -> Served {
+        Self::start_with(dir, &[])
+    }
+
+    /// With `extra` flags; a 16 MiB cache unless they name `--cache-size`.
+    pub fn start_with(dir: &Path, extra: &[&str]) -> Served {
+        let cache: &[&str] = if extra.contains(&"--cache-size") {
+            &[]
+        } else {
+            &["--cache-size", "16mb"]
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tamer"))
+            .args(["serve", "--port", &free_port().to_string()])
+            .args(cache)
+            .arg("--dir")
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tamer serve");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("the startup line");
+        // "... on 127.0.0.1:PORT; opened in ..."
+        let port = line
+            .split(" on 127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the startup line: {line}"));
+        Served {
+            child,
+            port,
+            out,
+            line,
+        }
+    }
+
+    /// A connection with a 20 s read timeout.
+    pub fn connect(&self) -> TcpStream {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    return s;
+                }
+                Err(e) if Instant::now() > deadline => panic!("connecting: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// SIGTERM, then the exit status and the rest of stdout.
+    pub fn terminate(mut self) -> (Option<i32>, String) {
+        // SAFETY: sends a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        (status.code(), rest)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `n` replies (each up to its CRLF-terminated end, bulk bodies included).
+pub fn read_replies(conn: &mut TcpStream, n: usize) -> Vec<String> {
+    let mut buf = Vec::new();
+    let mut replies = Vec::new();
+    // Bounded by the read timeout: every pass reads or returns.
+    while replies.len() < n {
+        if let Some(len) = tamer_server::resp::reply_len(&buf).unwrap() {
+            replies.push(String::from_utf8_lossy(&buf[..len]).into_owned());
+            buf.drain(..len);
+            continue;
+        }
+        let mut chunk = [0u8; 65536];
+        let got = conn.read(&mut chunk).expect("a reply");
+        assert!(
+            got > 0,
+            "the server closed the connection after {} replies",
+            replies.len()
+        );
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    replies
+}
