@@ -103,8 +103,8 @@ struct ServeArgs {
     /// Serve Prometheus metrics over HTTP at HOST:PORT (`GET /metrics`; default: off).
     #[arg(long)]
     metrics_addr: Option<String>,
-    /// Cores running requests (the store's runtime; the network thread is one more OS
-    /// thread). Default 0: the CPUs this process may use, less one, at least one.
+    /// Cores running requests and polling the network (the store's runtime). Default 0: the
+    /// CPUs this process may use.
     #[arg(long)]
     cores: Option<String>,
     /// `shared` (default): one queue, the next free core runs the next request batch (seed
@@ -939,7 +939,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     let prefetch = config.get("prefetch") == "yes";
     let cores = match config.get_u64("cores") as usize {
-        0 => allowed_cpus().saturating_sub(1).max(1),
+        0 => allowed_cpus().max(1),
         n => n,
     };
     let slo_us = Some(config.get_u64("slo-us")).filter(|&us| us > 0);

@@ -13,9 +13,10 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
+use crate::poller::PollerSlot;
 use crate::runtime::CoreGauge;
 use crate::sched::{decide, Decision, Policy};
-use crate::{Job, RuntimeConfig};
+use crate::{Job, Poller, RuntimeConfig};
 
 /// Why a user-level thread gave the core back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +86,9 @@ const BATCH_RUNS: usize = 16;
 
 /// Longest idle wait for the device when only this core's queues feed it.
 const IDLE_WAIT_NS: u64 = 1_000_000;
+/// How long an idle core parks (or waits in the poller) before it looks again: only bounds a
+/// missed wake-up (spawns and shutdown wake it).
+const IDLE_PARK_NS: u64 = 10_000_000;
 /// Longest idle wait when a shared queue feeds the core: bounds how long a new job can sit
 /// there while this core waits for the device.
 const IDLE_WAIT_SHARED_NS: u64 = 20_000;
@@ -135,6 +139,11 @@ pub struct Executor {
     gauge: Option<Arc<CoreGauge>>,
     /// Threads run since the doorbell was last rung by the loop.
     runs_since_doorbell: usize,
+    /// The runtime's poller slot (when a `Runtime` runs it), the poller as last read from it
+    /// and the slot's epoch then.
+    poller_slot: Option<Arc<PollerSlot>>,
+    poller: Option<Arc<dyn Poller>>,
+    poller_epoch: u64,
 }
 
 impl Executor {
@@ -163,6 +172,9 @@ impl Executor {
             inbox: None,
             gauge: None,
             runs_since_doorbell: 0,
+            poller_slot: None,
+            poller: None,
+            poller_epoch: 0,
         })
     }
 
@@ -172,10 +184,40 @@ impl Executor {
         global: Arc<ArrayQueue<Job>>,
         inbox: Arc<ArrayQueue<Job>>,
         gauge: Arc<CoreGauge>,
+        poller: Arc<PollerSlot>,
     ) {
         self.global = Some(global);
         self.inbox = Some(inbox);
         self.gauge = Some(gauge);
+        self.poller_slot = Some(poller);
+    }
+
+    /// Polls the runtime's poller (re-read from its slot after a change): events handled.
+    fn poll_external(&mut self) -> usize {
+        let Some(slot) = &self.poller_slot else {
+            return 0;
+        };
+        let epoch = slot.epoch();
+        if epoch != self.poller_epoch {
+            self.poller = slot.get();
+            self.poller_epoch = epoch;
+        }
+        match &self.poller {
+            Some(poller) => poller.poll(),
+            None => 0,
+        }
+    }
+
+    /// Blocks in the poller for at most `timeout_ns` instead of parking the OS thread, so
+    /// that its events wake this core; `false` when there is none or another core waits in it.
+    fn wait_external(&self, timeout_ns: u64) -> bool {
+        let Some(poller) = &self.poller else {
+            return false;
+        };
+        // Both callers wait only with nothing runnable, no access in flight and no watch: a
+        // job queued since is the only thing that ends the idleness (timers end the wait).
+        let still_idle = || self.shared_queues_empty() && self.core.sched.borrow().local.is_empty();
+        poller.wait(timeout_ns, &still_idle)
     }
 
     fn publish(&self) {
@@ -307,12 +349,13 @@ impl Executor {
         let mut waiting_since_ns: Option<u64> = None;
         loop {
             self.core.read_clock();
+            let polled = self.poll_external();
             self.refill();
             self.expire_timers();
             self.check_watches();
             let ran = self.run_batch();
             self.publish();
-            if ran > 0 || self.core.reap() > 0 {
+            if ran > 0 || polled > 0 || self.core.reap() > 0 {
                 idle_since_ns = None;
                 device_wait_since_ns = None;
                 self.end_waiting(&mut waiting_since_ns);
@@ -334,7 +377,9 @@ impl Executor {
                     // a core away (an idle store's cleaner wakes every few ms). Spawns unpark
                     // every core, so new jobs end the sleep.
                     self.core.stats.borrow_mut().timer_sleeps += 1;
-                    std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
+                    if !self.wait_external(sleep_ns) {
+                        std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
+                    }
                     continue;
                 }
                 if self.core.config.idle == crate::IdleMode::Block
@@ -394,7 +439,9 @@ impl Executor {
                     // idle start is kept: a timeout with still nothing to do parks again at
                     // once instead of spinning `idle_spin_ns` anew (with a 10 ms spin, an idle
                     // core spun half the time).
-                    std::thread::park_timeout(std::time::Duration::from_millis(10));
+                    if !self.wait_external(IDLE_PARK_NS) {
+                        std::thread::park_timeout(std::time::Duration::from_nanos(IDLE_PARK_NS));
+                    }
                 }
             }
         }

@@ -20,6 +20,7 @@ mod core;
 mod executor;
 pub mod io;
 mod job;
+mod poller;
 mod runtime;
 pub mod sched;
 pub mod thread;
@@ -30,5 +31,6 @@ pub use crate::config::{
 pub use crate::core::{CoreStats, Ticket, WorkerId};
 pub use crate::executor::Executor;
 pub use crate::job::Job;
+pub use crate::poller::Poller;
 pub use crate::runtime::{online_cpus, pin_to_cpu, CoreReport, Runtime, SpawnError, ThreadStates};
 pub use crate::sched::Policy;

@@ -8,7 +8,8 @@ use std::thread::JoinHandle;
 use crossbeam_queue::ArrayQueue;
 use tamer_device::{open_device, Arena, DeviceSpec, DeviceStats};
 
-use crate::{CoreStats, Executor, Job, Policy, RuntimeConfig};
+use crate::poller::PollerSlot;
+use crate::{CoreStats, Executor, Job, Policy, Poller, RuntimeConfig};
 
 /// Why a job was not accepted.
 #[derive(Debug)]
@@ -78,6 +79,8 @@ struct Shared {
     gauges: Vec<Arc<CoreGauge>>,
     stop: AtomicBool,
     threads: Mutex<Vec<std::thread::Thread>>,
+    /// The event source every core polls besides its device (the server's network).
+    poller: Arc<PollerSlot>,
 }
 
 /// A running set of executors.
@@ -128,6 +131,7 @@ impl Runtime {
                 .collect(),
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            poller: Arc::default(),
         });
         let cpus = online_cpus();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -161,6 +165,7 @@ impl Runtime {
                         core_shared.global.clone(),
                         core_shared.inboxes[core].clone(),
                         core_shared.gauges[core].clone(),
+                        core_shared.poller.clone(),
                     );
                     executor.run_until_shutdown(&core_shared.stop);
                     Ok(CoreReport {
@@ -294,7 +299,16 @@ impl Runtime {
         if let Some(thread) = self.shared.threads.lock().expect("not poisoned").get(core) {
             thread.unpark();
         }
+        // The core may be the one waiting in the poller.
+        self.shared.poller.wake();
         Ok(())
+    }
+
+    /// Makes every core poll `poller` on every scheduling pass (and the idle core wait in
+    /// it), replacing the one before; `None` removes it. A core picks the change up at its
+    /// next pass, so the old poller may still be called a few µs after this returns.
+    pub fn set_poller(&self, poller: Option<Arc<dyn Poller>>) {
+        self.shared.poller.set(poller);
     }
 
     /// Executors (cores) it runs.
@@ -311,6 +325,7 @@ impl Runtime {
         for thread in self.shared.threads.lock().expect("not poisoned").iter() {
             thread.unpark();
         }
+        self.shared.poller.wake();
     }
 
     /// Lets every queued and running job finish, stops the executors and returns their reports.

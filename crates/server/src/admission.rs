@@ -3,7 +3,7 @@
 //! is not gets an immediate `-BUSY` instead of queueing without bound.
 //!
 //! The decision is a pure function of a [`Snapshot`] ([`decide`]), tested rule by rule. The
-//! network thread keeps the [`Meter`] that feeds it: the requests admitted and not yet
+//! network (under its lock) keeps the [`Meter`] that feeds it: the requests admitted and not yet
 //! finished, the drain rate measured over busy time (time with work in the server: the
 //! server's capacity while it is loaded, whatever the mix of hits and device misses), and the
 //! mean time one request spends in its job. A batch that arrives when `queued` requests are
@@ -85,7 +85,7 @@ pub struct AdmissionStats {
     pub service_ns: AtomicU64,
 }
 
-/// The measurements behind [`Snapshot`], kept by the network thread.
+/// The measurements behind [`Snapshot`], kept under the network's lock.
 #[derive(Debug)]
 pub struct Meter {
     queued: usize,

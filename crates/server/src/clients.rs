@@ -4,7 +4,7 @@
 //!
 //! `CLIENT KILL` shuts the socket of a matching connection down (`shutdown(2)`, under the
 //! registry's lock, so the descriptor cannot have been closed and reused meanwhile): the
-//! network thread then sees the end of its stream and closes it the usual way, after any job
+//! network then sees the end of its stream and closes it the usual way, after any job
 //! of it in flight. A client that kills itself is closed after the reply (its session's
 //! `quit`), as Redis does. Bounds: one entry per open connection (`maxclients`).
 
@@ -146,17 +146,17 @@ impl Clients {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds connection `id` on socket `fd` (the network thread, on accept).
+    /// Adds connection `id` on socket `fd` (the network, on accept).
     pub fn register(&self, id: u64, fd: RawFd) {
         self.lock().insert(id, Arc::new(ClientEntry::new(id, fd)));
     }
 
-    /// Removes connection `id` (the network thread, before it closes the socket).
+    /// Removes connection `id` (the network, before it closes the socket).
     pub fn remove(&self, id: u64) {
         self.lock().remove(&id);
     }
 
-    /// Forgets every connection (the network thread, as it ends).
+    /// Forgets every connection (the network, as it stops).
     pub fn clear(&self) {
         self.lock().clear();
     }

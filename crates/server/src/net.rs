@@ -1,7 +1,11 @@
-//! The network core: one OS thread running an io_uring event loop for every connection
+//! The network core, on the runtime's own cores (seed 004): one io_uring for every connection
 //! (multishot accept, multishot receive into one shared pool of provided buffers, sends of
-//! whole reply batches), handing each connection's parsed requests to the store's runtime as
-//! one job per batch and sending the replies the job returns.
+//! whole reply batches) that every core polls on every scheduling pass
+//! ([`tamer_runtime::Poller`]). The core that reaps a receive parses it, decides admission and
+//! puts the connection's batch on the shared queue as one job; the core that runs the job
+//! pushes its replies' send on the ring itself, and its next pass submits it: no thread hop
+//! besides the shared queue. A core with nothing to do blocks in the ring (at most one; the
+//! others park), so a packet wakes it.
 //!
 //! Bounds (per connection unless said): a request larger than [`MAX_QUERY_BYTES`] gets an
 //! error and closes its connection (Redis's `client-query-buffer-limit`); parsing stops at
@@ -11,21 +15,23 @@
 //! pipelines faster than it is served is slowed by TCP, not refused; one job in flight, of at
 //! most [`BATCH_REQUESTS`] requests; unsent reply bytes [`MAX_REPLY_BYTES`]
 //! (past it the connection is closed, as Redis's `client-output-buffer-limit`); connections
-//! [`ServerOptions::max_clients`]. The receive pool is shared: [`RECV_BUFFERS`] buffers of
+//! [`ServerOptions::max_clients`]; completions handled per poll [`MAX_COMPLETIONS_PER_POLL`].
+//! The receive pool is shared: [`RECV_BUFFERS`] buffers of
 //! [`RECV_BUFFER_BYTES`] (256 KiB in all, to stay in the L2 cache) in a registered
 //! provided-buffer ring; a received buffer is copied into its connection's query bytes and
 //! handed back at once by one ring entry and a tail store (no submission, no syscall). In the
-//! steady state one `io_uring_enter` per loop pass submits every send and re-arm and waits.
+//! steady state a poll that pushed entries (sends, re-arms) submits them with one
+//! `io_uring_enter`, and a poll with nothing new makes no syscall.
 
 use std::collections::VecDeque;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use tamer_runtime::Job;
+use tamer_runtime::{Job, Poller};
 use tamer_store::{Db, DbError, DbHandle};
 
 use crate::admission::{self, Decision, Meter};
@@ -61,6 +67,8 @@ pub const BATCH_REQUESTS: usize = 64;
 pub const MAX_REPLY_BYTES: usize = 256 << 20;
 /// Submission queue entries of the network ring.
 const RING_ENTRIES: u32 = 1024;
+/// Completions one poll handles (the rest wait for the next pass, a few µs later).
+pub const MAX_COMPLETIONS_PER_POLL: usize = 256;
 const BUFFER_GROUP: u16 = 7;
 
 /// How the server listens and runs.
@@ -114,39 +122,29 @@ impl Default for ServerOptions {
 pub struct Server {
     /// Reclaims flushed databases' keys in the background (stopped with the server).
     reclaimer: Option<Reclaimer>,
-    stop: Arc<AtomicBool>,
-    wake: Arc<OwnedFd>,
-    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    db: Arc<Db>,
+    /// The network, polled by the runtime's cores until `stop` (`None` once stopped).
+    poller: Option<Arc<NetPoller>>,
     pub local_addr: std::net::SocketAddr,
     /// What the server shares (settings, counters, connections, the shutdown request).
     pub stats: Arc<ServerStats>,
-    /// Active expiry, stopped when the server is (dropped after the network thread ends).
+    /// Active expiry, stopped when the server is (dropped after the network stops).
     _expirer: crate::expiry::Expirer,
 }
 
 impl Server {
-    /// Listens on `options`' address and serves `db` from a thread of its own.
+    /// Listens on `options`' address and serves `db` on its runtime's cores.
     pub fn start(db: Arc<Db>, mut options: ServerOptions) -> Result<Server, String> {
         options.max_clients = descriptors_for(options.max_clients);
         let listener = TcpListener::bind((options.bind.as_str(), options.port))
             .map_err(|e| format!("listening on {}:{}: {e}", options.bind, options.port))?;
         let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
-        // SAFETY: eventfd returns a new descriptor (or -1, checked).
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` is a new descriptor that nothing else owns.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        let stop = Arc::new(AtomicBool::new(false));
         crate::keyspace::upgrade(&db).map_err(|e| format!("counting the keys: {e}"))?;
         let databases = db
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
         let stats = Arc::new(server_stats(&db, &options, local_addr.port())?);
         let shared = Arc::new(Shared {
-            done: Mutex::new(Vec::new()),
-            wake: wake.clone(),
             map: DbMap::new(databases.namespaces),
             watches: Arc::new(Watches::default()),
             stats: stats.clone(),
@@ -156,48 +154,51 @@ impl Server {
         let expiry = crate::expiry::ExpiryOptions::default();
         let expirer =
             crate::expiry::Expirer::start(&db, expiry, shared.stats.expiry.clone(), None)?;
-        let (stop2, db2) = (stop.clone(), db);
         let routing = Routing {
             dispatch: options.dispatch,
             slo_us: options.slo_us,
         };
-        let thread = std::thread::Builder::new()
-            .name("tamer-net".into())
-            .spawn(move || Network::new(listener, db2, shared, routing)?.run(&stop2))
-            .map_err(|e| e.to_string())?;
+        let poller = NetPoller::start(listener, db.clone(), shared, routing)?;
         Ok(Server {
             reclaimer,
-            stop,
-            wake,
-            thread: Some(thread),
+            db,
+            poller: Some(poller),
             local_addr,
             stats,
             _expirer: expirer,
         })
     }
 
-    /// Stops accepting, closes every connection and waits for the network thread.
+    /// Stops accepting and closes every connection; the error that stopped the network
+    /// before, if one did.
     pub fn stop(mut self) -> Result<(), String> {
         if let Some(r) = self.reclaimer.take() {
             r.stop();
         }
-        self.stop.store(true, Ordering::SeqCst);
-        signal(self.wake.as_raw_fd());
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(result)) => result,
-            Some(Err(_)) => Err("the network thread panicked".into()),
-            None => Ok(()),
-        }
+        self.stop_network()
+    }
+
+    fn stop_network(&mut self) -> Result<(), String> {
+        let Some(poller) = self.poller.take() else {
+            return Ok(());
+        };
+        poller.stopped.store(true, Ordering::SeqCst);
+        self.db.runtime().set_poller(None);
+        // A core may still be inside a poll: the lock waits for it, and later polls see
+        // `stopped` and do nothing.
+        poller.lock_net().teardown();
+        let error = poller
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        error.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            self.stop.store(true, Ordering::SeqCst);
-            signal(self.wake.as_raw_fd());
-            let _ = thread.join();
-        }
+        let _ = self.stop_network();
     }
 }
 
@@ -267,6 +268,164 @@ fn signal(fd: RawFd) {
     unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
 }
 
+/// The network as the runtime's cores see it: the ring (its queues touched only under `net`'s
+/// lock; a waiting core enters it without the lock), the connections, and the results of
+/// jobs that finished while another core held the lock.
+struct NetPoller {
+    ring: Arc<IoUring>,
+    net: Mutex<Network>,
+    /// Finished jobs waiting for the lock, and how many (read without the lock).
+    done: Mutex<Vec<Done>>,
+    done_count: AtomicUsize,
+    /// A core is blocked in the ring ([`Poller::wait`]); wakes write `wake`.
+    waiting: AtomicBool,
+    wake: OwnedFd,
+    /// Set by [`Server::stop`] or a ring error: polls do nothing from then on.
+    stopped: AtomicBool,
+    /// The ring error that stopped the network.
+    error: Mutex<Option<String>>,
+}
+
+impl NetPoller {
+    fn start(
+        listener: TcpListener,
+        db: Arc<Db>,
+        shared: Arc<Shared>,
+        routing: Routing,
+    ) -> Result<Arc<Self>, String> {
+        // SAFETY: eventfd returns a new descriptor (or -1, checked).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut builder = IoUring::builder();
+        if db.runtime().cores() == 1 {
+            // One core submits every request (the first poll submits the set-up's entries),
+            // so its completions' task work can wait for that core's next enter (flagged in
+            // the ring, which a poll checks) instead of an interrupt while it runs requests:
+            // this took a fifth of the core under redis-benchmark. With more cores a request's
+            // task work belongs to the core that submitted it, which may be parked.
+            builder.setup_coop_taskrun().setup_taskrun_flag();
+        }
+        let ring = builder
+            .build(RING_ENTRIES)
+            .map_err(|e| format!("io_uring: {e}"))?;
+        let ring = Arc::new(ring);
+        let mut net = Network::new(listener, db.clone(), shared, routing, ring.clone())?;
+        net.wake_fd = wake.as_raw_fd();
+        net.arm_wake()?;
+        let poller = Arc::new_cyclic(|me: &Weak<NetPoller>| {
+            net.me = me.clone();
+            NetPoller {
+                ring: ring.clone(),
+                net: Mutex::new(net),
+                done: Mutex::new(Vec::new()),
+                done_count: AtomicUsize::new(0),
+                waiting: AtomicBool::new(false),
+                wake,
+                stopped: AtomicBool::new(false),
+                error: Mutex::new(None),
+            }
+        });
+        // The entries pushed while setting up (accept, the wake read) are submitted by the
+        // first poll, from a core.
+        db.runtime().set_poller(Some(poller.clone()));
+        Ok(poller)
+    }
+
+    fn lock_net(&self) -> std::sync::MutexGuard<'_, Network> {
+        self.net.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands a finished job's replies to its connection: at once when no other core holds
+    /// the network (the replies' send is pushed by the core that ran the job), else through
+    /// `done`, which the holder or the next poll drains.
+    fn finish(&self, done: Done) {
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        if let Ok(mut net) = self.net.try_lock() {
+            if let Err(e) = net.job_done(done) {
+                self.fail(e);
+            }
+            return;
+        }
+        self.done
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(done);
+        self.done_count.fetch_add(1, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Stops the network after a ring error (kept for [`Server::stop`]).
+    fn fail(&self, e: String) {
+        eprintln!("error: the network stopped: {e}");
+        self.stopped.store(true, Ordering::SeqCst);
+        let mut error = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        error.get_or_insert(e);
+    }
+}
+
+impl Poller for NetPoller {
+    fn poll(&self) -> usize {
+        if self.stopped.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Ok(mut net) = self.net.try_lock() else {
+            return 0;
+        };
+        let done = if self.done_count.load(Ordering::Acquire) > 0 {
+            let mut queued = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            self.done_count.store(0, Ordering::Release);
+            std::mem::take(&mut *queued)
+        } else {
+            Vec::new()
+        };
+        match net.poll_once(done) {
+            Ok(handled) => handled,
+            Err(e) => {
+                self.fail(e);
+                0
+            }
+        }
+    }
+
+    fn wait(&self, timeout_ns: u64, still_idle: &dyn Fn() -> bool) -> bool {
+        if self.stopped.load(Ordering::Acquire) || self.waiting.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        // Pairs with the fence in `wake`: either the waker sees `waiting`, or this sees what
+        // it queued before waking.
+        fence(Ordering::SeqCst);
+        if still_idle() && self.done_count.load(Ordering::SeqCst) == 0 {
+            let ts = types::Timespec::new()
+                .sec(timeout_ns / 1_000_000_000)
+                .nsec((timeout_ns % 1_000_000_000) as u32);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            // Returns at once when completions wait; submits what polls pushed since.
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e)
+                    if [libc::ETIME, libc::EINTR, libc::EBUSY, libc::EAGAIN]
+                        .contains(&e.raw_os_error().unwrap_or(0)) => {}
+                Err(e) => self.fail(format!("io_uring wait: {e}")),
+            }
+        }
+        self.waiting.store(false, Ordering::SeqCst);
+        true
+    }
+
+    fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            signal(self.wake.as_raw_fd());
+        }
+    }
+}
+
 /// A finished job's result for one connection.
 struct Done {
     conn: usize,
@@ -278,10 +437,8 @@ struct Done {
     job_ns: u64,
 }
 
-/// What jobs and the network thread share.
+/// What jobs and the network share.
 struct Shared {
-    done: Mutex<Vec<Done>>,
-    wake: Arc<OwnedFd>,
     map: DbMap,
     watches: Arc<Watches>,
     stats: Arc<ServerStats>,
@@ -388,15 +545,21 @@ impl Op {
     }
 }
 
-/// How the network thread hands requests on (from [`ServerOptions`]).
+/// How the network hands requests on (from [`ServerOptions`]).
 struct Routing {
     dispatch: Dispatch,
     slo_us: Option<u64>,
 }
 
 struct Network {
-    ring: IoUring,
-    listener: TcpListener,
+    /// The ring; its queues are touched only by the holder of the network's lock.
+    ring: Arc<IoUring>,
+    /// The poller this network is in (jobs hand their results to it).
+    me: Weak<NetPoller>,
+    /// Completions of one poll, reused.
+    completions: Vec<(u64, i32, u32)>,
+    listener: Option<TcpListener>,
+    wake_fd: RawFd,
     db: Arc<Db>,
     handle: DbHandle,
     shared: Arc<Shared>,
@@ -407,18 +570,22 @@ struct Network {
     /// The receive pool: `RECV_BUFFERS × RECV_BUFFER_BYTES` bytes the kernel writes into, so
     /// only reached through raw pointers (never a slice over all of it).
     pool: *mut u8,
-    /// The provided-buffer ring over the pool, and its tail as this thread last published it.
+    /// The provided-buffer ring over the pool, and its tail as last published.
     buf_ring: *mut types::BufRingEntry,
     buf_tail: u16,
     wake_buf: Box<u64>,
     retry_at: Box<types::Timespec>,
-    /// Admission's measurements (this thread alone keeps them).
+    /// Admission's measurements (kept under the network's lock).
     meter: Meter,
     cores: usize,
     dispatch: Dispatch,
     /// Admission's objective in ns.
     slo_ns: Option<u64>,
 }
+
+// SAFETY: the raw pointers are the receive pool and its buffer ring, allocated once and never
+// freed; the network is only reached under its poller's lock, by one core at a time.
+unsafe impl Send for Network {}
 
 impl Conn {
     /// Parsing stops until pending requests drain: [`MAX_PENDING_REQUESTS`] of them, or
@@ -434,13 +601,24 @@ impl Network {
         db: Arc<Db>,
         shared: Arc<Shared>,
         routing: Routing,
+        ring: Arc<IoUring>,
     ) -> Result<Self, String> {
-        let ring = IoUring::new(RING_ENTRIES).map_err(|e| format!("io_uring: {e}"))?;
+        let mut net = Network::blank(db, shared, routing, ring);
+        net.listener = Some(listener);
+        net.register_ring()?;
+        net.arm_accept()?;
+        Ok(net)
+    }
+
+    fn blank(db: Arc<Db>, shared: Arc<Shared>, routing: Routing, ring: Arc<IoUring>) -> Self {
         let handle = db.handle();
         let cores = db.runtime().cores();
-        let mut net = Network {
+        Network {
             ring,
-            listener,
+            me: Weak::new(),
+            completions: Vec::with_capacity(MAX_COMPLETIONS_PER_POLL),
+            listener: None,
+            wake_fd: -1,
             db,
             handle,
             shared,
@@ -460,15 +638,14 @@ impl Network {
             buf_tail: 0,
             wake_buf: Box::new(0),
             retry_at: Box::new(types::Timespec::new().nsec(ACCEPT_RETRY_MS as u32 * 1_000_000)),
-        };
-        net.register_ring()?;
-        net.arm_accept()?;
-        net.arm_wake()?;
-        Ok(net)
+        }
     }
 
     fn arm_accept(&mut self) -> Result<(), String> {
-        let entry = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+        let Some(listener) = &self.listener else {
+            return Ok(());
+        };
+        let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
             .build()
             .user_data(Op::Accept.pack());
         self.push(entry)
@@ -477,7 +654,9 @@ impl Network {
     fn push(&mut self, entry: squeue::Entry) -> Result<(), String> {
         // SAFETY: every buffer an entry names outlives its completion: the pool and the wake
         // word live as long as the ring, a send's bytes stay in its connection's `sending`.
-        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+        // The submission queue is only touched under the network's lock, which `&mut self`
+        // holds: no other handle on it exists.
+        while unsafe { self.ring.submission_shared().push(&entry) }.is_err() {
             match self.ring.submit() {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
@@ -536,25 +715,28 @@ impl Network {
 
     fn arm_wake(&mut self) -> Result<(), String> {
         let buf = (&mut *self.wake_buf as *mut u64).cast::<u8>();
-        let entry = opcode::Read::new(types::Fd(self.shared.wake.as_raw_fd()), buf, 8)
+        let entry = opcode::Read::new(types::Fd(self.wake_fd), buf, 8)
             .build()
             .user_data(Op::Wake.pack());
         self.push(entry)
     }
 
-    fn run(mut self, stop: &AtomicBool) -> Result<(), String> {
-        let result = self.serve(stop);
+    /// Closes every connection and the listener (the server stops).
+    fn teardown(&mut self) {
         // Out of the registry before any socket closes (CLIENT KILL shuts sockets down).
         self.shared.stats.clients.clear();
         // Every connection and the listener shut down; requests still armed complete on the
-        // ring's teardown, which may outlast this thread: their buffers are leaked (once per
-        // server, 256 KiB), never freed under the kernel.
+        // ring's teardown, which may come later: their buffers are leaked (once per server,
+        // 256 KiB), never freed under the kernel.
         for conn in self.conns.iter().flatten() {
             // SAFETY: shuts down sockets we own.
             unsafe { libc::shutdown(conn.fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
-        // SAFETY: as above, for the listening socket.
-        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(listener) = self.listener.take() {
+            // SAFETY: as above, for the listening socket.
+            unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+        let _ = self.ring.submit();
         // The pool is never freed (its raw pointer is simply dropped); the wake word, the timer
         // and every send's bytes are leaked for the same reason.
         Box::leak(std::mem::replace(&mut self.wake_buf, Box::new(0)));
@@ -567,28 +749,57 @@ impl Network {
                 std::mem::forget(sending);
             }
         }
-        result
+        self.conns.clear();
     }
 
-    fn serve(&mut self, stop: &AtomicBool) -> Result<(), String> {
-        // Bounded by the stop flag: each pass waits for at least one completion.
-        while !stop.load(Ordering::SeqCst) {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                // A signal (a stop, SIGSTOP/SIGCONT, a debugger): look again.
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(format!("io_uring wait: {e}")),
-            }
-            let completions: Vec<(u64, i32, u32)> = self
-                .ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags()))
-                .collect();
-            for (data, result, flags) in completions {
-                self.complete(Op::unpack(data), result, flags)?;
-            }
+    /// One poll by a core: submits what was pushed since the last (finished jobs' sends) and
+    /// runs the ring's deferred work if it flags some (one syscall then, none otherwise),
+    /// hands `done` (jobs that finished while another core held the network) to their
+    /// connections and handles the completions waiting (at most
+    /// [`MAX_COMPLETIONS_PER_POLL`]); what that pushes is submitted by the next poll, which
+    /// follows at once. Returns the events handled.
+    fn poll_once(&mut self, done: Vec<Done>) -> Result<usize, String> {
+        self.submit()?;
+        let mut handled = done.len();
+        for d in done {
+            self.job_done(d)?;
         }
-        Ok(())
+        let mut completions = std::mem::take(&mut self.completions);
+        completions.clear();
+        // SAFETY: the completion queue is only touched under the network's lock (held).
+        let queue = unsafe { self.ring.completion_shared() };
+        completions.extend(
+            queue
+                .take(MAX_COMPLETIONS_PER_POLL)
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        handled += completions.len();
+        for &(data, result, flags) in &completions {
+            self.complete(Op::unpack(data), result, flags)?;
+        }
+        self.completions = completions;
+        Ok(handled)
+    }
+
+    /// Submits what was pushed and runs deferred completion work, if there is any (no
+    /// syscall otherwise).
+    fn submit(&mut self) -> Result<(), String> {
+        // SAFETY: as in `push`.
+        let queue = unsafe { self.ring.submission_shared() };
+        if queue.is_empty() && !queue.taskrun() {
+            return Ok(());
+        }
+        drop(queue);
+        match self.ring.submit() {
+            Ok(_) => Ok(()),
+            Err(e)
+                if [libc::EINTR, libc::EBUSY, libc::EAGAIN]
+                    .contains(&e.raw_os_error().unwrap_or(0)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(format!("io_uring submit: {e}")),
+        }
     }
 
     fn complete(&mut self, op: Op, result: i32, flags: u32) -> Result<(), String> {
@@ -614,15 +825,8 @@ impl Network {
             }
             Op::AcceptRetry => self.arm_accept()?,
             Op::Cancel => {}
-            Op::Wake => {
-                self.arm_wake()?;
-                let done = std::mem::take(
-                    &mut *self.shared.done.lock().unwrap_or_else(|p| p.into_inner()),
-                );
-                for d in done {
-                    self.job_done(d)?;
-                }
-            }
+            // Woke a waiting core; `poll` drains the finished jobs.
+            Op::Wake => self.arm_wake()?,
             Op::Recv(c, g) => self.received(c, g, result, flags)?,
             Op::Send(c, g) => self.sent(c, g, result)?,
         }
@@ -931,6 +1135,7 @@ impl Network {
         // The session goes to the job through a slot, so that a refused job gives it back.
         let slot = Arc::new(Mutex::new(conn.session.take()));
         let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
+        let me = self.me.clone();
         let job = move || {
             let session = job_slot
                 .lock()
@@ -938,12 +1143,9 @@ impl Network {
                 .take()
                 .expect("the session, once");
             let done = run_batch(&handle, &shared, c, generation, session, batch);
-            shared
-                .done
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(done);
-            signal(shared.wake.as_raw_fd());
+            if let Some(poller) = me.upgrade() {
+                poller.finish(done);
+            }
         };
         let runtime = self.db.runtime();
         let spawned = match self.dispatch {
