@@ -523,6 +523,48 @@ fn hello_and_client_reply_as_redis_does() {
     }
 }
 
+/// `CLIENT` and other container commands inside `MULTI`, byte for byte against redis-server:
+/// `CLIENT SETNAME/GETNAME` run in their places at `EXEC` (after `SELECT` in the same
+/// transaction), an unknown subcommand or a subcommand's wrong arity is refused at queueing
+/// and aborts `EXEC`. Mutations caught: `CLIENT` run inside the store transaction (it failed
+/// as an unknown command), its reply out of place, subcommands not checked at queueing.
+#[test]
+fn client_inside_multi_replies_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("client-multi");
+    let served = Served::start(&dir.0);
+    let script: &[&[&str]] = &[
+        &["multi"],
+        &["client", "setname", "first"],
+        &["select", "2"],
+        &["client", "getname"],
+        &["set", "k", "v"],
+        &["client", "setname", "second"],
+        &["client", "getname"],
+        &["config", "get", "maxclients"],
+        &["exec"],
+        &["client", "getname"],
+        &["multi"],
+        &["client", "bogus"],
+        &["client", "setname"],
+        &["config", "nope"],
+        &["get", "k"],
+        &["exec"],
+        &["get", "k"],
+    ];
+    let (mut theirs, mut ours) = (redis.connect(), served.connect());
+    for words in script {
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        send(&mut theirs, &args);
+        send(&mut ours, &args);
+        let (want, got) = (read_replies(&mut theirs, 1), read_replies(&mut ours, 1));
+        assert_eq!(got, want, "{words:?}");
+    }
+}
+
 /// With `--requirepass`, nothing but `AUTH`, `HELLO` and `QUIT` runs before the password;
 /// a wrong one is refused; `HELLO 3 AUTH default <pass>` authenticates and switches at once.
 /// Beyond loopback without a password the server refuses to start. Catches a command that

@@ -593,6 +593,13 @@ impl Session {
             *dirty = true;
             return;
         }
+        // A container's subcommand is looked up and its arity checked here too, as Redis
+        // does (an unknown one aborts the transaction at EXEC).
+        if let Some(text) = subcommand_error(name, args) {
+            write::error(out, &text);
+            *dirty = true;
+            return;
+        }
         if queued.len() >= MAX_QUEUED {
             write::error(out, "ERR too many commands queued in MULTI");
             *dirty = true;
@@ -670,7 +677,6 @@ impl Session {
                 }
             }
             let mut replies = Vec::new();
-            write::array(&mut replies, queued.len());
             let (mut db, mut quit) = (start_db, false);
             let map = Cell::new(gate.namespaces());
             let run = Run {
@@ -685,7 +691,10 @@ impl Session {
             let mut spans = Vec::with_capacity(queued.len());
             for args in &queued {
                 let (at, started) = (replies.len(), Instant::now());
-                run.one(tx, &mut db, &mut quit, args, &mut replies)?;
+                // `CLIENT` changes the session, not the store: it runs once this commits.
+                if !args[0].eq_ignore_ascii_case(b"client") {
+                    run.one(tx, &mut db, &mut quit, args, &mut replies)?;
+                }
                 spans.push((at..replies.len(), started.elapsed()));
             }
             Ok(Some((replies, db, spans, map.get())))
@@ -694,7 +703,10 @@ impl Session {
         match result {
             Ok(Some((replies, db, spans, namespaces))) => {
                 gate.publish(namespaces);
+                self.db = db;
+                let (replies, spans) = self.run_client_commands(&queued, &replies, spans);
                 self.record_queued(&queued, &replies, spans);
+                write::array(out, queued.len());
                 out.extend_from_slice(&replies);
                 self.db = db;
             }
@@ -704,15 +716,41 @@ impl Session {
     }
 }
 
+/// The reply span of each command an `EXEC` ran, and the time it took.
+type Spans = Vec<(std::ops::Range<usize>, std::time::Duration)>;
+
 impl Session {
-    /// Counts the commands an `EXEC` ran (calls, failures, errors), as Redis counts each
-    /// queued command besides `EXEC` itself.
-    fn record_queued(
-        &self,
+    /// The replies of a committed `EXEC` with its `CLIENT` commands run, in their places, on
+    /// this session (they were left out of the transaction, whose replies are `replies`).
+    fn run_client_commands(
+        &mut self,
         queued: &[Vec<Vec<u8>>],
         replies: &[u8],
-        spans: Vec<(std::ops::Range<usize>, std::time::Duration)>,
-    ) {
+        spans: Spans,
+    ) -> (Vec<u8>, Spans) {
+        if !queued.iter().any(|a| a[0].eq_ignore_ascii_case(b"client")) {
+            return (replies.to_vec(), spans);
+        }
+        let mut out = Vec::with_capacity(replies.len());
+        let mut placed = Vec::with_capacity(spans.len());
+        for (args, (span, took)) in queued.iter().zip(spans) {
+            let at = out.len();
+            if args[0].eq_ignore_ascii_case(b"client") {
+                debug_assert!(span.is_empty(), "CLIENT replied inside the transaction");
+                let started = Instant::now();
+                self.client(args, &mut out);
+                placed.push((at..out.len(), started.elapsed()));
+            } else {
+                out.extend_from_slice(&replies[span]);
+                placed.push((at..out.len(), took));
+            }
+        }
+        (out, placed)
+    }
+
+    /// Counts the commands an `EXEC` ran (calls, failures, errors), as Redis counts each
+    /// queued command besides `EXEC` itself.
+    fn record_queued(&self, queued: &[Vec<Vec<u8>>], replies: &[u8], spans: Spans) {
         let monitor = &self.stats.monitor;
         for (args, (span, took)) in queued.iter().zip(spans) {
             let reply = &replies[span];
@@ -874,6 +912,26 @@ impl Run<'_> {
 pub const CONTAINERS: &[&str] = &[
     "client", "command", "config", "latency", "memory", "slowlog",
 ];
+
+/// The error Redis gives when queueing container command `name` (lowercase) with `args`: an
+/// unknown subcommand, or a subcommand's wrong arity; `None` for anything else.
+fn subcommand_error(name: &[u8], args: &[Vec<u8>]) -> Option<String> {
+    let (info, _) = commands::meta::find(name)?;
+    if info.get("subcommands")?.list().is_empty() {
+        return None;
+    }
+    let sub = String::from_utf8_lossy(args.get(1)?).to_ascii_lowercase();
+    let full = format!("{}|{sub}", String::from_utf8_lossy(name));
+    let Some((sub_info, _)) = commands::meta::find(full.as_bytes()) else {
+        let upper = String::from_utf8_lossy(name).to_ascii_uppercase();
+        let sub = String::from_utf8_lossy(&args[1]);
+        return Some(format!("ERR unknown subcommand '{sub}'. Try {upper} HELP."));
+    };
+    let arity = sub_info.get("arity")?.int();
+    let n = args.len() as i64;
+    ((arity > 0 && n != arity) || n < arity.abs())
+        .then(|| format!("ERR wrong number of arguments for '{full}' command"))
+}
 
 /// A command as `CLIENT LIST`'s `cmd=` and commandstats name it: a container command with
 /// its subcommand (`client|list`), any other by its name.

@@ -38,7 +38,7 @@ impl Node {
         }
     }
 
-    fn int(&self) -> i64 {
+    pub fn int(&self) -> i64 {
         match self {
             Node::Int(n) => *n,
             _ => 0,
