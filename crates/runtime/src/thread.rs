@@ -62,6 +62,17 @@ fn set_urgent(urgent: bool) -> bool {
     .unwrap_or(false)
 }
 
+/// Threads of the calling thread's core that could run now besides it (runnable, or parked
+/// with every access done) and new jobs in its local queue that a free thread could start; 0
+/// outside a user-level thread.
+pub fn others_ready() -> usize {
+    with_core(|core| {
+        let [_, ready, runnable, idle, queued] = core.sched.borrow().state_counts();
+        ready + runnable + queued.min(idle)
+    })
+    .unwrap_or(0)
+}
+
 /// Gives the core to other runnable work; the caller runs again after the work that was
 /// runnable before it (it goes to the back of the runnable queue).
 pub fn yield_now() {

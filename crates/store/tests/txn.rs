@@ -336,3 +336,47 @@ fn concurrent_transfers_and_churn_survive_power_loss() {
     assert_eq!(report.crash_points, plan.concurrent.len() as u64);
     assert_eq!(report.violations, 0, "{report}");
 }
+
+/// Twelve writes that arrive together on one core (of 16 threads, one the store's cleaner
+/// may hold) are made durable by one group commit: the leader lets the others stage before it
+/// collects. Mutation caught: a leader that collects at
+/// once (its own write alone, then a second group for the other eleven).
+#[test]
+fn writes_that_arrive_together_share_one_group_commit() {
+    let db = Db::open("unused", emulated(1 << 20, 64 << 20).cores(1)).unwrap();
+    // Written once first, so that the twelve find their pages in the cache.
+    for i in 0..12u32 {
+        let key = format!("together-{i}").into_bytes();
+        db.put(&key, &value_for(&key, 0, 40)).unwrap();
+    }
+    let before = db.commit_stats().group_commits;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Every job parks on `go` first, so that all twelve become runnable in one pass.
+    let go = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for i in 0..12u32 {
+        let (h, done, go) = (db.handle(), done.clone(), go.clone());
+        db.runtime()
+            .spawn(move || {
+                let forever = u64::MAX;
+                while go.load(Ordering::Acquire) == 0 {
+                    tamer_runtime::thread::wait_while_eq(&go, 0, forever);
+                }
+                let key = format!("together-{i}").into_bytes();
+                h.put(&key, &value_for(&key, 1, 40)).unwrap();
+                done.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let staged = db.commit_stats().staged;
+    go.store(1, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while done.load(Ordering::Acquire) < 12 {
+        assert!(Instant::now() < deadline, "the writes never finished");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stats = db.commit_stats();
+    assert_eq!(stats.staged - staged, 12, "{stats:?}");
+    assert_eq!(stats.group_commits - before, 1, "{stats:?}");
+    db.close().unwrap();
+}

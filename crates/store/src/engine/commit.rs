@@ -29,6 +29,10 @@ use super::{Engine, YieldLock};
 use crate::layout::*;
 use crate::DbError;
 
+/// Yields a group commit's leader makes, at most, for more transactions to stage before it
+/// collects (each a scheduling pass: µs).
+const GATHER_YIELDS_MAX: usize = 8;
+
 /// When a write is acknowledged (`DbOptions::durability`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
@@ -388,6 +392,7 @@ impl Engine {
                 continue;
             }
             if let Some(_leader) = c.leader.try_lock() {
+                self.gather_group();
                 if let Err(err) = self.group_commit() {
                     // What reached the device is unknown: the store stops taking writes, and
                     // recovery at the next open decides what is durable.
@@ -403,6 +408,22 @@ impl Engine {
             }
             // Woken when the running group commit (or checkpoint) ends.
             thread::wait_while_eq(&c.rounds, round, deadline);
+        }
+    }
+
+    /// Lets the work ready on this core (requests that arrived with the leader's) stage before
+    /// the leader collects, so that one group and one flush carry them: yields while other
+    /// threads or new jobs are ready, at most [`GATHER_YIELDS_MAX`] times. Threads waiting for
+    /// the device are not waited for.
+    fn gather_group(&self) {
+        if !thread::in_user_thread() {
+            return;
+        }
+        for _ in 0..GATHER_YIELDS_MAX {
+            if thread::others_ready() == 0 {
+                return;
+            }
+            thread::yield_now();
         }
     }
 
