@@ -531,8 +531,11 @@ impl Executor {
         let mut ran = 0;
         while ran < limit {
             if ran > 0 && self.global.is_some() {
-                // New jobs in the shared queues are seen at every decision (a pop from an empty
-                // ArrayQueue is two atomic loads), not only once per pass.
+                // New jobs in the shared queues, and the poller's events, are seen at every
+                // decision (a pop from an empty ArrayQueue is two atomic loads, a poll with
+                // nothing new a try-lock and a few loads), not only once per pass: a pass of
+                // long jobs would otherwise leave requests unread in their sockets.
+                self.poll_external();
                 self.refill();
             }
             let decision = {
