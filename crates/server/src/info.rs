@@ -269,7 +269,8 @@ fn tamer(stats: &ServerStats) -> String {
         "# Tamer\r\ncache_hits:{}\r\ncache_misses:{}\r\ncache_evictions:{}\r\n\
          cache_write_backs:{}\r\ndevice_reads:{}\r\ndevice_writes:{device_writes}\r\n\
          device_in_flight:{}\r\ncommits_staged:{}\r\ngroup_commits:{}\r\n\
-         staging_overflows:{}\r\ncheckpoints:{}\r\nadmitted_requests:{}\r\nbusy_replies:{}\r\n\
+         staging_overflows:{}\r\ncheckpoints:{}\r\ncheckpoint_writers_waited_us:{}\r\n\
+         checkpoint_max_us:{}\r\nadmitted_requests:{}\r\nbusy_replies:{}\r\n\
          busy_replies_slo:{}\r\nbusy_replies_full:{}\r\nadmission_drain_rate_per_sec:{}\r\n\
          admission_service_ns:{}\r\nruntime_queue_depth:{}\r\n",
         cache.hits,
@@ -282,6 +283,8 @@ fn tamer(stats: &ServerStats) -> String {
         commit.group_commits,
         commit.overflows,
         checkpoint.checkpoints,
+        checkpoint.total_ns / 1_000,
+        checkpoint.max_ns / 1_000,
         stats.admitted.load(Ordering::Relaxed),
         stats.busy.load(Ordering::Relaxed),
         stats.admission.refused_slo.load(Ordering::Relaxed),
