@@ -2,8 +2,9 @@
 //! completions are reaped by the cores that serve the requests, not by a thread of their own).
 //!
 //! A [`Runtime`](crate::Runtime) holds at most one [`Poller`] ([`Runtime::set_poller`]
-//! (crate::Runtime::set_poller)). Every core calls [`Poller::poll`] once per scheduling pass,
-//! from its scheduler (never from a user-level thread), and counts what it handled as work. A
+//! (crate::Runtime::set_poller)). Every core calls [`Poller::poll`] at every scheduling
+//! decision, from its scheduler (never from a user-level thread), and counts what it handled
+//! as work. A
 //! core with nothing at all to do blocks in [`Poller::wait`] instead of parking its OS thread,
 //! so that an event wakes it; at most one core waits there, the others park as before.
 //! Spawning a job calls [`Poller::wake`], which ends such a wait.
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex};
 /// An event source the cores poll.
 pub trait Poller: Send + Sync {
     /// Handles what is ready without blocking and returns how many events it handled (0:
-    /// nothing was ready, or another core is polling). Called by every core on every pass, so
+    /// nothing was ready, or another core is polling). Called by every core at every decision, so
     /// it must be cheap when nothing is ready (a try-lock and a few loads, no syscall).
     fn poll(&self) -> usize;
 
@@ -38,9 +39,24 @@ pub(crate) struct PollerSlot {
 }
 
 impl PollerSlot {
-    pub(crate) fn set(&self, poller: Option<Arc<dyn Poller>>) {
+    /// Sets `poller` if none is set; else hands it back.
+    pub(crate) fn install(&self, poller: Arc<dyn Poller>) -> Result<(), Arc<dyn Poller>> {
         let mut slot = self.poller.lock().unwrap_or_else(|p| p.into_inner());
-        let old = std::mem::replace(&mut *slot, poller);
+        if slot.is_some() {
+            return Err(poller);
+        }
+        *slot = Some(poller);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Removes `poller` if it is the one set.
+    pub(crate) fn remove(&self, poller: &Arc<dyn Poller>) {
+        let mut slot = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        if !slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, poller)) {
+            return;
+        }
+        let old = slot.take();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         drop(slot);
         // A core waiting in the old poller stops waiting and sees the change.

@@ -304,11 +304,17 @@ impl Runtime {
         Ok(())
     }
 
-    /// Makes every core poll `poller` on every scheduling pass (and the idle core wait in
-    /// it), replacing the one before; `None` removes it. A core picks the change up at its
-    /// next pass, so the old poller may still be called a few µs after this returns.
-    pub fn set_poller(&self, poller: Option<Arc<dyn Poller>>) {
-        self.shared.poller.set(poller);
+    /// Makes every core poll `poller` at every scheduling decision (and the idle core wait in
+    /// it). Fails, handing it back, when a poller is already set.
+    pub fn set_poller(&self, poller: Arc<dyn Poller>) -> Result<(), Arc<dyn Poller>> {
+        self.shared.poller.install(poller)
+    }
+
+    /// Removes `poller` if it is the one set (else changes nothing). A core picks the change
+    /// up at its next pass (a parked core within 10 ms, or at once after a spawn), so the
+    /// poller may still be called a little after this returns.
+    pub fn remove_poller(&self, poller: &Arc<dyn Poller>) {
+        self.shared.poller.remove(poller);
     }
 
     /// Executors (cores) it runs.

@@ -85,14 +85,15 @@ impl Poller for TestPoller {
 fn every_core_polls_and_handles_events() {
     let rt = runtime(2);
     let poller = Arc::new(TestPoller::default());
-    rt.set_poller(Some(poller.clone()));
+    let dynamic: Arc<dyn Poller> = poller.clone();
+    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
     poller.events.store(100, Ordering::Release);
     poller.wake();
     assert!(spin_until(Duration::from_secs(10), || poller
         .handled
         .load(Ordering::Relaxed)
         == 100));
-    rt.set_poller(None);
+    rt.remove_poller(&dynamic);
     rt.shutdown();
 }
 
@@ -103,7 +104,8 @@ fn every_core_polls_and_handles_events() {
 fn an_idle_core_waits_in_the_poller_and_a_spawn_wakes_it() {
     let rt = runtime(1);
     let poller = Arc::new(TestPoller::default());
-    rt.set_poller(Some(poller.clone()));
+    let dynamic: Arc<dyn Poller> = poller.clone();
+    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
     assert!(spin_until(Duration::from_secs(10), || poller
         .waiting
         .load(Ordering::SeqCst)));
@@ -122,22 +124,32 @@ fn an_idle_core_waits_in_the_poller_and_a_spawn_wakes_it() {
             .load(Ordering::SeqCst)));
     }
     assert!(poller.waits.load(Ordering::Relaxed) >= 20);
-    rt.set_poller(None);
+    rt.remove_poller(&dynamic);
     rt.shutdown();
 }
 
-/// Mutation caught: `set_poller(None)` that leaves the cores polling the old poller (the
-/// epoch not bumped).
+/// Mutations caught: `remove_poller` that leaves the cores polling the old poller (the
+/// epoch not bumped), a second poller replacing the first, a stranger's removal taking it.
 #[test]
 fn removing_the_poller_stops_the_polls() {
     let rt = runtime(2);
     let poller = Arc::new(TestPoller::default());
-    rt.set_poller(Some(poller.clone()));
+    let dynamic: Arc<dyn Poller> = poller.clone();
+    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
     assert!(spin_until(Duration::from_secs(10), || poller
         .polls
         .load(Ordering::Relaxed)
         > 0));
-    rt.set_poller(None);
+    // One poller at a time; only the one set is removed.
+    let other: Arc<dyn Poller> = Arc::new(TestPoller::default());
+    assert!(rt.set_poller(other.clone()).is_err());
+    rt.remove_poller(&other);
+    let polls = poller.polls.load(Ordering::Relaxed);
+    assert!(spin_until(Duration::from_secs(10), || poller
+        .polls
+        .load(Ordering::Relaxed)
+        > polls));
+    rt.remove_poller(&dynamic);
     // Every core passes again: jobs on both, then the parked ones' bounded park (10 ms).
     for _ in 0..8 {
         rt.spawn(|| {}).unwrap();

@@ -183,10 +183,20 @@ impl Server {
             return Ok(());
         };
         poller.stopped.store(true, Ordering::SeqCst);
-        self.db.runtime().set_poller(None);
+        let mine: Arc<dyn Poller> = poller.clone();
+        self.db.runtime().remove_poller(&mine);
+        drop(mine);
         // A core may still be inside a poll: the lock waits for it, and later polls see
         // `stopped` and do nothing.
         poller.lock_net().teardown();
+        // Each core drops its copy of the poller (and with it the network's `Db`) at its next
+        // pass: wake them all, and wait (at most 1 s) so that the store is the caller's alone
+        // once this returns.
+        let _ = self.db.runtime().spawn(|| {});
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        while Arc::strong_count(&poller) > 1 && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let error = poller
             .error
             .lock()
@@ -331,7 +341,9 @@ impl NetPoller {
         });
         // The entries pushed while setting up (accept, the wake read) are submitted by the
         // first poll, from a core.
-        db.runtime().set_poller(Some(poller.clone()));
+        db.runtime()
+            .set_poller(poller.clone())
+            .map_err(|_| "a server already runs on this store's runtime".to_string())?;
         Ok(poller)
     }
 
@@ -346,11 +358,21 @@ impl NetPoller {
         if self.stopped.load(Ordering::Acquire) {
             return;
         }
-        if let Ok(mut net) = self.net.try_lock() {
-            if let Err(e) = net.job_done(done) {
-                self.fail(e);
+        match self.net.try_lock() {
+            Ok(mut net) => {
+                // Stopped while this waited for the lock: the network is torn down.
+                if !self.stopped.load(Ordering::Acquire) {
+                    if let Err(e) = net.job_done(done) {
+                        self.fail(e);
+                    }
+                }
+                return;
             }
-            return;
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                self.fail("a panic under the network's lock".into());
+                return;
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {}
         }
         self.done
             .lock()
@@ -374,9 +396,18 @@ impl Poller for NetPoller {
         if self.stopped.load(Ordering::Relaxed) {
             return 0;
         }
-        let Ok(mut net) = self.net.try_lock() else {
-            return 0;
+        let mut net = match self.net.try_lock() {
+            Ok(net) => net,
+            Err(std::sync::TryLockError::WouldBlock) => return 0,
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                self.fail("a panic under the network's lock".into());
+                return 0;
+            }
         };
+        // Stopped between the check above and the lock: the network is torn down.
+        if self.stopped.load(Ordering::Acquire) {
+            return 0;
+        }
         let done = if self.done_count.load(Ordering::Acquire) > 0 {
             let mut queued = self.done.lock().unwrap_or_else(|p| p.into_inner());
             self.done_count.store(0, Ordering::Release);
@@ -786,7 +817,7 @@ impl Network {
     fn submit(&mut self) -> Result<(), String> {
         // SAFETY: as in `push`.
         let queue = unsafe { self.ring.submission_shared() };
-        if queue.is_empty() && !queue.taskrun() {
+        if queue.is_empty() && !queue.taskrun() && !queue.cq_overflow() {
             return Ok(());
         }
         drop(queue);
@@ -1191,10 +1222,12 @@ impl Network {
         let now = Instant::now();
         self.meter.finished(d.requests, d.job_ns, now);
         self.meter.publish(&self.shared.stats.admission);
-        let live = self.conns[d.conn]
-            .as_ref()
-            .is_some_and(|x| x.generation == d.generation);
-        let Some(conn) = self.conns[d.conn].as_mut().filter(|_| live) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(d.conn)
+            .and_then(Option::as_mut)
+            .filter(|x| x.generation == d.generation)
+        else {
             return Ok(());
         };
         conn.in_flight = false;

@@ -32,6 +32,8 @@ use crate::DbError;
 /// Yields a group commit's leader makes, at most, for more transactions to stage before it
 /// collects (each a scheduling pass: µs).
 const GATHER_YIELDS_MAX: usize = 8;
+/// And the longest it gathers, ns (a yield under load is a round of every runnable thread).
+const GATHER_NS_MAX: u64 = 50_000;
 
 /// When a write is acknowledged (`DbOptions::durability`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -413,14 +415,15 @@ impl Engine {
 
     /// Lets the work ready on this core (requests that arrived with the leader's) stage before
     /// the leader collects, so that one group and one flush carry them: yields while other
-    /// threads or new jobs are ready, at most [`GATHER_YIELDS_MAX`] times. Threads waiting for
-    /// the device are not waited for.
+    /// threads or new jobs are ready, at most [`GATHER_YIELDS_MAX`] times and
+    /// [`GATHER_NS_MAX`]. Threads waiting for the device are not waited for.
     fn gather_group(&self) {
         if !thread::in_user_thread() {
             return;
         }
+        let deadline_ns = tamer_device::now_ns() + GATHER_NS_MAX;
         for _ in 0..GATHER_YIELDS_MAX {
-            if thread::others_ready() == 0 {
+            if thread::others_ready() == 0 || tamer_device::now_ns() >= deadline_ns {
                 return;
             }
             thread::yield_now();
