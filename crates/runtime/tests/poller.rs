@@ -26,6 +26,15 @@ fn runtime(cores: usize) -> Runtime {
     Runtime::start(config, DeviceSpec::Emulated { model }, arena).unwrap()
 }
 
+/// A runtime of `cores` polling a new [`TestPoller`] (also returned as the runtime holds it).
+fn runtime_polling(cores: usize) -> (Runtime, Arc<TestPoller>, Arc<dyn Poller>) {
+    let rt = runtime(cores);
+    let poller = Arc::new(TestPoller::default());
+    let dynamic: Arc<dyn Poller> = poller.clone();
+    assert!(rt.set_poller(dynamic.clone()).is_ok(), "no poller was set");
+    (rt, poller, dynamic)
+}
+
 /// A poller that hands out `events` one per poll, and whose wait blocks until `wake`, with no
 /// timeout of its own: a core that waits in it runs again only if something wakes it.
 #[derive(Default)]
@@ -83,10 +92,7 @@ impl Poller for TestPoller {
 /// Mutation caught: the executor loop not calling `poll` (no poll is seen, no event handled).
 #[test]
 fn every_core_polls_and_handles_events() {
-    let rt = runtime(2);
-    let poller = Arc::new(TestPoller::default());
-    let dynamic: Arc<dyn Poller> = poller.clone();
-    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
+    let (rt, poller, dynamic) = runtime_polling(2);
     poller.events.store(100, Ordering::Release);
     poller.wake();
     assert!(spin_until(Duration::from_secs(10), || poller
@@ -102,10 +108,7 @@ fn every_core_polls_and_handles_events() {
 /// the test poller's wait has no timeout).
 #[test]
 fn an_idle_core_waits_in_the_poller_and_a_spawn_wakes_it() {
-    let rt = runtime(1);
-    let poller = Arc::new(TestPoller::default());
-    let dynamic: Arc<dyn Poller> = poller.clone();
-    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
+    let (rt, poller, dynamic) = runtime_polling(1);
     assert!(spin_until(Duration::from_secs(10), || poller
         .waiting
         .load(Ordering::SeqCst)));
@@ -132,10 +135,7 @@ fn an_idle_core_waits_in_the_poller_and_a_spawn_wakes_it() {
 /// epoch not bumped), a second poller replacing the first, a stranger's removal taking it.
 #[test]
 fn removing_the_poller_stops_the_polls() {
-    let rt = runtime(2);
-    let poller = Arc::new(TestPoller::default());
-    let dynamic: Arc<dyn Poller> = poller.clone();
-    rt.set_poller(dynamic.clone()).map_err(|_| ()).unwrap();
+    let (rt, poller, dynamic) = runtime_polling(2);
     assert!(spin_until(Duration::from_secs(10), || poller
         .polls
         .load(Ordering::Relaxed)
