@@ -571,6 +571,95 @@ fn client_inside_multi_replies_as_redis_does() {
     replay_against_redis(&redis, &served, script, |_, reply| reply.to_string());
 }
 
+/// `INFO stats` `keyspace_hits`/`keyspace_misses` after the same commands on redis-server 7.0
+/// and on tamer: the reads that count (GET, MGET, EXISTS, TOUCH, TYPE, the TTL family,
+/// STRLEN, GETRANGE, GETEX, GETDEL, GETSET, SET ... GET, LCS, COPY's source, inside EXEC too,
+/// an expired key a miss) and the writes that do not; `CONFIG RESETSTAT` zeroes them.
+/// Mutations caught: a write counted, a read not counted, a hit and a miss swapped, a counter
+/// RESETSTAT leaves.
+#[test]
+fn keyspace_hits_and_misses_count_as_redis_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("lookups");
+    let served = Served::start(&dir.0);
+    let script: &[&[&str]] = &[
+        &["config", "resetstat"],
+        &["set", "a", "hello"],
+        &["set", "b", "world", "get"],
+        &["set", "a", "again", "get"],
+        &["get", "a"],
+        &["get", "nope"],
+        &["mget", "a", "b", "nope", "a"],
+        &["exists", "a", "nope", "b"],
+        &["touch", "a", "nope"],
+        &["type", "a"],
+        &["type", "nope"],
+        &["ttl", "a"],
+        &["pttl", "nope"],
+        &["expiretime", "a"],
+        &["pexpiretime", "nope"],
+        &["strlen", "a"],
+        &["getrange", "nope", "0", "1"],
+        &["getex", "a", "persist"],
+        &["getset", "c", "1"],
+        &["getdel", "c"],
+        &["lcs", "a", "b"],
+        &["copy", "a", "d"],
+        &["copy", "nope", "e"],
+        &["incr", "n"],
+        &["append", "a", "x"],
+        &["setrange", "f", "0", "x"],
+        &["msetnx", "g", "1", "h", "2"],
+        &["rename", "d", "dd"],
+        &["expire", "dd", "100"],
+        &["persist", "dd"],
+        &["del", "dd", "nope"],
+        &["keys", "a*"],
+        &["dbsize"],
+        &["multi"],
+        &["get", "a"],
+        &["exists", "nope"],
+        &["set", "i", "1"],
+        &["exec"],
+        &["set", "short", "v", "px", "1"],
+    ];
+    replay_against_redis(&redis, &served, script, |_, reply| reply.to_string());
+    std::thread::sleep(Duration::from_millis(20));
+    let (mut theirs, mut ours) = (redis.connect(), served.connect());
+    let counts = |conn: &mut TcpStream| {
+        send(conn, &["get".to_string(), "short".to_string()]);
+        read_replies(conn, 1);
+        send(conn, &["info".to_string(), "stats".to_string()]);
+        let info = read_replies(conn, 1).remove(0);
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|| panic!("no {name} in INFO stats"))
+        };
+        (field("keyspace_hits:"), field("keyspace_misses:"))
+    };
+    let (want, got) = (counts(&mut theirs), counts(&mut ours));
+    assert_eq!(got, want, "(keyspace_hits, keyspace_misses)");
+    assert_ne!(want.0, "0", "the script reads keys that exist");
+    for conn in [&mut theirs, &mut ours] {
+        send(conn, &["config".to_string(), "resetstat".to_string()]);
+        read_replies(conn, 1);
+    }
+    let zero = |conn: &mut TcpStream| {
+        send(conn, &["info".to_string(), "stats".to_string()]);
+        let info = read_replies(conn, 1).remove(0);
+        info.lines()
+            .filter(|l| l.starts_with("keyspace_"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(zero(&mut ours), zero(&mut theirs));
+}
+
 /// With `--requirepass`, nothing but `AUTH`, `HELLO` and `QUIT` runs before the password;
 /// a wrong one is refused; `HELLO 3 AUTH default <pass>` authenticates and switches at once.
 /// Beyond loopback without a password the server refuses to start. Catches a command that

@@ -45,9 +45,18 @@ pub struct Context<'a> {
     pub watches: Option<&'a Watches>,
     /// The largest value the store takes: a command refuses to build a longer one.
     pub max_value_bytes: usize,
+    /// Where read lookups are counted (`INFO stats` `keyspace_hits`/`misses`; `None`: not).
+    pub lookups: Option<&'a crate::stats::Lookups>,
 }
 
 impl Context<'_> {
+    /// One read lookup (Redis's `lookupKeyRead`) that found its key or not.
+    pub fn count_lookup(&self, found: bool) {
+        if let Some(lookups) = self.lookups {
+            lookups.count(found);
+        }
+    }
+
     /// A write to `key` of this database: watchers' `EXEC` will abort.
     pub fn touch(&self, key: &[u8]) {
         self.touch_in(self.db, key);

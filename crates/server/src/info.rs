@@ -179,7 +179,7 @@ fn counters(stats: &ServerStats) -> String {
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
          rejected_connections:{}\r\ntotal_error_replies:{}\r\ntamer_admitted_requests:{}\r\n\
          tamer_busy_replies:{}\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\n\
-         expired_time_cap_reached_count:{}\r\n",
+         expired_time_cap_reached_count:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
         load(&stats.connections_received),
         load(&stats.commands),
         load(&stats.rejected),
@@ -189,6 +189,8 @@ fn counters(stats: &ServerStats) -> String {
         stats.expiry.expired_keys(),
         stats.expiry.expired_stale_perc(),
         stats.expiry.expired_time_cap_reached_count(),
+        load(&stats.lookups.hits),
+        load(&stats.lookups.misses),
     )
 }
 

@@ -132,7 +132,7 @@ pub fn exposition(stats: &ServerStats) -> String {
 /// One family: name, type, help, value.
 type Row = (&'static str, &'static str, &'static str, u64);
 
-fn server_rows(stats: &ServerStats) -> [Row; 8] {
+fn server_rows(stats: &ServerStats) -> [Row; 10] {
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     [
         (
@@ -164,6 +164,18 @@ fn server_rows(stats: &ServerStats) -> [Row; 8] {
             "counter",
             "Requests refused with -BUSY (admission NACKs).",
             load(&stats.busy),
+        ),
+        (
+            "tamer_keyspace_hits_total",
+            "counter",
+            "Read lookups that found their key (INFO keyspace_hits).",
+            load(&stats.lookups.hits),
+        ),
+        (
+            "tamer_keyspace_misses_total",
+            "counter",
+            "Read lookups that did not (INFO keyspace_misses).",
+            load(&stats.lookups.misses),
         ),
         (
             "tamer_error_replies_total",

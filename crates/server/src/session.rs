@@ -899,6 +899,7 @@ impl Run<'_> {
                     protocol: self.protocol,
                     watches: Some(self.watches),
                     max_value_bytes: self.max_value_bytes,
+                    lookups: Some(&self.stats.lookups),
                 };
                 let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
                 commands::execute(&ctx, tx, &refs, out)?;

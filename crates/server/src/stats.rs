@@ -39,6 +39,26 @@ pub struct ServerStats {
     pub replid: String,
     /// Active expiry's counters (`crate::expiry`).
     pub expiry: Arc<crate::expiry::ExpiryStats>,
+    /// Read lookups that found their key, and those that did not (`keyspace_hits`/`misses`).
+    pub lookups: Lookups,
+}
+
+/// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a
+/// key (`GET`, `MGET`, `EXISTS`, `TYPE`, `TTL`, ...) count one per key; writes do not. A key
+/// of another type is a hit; an expired one a miss. A transaction the store retries after a
+/// conflict counts its lookups again.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+impl Lookups {
+    /// One read lookup of a key that was there (`found`) or not.
+    pub fn count(&self, found: bool) {
+        let counter = if found { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl ServerStats {
@@ -76,6 +96,7 @@ impl ServerStats {
             db: Mutex::new(Weak::new()),
             replid,
             expiry: Arc::default(),
+            lookups: Lookups::default(),
         }
     }
 
@@ -98,6 +119,8 @@ impl ServerStats {
             &self.commands,
             &self.admitted,
             &self.busy,
+            &self.lookups.hits,
+            &self.lookups.misses,
         ] {
             c.store(0, Ordering::Relaxed);
         }

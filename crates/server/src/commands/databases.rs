@@ -186,7 +186,10 @@ pub fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     }
     let (src, dst) = (ctx.namespace, ctx.map.get()[db]);
     let copied = (|| -> std::result::Result<bool, KeyspaceError> {
-        let Some(entry) = keyspace::get(tx, src, args[1], ctx.now_ms)? else {
+        let found = keyspace::get(tx, src, args[1], ctx.now_ms)?;
+        // The source is read as Redis's `lookupKeyRead` reads it (counted).
+        ctx.count_lookup(found.is_some());
+        let Some(entry) = found else {
             return Ok(false);
         };
         if !replace && keyspace::get(tx, dst, args[2], ctx.now_ms)?.is_some() {

@@ -47,6 +47,7 @@ pub fn exists(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
         let Some(e) = entry(ctx, tx, key, out)? else {
             return Ok(());
         };
+        ctx.count_lookup(e.is_some());
         found += i64::from(e.is_some());
     }
     write::integer(out, found);
@@ -58,6 +59,7 @@ pub fn type_(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     let Some(e) = entry(ctx, tx, args[1], out)? else {
         return Ok(());
     };
+    ctx.count_lookup(e.is_some());
     write::simple(out, e.map_or("none", |e| e.kind.name()));
     Ok(())
 }
@@ -227,6 +229,7 @@ fn ttl_generic(
     let Some(found) = entry(ctx, tx, args[1], out)? else {
         return Ok(());
     };
+    ctx.count_lookup(found.is_some());
     let reply = match found {
         None => -2,
         Some(Entry {

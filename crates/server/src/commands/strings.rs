@@ -37,6 +37,14 @@ fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found
     }
 }
 
+/// As [`find`] for a command that reads the key (Redis's `lookupKeyRead`): counted in
+/// `keyspace_hits`/`misses` (a value of another type is a hit).
+fn find_read(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found, DbError> {
+    let found = find(ctx, tx, key)?;
+    ctx.count_lookup(!matches!(found, Found::Absent));
+    Ok(found)
+}
+
 fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result {
     ctx.touch(key);
     keyspace::put(tx, ctx.namespace, key, entry).map_err(store_error)
@@ -51,7 +59,7 @@ fn store_kept(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Resu
 
 /// `GET key`.
 pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match find(ctx, tx, args[1])? {
+    match find_read(ctx, tx, args[1])? {
         Found::Absent => write::null(out, ctx.protocol),
         Found::String(e) => write::bulk(out, &e.payload),
         Found::Other => write::error(out, WRONGTYPE),
@@ -61,7 +69,7 @@ pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
 
 /// `GETDEL key`.
 pub fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match find(ctx, tx, args[1])? {
+    match find_read(ctx, tx, args[1])? {
         Found::Absent => write::null(out, ctx.protocol),
         Found::String(e) => {
             ctx.touch(args[1]);
@@ -76,7 +84,7 @@ pub fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
 /// `GETSET key value`: the old value; the new one without a TTL.
 pub fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let mut reply = Vec::new();
-    match find(ctx, tx, args[1])? {
+    match find_read(ctx, tx, args[1])? {
         Found::Absent => write::null(&mut reply, ctx.protocol),
         Found::String(e) => write::bulk(&mut reply, &e.payload),
         Found::Other => {
@@ -204,7 +212,12 @@ pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
             return Ok(());
         }
     };
-    let found = find(ctx, tx, args[1])?;
+    // `SET ... GET` reads the key as `GET` does (counted); a plain `SET` only writes it.
+    let found = if o.get {
+        find_read(ctx, tx, args[1])?
+    } else {
+        find(ctx, tx, args[1])?
+    };
     if o.get {
         match &found {
             Found::Absent => write::null(out, ctx.protocol),
@@ -242,7 +255,7 @@ pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
 pub fn mget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     write::array(out, args.len() - 1);
     for key in &args[1..] {
-        match find(ctx, tx, key)? {
+        match find_read(ctx, tx, key)? {
             Found::String(e) => write::bulk(out, &e.payload),
             _ => write::null(out, ctx.protocol),
         }
@@ -475,7 +488,7 @@ fn too_long(ctx: &Context, len: u64, out: &mut Vec<u8>) -> bool {
 
 /// `STRLEN key`.
 pub fn strlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match find(ctx, tx, args[1])? {
+    match find_read(ctx, tx, args[1])? {
         Found::Absent => write::integer(out, 0),
         Found::String(e) => write::integer(out, e.payload.len() as i64),
         Found::Other => write::error(out, WRONGTYPE),
@@ -489,7 +502,7 @@ pub fn getrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
         write::error(out, NOT_INTEGER);
         return Ok(());
     };
-    let value = match find(ctx, tx, args[1])? {
+    let value = match find_read(ctx, tx, args[1])? {
         Found::Absent => Vec::new(),
         Found::String(e) => e.payload,
         Found::Other => {
@@ -598,7 +611,7 @@ pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     };
     // Redis 7.0's order: the options' syntax, the key (absent: nil), its type, then the
     // expiry's value.
-    let mut e = match find(ctx, tx, args[1])? {
+    let mut e = match find_read(ctx, tx, args[1])? {
         Found::Absent => {
             write::null(out, ctx.protocol);
             return Ok(());
@@ -643,7 +656,7 @@ pub const MAX_LCS_TABLE_BYTES: u64 = 64 << 20;
 /// subsequence, its length, or its matching ranges, exactly as Redis 7.0 computes and orders
 /// them (`t_string.c`, `lcsCommand`).
 pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (a, b) = match (find(ctx, tx, args[1])?, find(ctx, tx, args[2])?) {
+    let (a, b) = match (find_read(ctx, tx, args[1])?, find_read(ctx, tx, args[2])?) {
         (Found::Other, _) | (_, Found::Other) => {
             write::error(out, "ERR The specified keys must contain string values");
             return Ok(());

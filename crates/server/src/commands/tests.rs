@@ -45,6 +45,7 @@ fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
             protocol: Protocol::Resp2,
             watches: None,
             max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
+            lookups: None,
         };
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         let mut out = Vec::new();
