@@ -60,12 +60,13 @@ fn redis_cli_works_unchanged() {
 }
 
 /// 2,000 pipelined requests in one write get 2,000 replies in order; a second connection is
-/// served meanwhile; `SELECT` keeps databases apart. Catches replies reordered across batches,
+/// served meanwhile; `SELECT` keeps databases apart. On two cores sharing the network (jobs
+/// of one connection may run on either). Catches replies reordered across batches or cores,
 /// a batch boundary losing a request, one connection's state leaking into another.
 #[test]
 fn pipelines_are_answered_in_order() {
     let dir = temp_dir("pipeline");
-    let served = Served::start(&dir.0);
+    let served = Served::start_with(&dir.0, &["--cores", "2"]);
     let mut a = served.connect();
     let mut b = served.connect();
     let mut request = Vec::new();

@@ -59,7 +59,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("bind", "127.0.0.1", Kind::Text, false),
     setting("cache-size", "256mb", Kind::Memory, false),
     setting("client-query-buffer-limit", "64mb", Kind::Memory, false),
-    // 0: the CPUs the process may use (the cores poll the network themselves).
+    // 0: the CPUs the process may use less one, at least one.
     setting("cores", "0", Kind::Int { min: 0, max: 256 }, false),
     setting("databases", "16", Kind::Int { min: 1, max: 16 }, false),
     setting("dir", "tamer-data", Kind::Text, false),
