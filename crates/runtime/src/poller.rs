@@ -76,8 +76,11 @@ impl PollerSlot {
         self.epoch.load(Ordering::Acquire)
     }
 
+    /// Every spawn comes here: the poller is woken under the slot's lock rather than cloned
+    /// out of it (`Poller::wake` never touches the slot).
     pub(crate) fn wake(&self) {
-        if let Some(poller) = self.get() {
+        let slot = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(poller) = slot.as_ref() {
             poller.wake();
         }
     }

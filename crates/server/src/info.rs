@@ -256,6 +256,19 @@ fn errorstats(stats: &ServerStats) -> String {
     s
 }
 
+/// Pages the store wrote to the device: the cache's write-backs, the group commits' queue and
+/// data pages, the checkpoints' index pages (`INFO tamer` and the metrics).
+pub fn device_writes(
+    cache_write_backs: u64,
+    commit: &tamer_store::CommitStats,
+    checkpoint: &tamer_store::CheckpointStats,
+) -> u64 {
+    cache_write_backs
+        + commit.queue_pages_written
+        + commit.data_pages_written
+        + checkpoint.index_pages_written
+}
+
 fn tamer(stats: &ServerStats) -> String {
     let Some(db) = stats.db() else {
         return "# Tamer\r\n".to_string();
@@ -263,10 +276,7 @@ fn tamer(stats: &ServerStats) -> String {
     let cache = db.cache_stats();
     let commit = db.commit_stats();
     let checkpoint = db.checkpoint_stats();
-    let device_writes = cache.write_backs
-        + commit.queue_pages_written
-        + commit.data_pages_written
-        + checkpoint.index_pages_written;
+    let device_writes = device_writes(cache.write_backs, &commit, &checkpoint);
     format!(
         "# Tamer\r\ncache_hits:{}\r\ncache_misses:{}\r\ncache_evictions:{}\r\n\
          cache_write_backs:{}\r\ndevice_reads:{}\r\ndevice_writes:{device_writes}\r\n\

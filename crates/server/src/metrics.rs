@@ -202,10 +202,7 @@ fn store_rows(db: &tamer_store::Db) -> [Row; 10] {
     let cache = db.cache_stats();
     let commit = db.commit_stats();
     let cp = db.checkpoint_stats();
-    let writes = cache.write_backs
-        + commit.queue_pages_written
-        + commit.data_pages_written
-        + cp.index_pages_written;
+    let writes = crate::info::device_writes(cache.write_backs, &commit, &cp);
     [
         (
             "tamer_cache_hits_total",

@@ -704,7 +704,7 @@ impl Session {
             Ok(Some((replies, db, spans, namespaces))) => {
                 gate.publish(namespaces);
                 self.db = db;
-                let (replies, spans) = self.run_client_commands(&queued, &replies, spans);
+                let (replies, spans) = self.run_client_commands(&queued, replies, spans);
                 self.record_queued(&queued, &replies, spans);
                 write::array(out, queued.len());
                 out.extend_from_slice(&replies);
@@ -725,11 +725,11 @@ impl Session {
     fn run_client_commands(
         &mut self,
         queued: &[Vec<Vec<u8>>],
-        replies: &[u8],
+        replies: Vec<u8>,
         spans: Spans,
     ) -> (Vec<u8>, Spans) {
         if !queued.iter().any(|a| a[0].eq_ignore_ascii_case(b"client")) {
-            return (replies.to_vec(), spans);
+            return (replies, spans);
         }
         let mut out = Vec::with_capacity(replies.len());
         let mut placed = Vec::with_capacity(spans.len());
