@@ -1189,11 +1189,29 @@ impl PageCache {
         self.get_until_with(page, class, deadline, true)
     }
 
+    /// Drops `page`, cached as `class`, without writing it back: the caller freed it (a tree
+    /// node merged away), and a stale frame must never be written over the page once it is
+    /// reused. Waits (bounded) while it is pinned, loading or written; a timeout leaves it.
+    pub fn discard(&self, page: u64, class: PageClass) -> Result<(), CacheError> {
+        self.check(page)?;
+        let deadline = self.deadline();
+        self.discard_in(page, self.place(page, class), deadline)
+    }
+
     /// Drops the copy of `page` cached as a data page, if any, without writing it back (the
     /// caller overwrites the page). Waits (bounded) while it is pinned, loading or written.
     fn discard_data_copy(&self, page: u64, deadline: u64) -> Result<(), CacheError> {
+        self.discard_in(page, self.data_set_of(page), deadline)
+    }
+
+    /// Drops `page` from set `(set, base)` unwritten, waiting (bounded) while it is busy.
+    fn discard_in(
+        &self,
+        page: u64,
+        (set, base): (usize, u32),
+        deadline: u64,
+    ) -> Result<(), CacheError> {
         loop {
-            let (set, base) = self.data_set_of(page);
             let guard = lock(&self.sets[set]);
             let found = (base..base + self.ways)
                 .find(|&index| self.frames[index as usize].tag.load(Ordering::Acquire) == page);

@@ -48,6 +48,9 @@ pub(crate) struct CopyState {
     /// The two-copy index pages whose changed bit was set, once each: (first logical page,
     /// the cache's set key for it). At most one entry per such page.
     changed_pairs: Mutex<Vec<(u64, u64)>>,
+    /// The tree nodes whose changed bit was set (first logical page), once each; a node freed
+    /// since stays listed with its bits cleared, and is skipped.
+    changed_trees: Mutex<Vec<u64>>,
     /// Index pages whose changed bit is set.
     changed: AtomicUsize,
 }
@@ -70,6 +73,7 @@ impl CopyState {
             map_copy: RwLock::new(map_copy.into_iter().map(AtomicU8::new).collect()),
             buckets: RwLock::new(Vec::new()),
             changed_pairs: Mutex::new(Vec::new()),
+            changed_trees: Mutex::new(Vec::new()),
             changed: AtomicUsize::new(0),
         }
     }
@@ -153,6 +157,70 @@ impl CopyState {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push((l, set_key));
+        }
+    }
+
+    /// Marks the tree node whose first page is logical page `l` changed.
+    pub fn mark_tree_changed(&self, l: u64) {
+        let shift = 4 * (l % 16);
+        let flag = BUCKET_CHANGED << shift;
+        let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
+        let Some(w) = words.get((l / 16) as usize) else {
+            debug_assert!(false, "a changed tree node is known");
+            return;
+        };
+        debug_assert!(
+            w.load(Ordering::Relaxed) >> shift & BUCKET != 0,
+            "a tree node"
+        );
+        if w.load(Ordering::Relaxed) & flag == 0 && w.fetch_or(flag, Ordering::AcqRel) & flag == 0 {
+            self.changed.fetch_add(1, Ordering::Relaxed);
+            self.changed_trees
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(l);
+        }
+    }
+
+    /// The tree nodes changed since the last call, their marks cleared (first logical page
+    /// each); nodes freed meanwhile are left out.
+    pub fn take_changed_trees(&self) -> Vec<u64> {
+        let listed =
+            std::mem::take(&mut *self.changed_trees.lock().unwrap_or_else(|p| p.into_inner()));
+        let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
+        listed
+            .into_iter()
+            .filter(|&l| {
+                let shift = 4 * (l % 16);
+                let w = &words[(l / 16) as usize];
+                let was = w.fetch_and(!(BUCKET_CHANGED << shift), Ordering::AcqRel) >> shift;
+                if was & BUCKET_CHANGED == 0 {
+                    debug_assert!(was & BUCKET == 0, "a listed live node is marked changed");
+                    return false;
+                }
+                self.changed.fetch_sub(1, Ordering::Relaxed);
+                true
+            })
+            .collect()
+    }
+
+    /// Marks logical page `l` a tree node's first page whose current copy is `copy`.
+    pub fn set_tree(&self, l: u64, copy: u64) {
+        self.set_pair(l, copy, 0);
+    }
+
+    /// Forgets the tree node at logical page `l` (freed): no longer an index page, its
+    /// changed mark dropped.
+    pub fn forget_tree(&self, l: u64) {
+        let shift = 4 * (l % 16);
+        let bits = (BUCKET | BUCKET_COPY | BUCKET_CHANGED | DIR_PAGE) << shift;
+        let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
+        let Some(w) = words.get((l / 16) as usize) else {
+            return;
+        };
+        let was = w.fetch_and(!bits, Ordering::AcqRel) >> shift;
+        if was & BUCKET_CHANGED != 0 {
+            self.changed.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -385,6 +453,7 @@ pub(crate) fn recover(
     let segments = recover_segments(sb, start, &mut read, &mut max_seen)?;
     let groups = sb.next_page.div_ceil(MAP_ENTRIES);
     let mut map_copy = Vec::with_capacity(groups as usize);
+    let mut trees = Vec::new();
     for group in 0..groups {
         let pages = [map_page(start, group, 0), map_page(start, group, 1)];
         let chosen = choose_page(pages, 8, sb.epoch, &mut read, &mut max_seen)?
@@ -393,8 +462,12 @@ pub(crate) fn recover(
         if chosen.stale {
             stale_groups.push(group);
         }
+        map_trees(&chosen.bytes, group, sb.next_page, &mut trees);
     }
     let state = CopyState::new(sb.fixed_depth, dir_copy, map_copy);
+    for (l, copy) in trees {
+        state.set_tree(l, copy);
+    }
     // A copy a crashed checkpoint wrote (its epoch above the superblock's) would be taken for
     // current once a later superblock's epoch passes its own, unless the page is written
     // again first: the next checkpoint (the one ending this open) overwrites it.
@@ -435,6 +508,21 @@ pub(crate) fn recover(
         state.set_bucket(l, dir_slot_copy(slot));
     }
     Ok((state, max_seen + 1))
+}
+
+/// Appends the tree nodes group `group`'s map (its bytes `map`) names below logical page
+/// `next_page`: (first logical page, current copy).
+fn map_trees(map: &[u8], group: u64, next_page: u64, out: &mut Vec<(u64, u64)>) {
+    if map.len() < PAYLOAD || get_u32(map, 0) != KIND_MAP {
+        return;
+    }
+    let first = group * MAP_ENTRIES;
+    for l in first..next_page.min(first + MAP_ENTRIES) {
+        let entry = get_u32(map, MAP_HEADER + (l - first) as usize * 4);
+        if MapKind::of(entry) == Some(MapKind::Tree) {
+            out.push((l, u64::from(entry & 1)));
+        }
+    }
 }
 
 /// One directory segment page as recovery found it: its first copy's logical page and its
@@ -613,6 +701,7 @@ mod tests {
             queue_pages: 16,
             stripe_parts: 1,
             stripe_unit: 1,
+            catalog: 0,
         };
         let mut pages = std::collections::HashMap::new();
         let fixed = dir_page(1, 0, 0);

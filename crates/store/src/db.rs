@@ -1147,6 +1147,9 @@ impl Iterator for Cursor<'_> {
     }
 }
 
+mod ordered;
+pub use ordered::{prefix_end, TreeRange};
+
 #[cfg(test)]
 mod tests {
     use super::*;

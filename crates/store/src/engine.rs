@@ -41,6 +41,7 @@ mod recover;
 mod space;
 mod split;
 mod superblock;
+mod tree;
 mod txn;
 
 use checkpoint::{CheckpointLatch, Dirty};
@@ -59,6 +60,7 @@ pub use compaction::{
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
 pub(crate) use space::Space;
+pub use tree::{Direction, TreeId};
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
 const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
@@ -152,6 +154,14 @@ pub(crate) struct Engine {
     recovery_observer: Option<RecoveryObserver>,
     global_depth: AtomicU32,
     split_lock: YieldLock,
+    /// Writer locks of the trees (`tree`), a tree's by its root page.
+    tree_locks: Box<[YieldLock]>,
+    /// The catalog tree's root (named trees; 0: none yet), published once a checkpoint
+    /// names it; and the root the superblock names (set just before that checkpoint).
+    catalog: AtomicU64,
+    catalog_durable: AtomicU64,
+    /// Held while the catalog is made.
+    catalog_lock: YieldLock,
     alloc: Mutex<Alloc>,
     key_count: AtomicU64,
     leaked_pages: AtomicU64,
@@ -325,6 +335,10 @@ impl Engine {
             recovery_observer,
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
+            tree_locks: tree::tree_locks(),
+            catalog: AtomicU64::new(0),
+            catalog_durable: AtomicU64::new(0),
+            catalog_lock: YieldLock(AtomicBool::new(false)),
             alloc: Mutex::new(Alloc {
                 next_page: 0,
                 free: FreeExtents::default(),
@@ -463,6 +477,8 @@ impl Engine {
                 }
                 self.global_depth.store(sb.global_depth, Ordering::Release);
                 self.key_count.store(sb.key_count, Ordering::Relaxed);
+                self.catalog.store(sb.catalog, Ordering::Release);
+                self.catalog_durable.store(sb.catalog, Ordering::Release);
                 // The last checkpoint, whether the store was closed or crashed: its map,
                 // high-water mark and index are consistent (recovery is choosing the copies).
                 self.lock_alloc().next_page = sb.next_page;

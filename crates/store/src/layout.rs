@@ -13,7 +13,10 @@ pub const MAGIC: [u8; 8] = *b"TAMERKV\0";
 /// compact bucket entries (9 bytes: a 32-bit hash fragment, a 32-bit page, a 16-byte record
 /// slot), 16-byte aligned records and directory slots carrying the bucket's local depth.
 /// Older stores are refused with a message.
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 6: ordered trees (B+-tree nodes as two-copy index pages, map kinds
+/// [`MapKind::Tree`] and [`MapKind::TreeCopy`], tree records flagged in their header, the
+/// catalog tree named by the superblock, deltas of tree changes).
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Copies of the superblock, at pages `0..SUPERBLOCK_COPIES`.
 pub const SUPERBLOCK_COPIES: u64 = 2;
@@ -23,6 +26,7 @@ pub const KIND_DATA: u32 = u32::from_le_bytes(*b"DATA");
 pub const KIND_EXTENT: u32 = u32::from_le_bytes(*b"EXTN");
 pub const KIND_MAP: u32 = u32::from_le_bytes(*b"PMAP");
 pub const KIND_QUEUE: u32 = u32::from_le_bytes(*b"QUEU");
+pub const KIND_TREE: u32 = u32::from_le_bytes(*b"TREE");
 
 // --- staging queues (issue 9, `docs/durability.md`) ---
 //
@@ -159,6 +163,48 @@ pub const EXTENT_HEADER: usize = 8;
 // list written at close, so the allocator's state is on the device at all times (issue 9).
 // Copy 1 is reserved for the checkpoints that alternate copies.
 
+// --- ordered trees (issue 11) ---
+//
+// A tree is a B+-tree whose nodes are two-copy index pages (as buckets: changed only in
+// DRAM, written to their other copy by a checkpoint); which copy is current is the low bit
+// of the first page's map entry ([`tree_map_entry`]), so open learns it from the map it reads
+// anyway. A tree is named by its root's physical page, which never moves (a root split moves
+// the root's entries into two new children). A node: `[kind u32 "TREE"][level u8 (0: leaf)]
+// [0 u8][count u16][tree u64 (the root's page)][heap u16][garbage u16][0 u32][0 u64]`, then
+// `count` u16 offsets of its entries in key order, then free space, then the entries' heap
+// up to the payload's end. A leaf entry: `[key len u16][inline len u16][record page u32]
+// [record slot u8][key][inline value]` (inline len [`INLINE_NONE`]: the value is only in the
+// record). An inner entry: `[key len u16][child page u32][entries below it u64][key]`, the
+// first entry's key empty (it covers everything below the second's key).
+// Every tree entry's value lives in a record (as a hash entry's does), whose key is
+// `[tree u64 big-endian][key]` and whose header's flags say [`RECORD_TREE`]: recovery redoes
+// a tree change from the record its delta names, as it redoes a put.
+
+/// Tree node header bytes.
+pub const NODE_HEADER: usize = 32;
+/// Leaf entry header: key len u16, inline len u16, record page u32, record slot u8.
+pub const LEAF_ENTRY_HEADER: usize = 9;
+/// Inner entry header: key len u16, child page u32, count u64.
+pub const INNER_ENTRY_HEADER: usize = 14;
+/// An inline length saying the value is not inline.
+pub const INLINE_NONE: u16 = u16::MAX;
+/// Largest value kept inline in a leaf (larger ones are read from their record).
+pub const INLINE_MAX: usize = 128;
+/// Largest tree key: a node holds at least three entries of the largest size, so a split
+/// always leaves two non-empty halves with room for the entry that caused it.
+pub const MAX_TREE_KEY: usize = 1024;
+const _: () = assert!(
+    NODE_HEADER + 3 * (2 + LEAF_ENTRY_HEADER + MAX_TREE_KEY + INLINE_MAX) <= PAYLOAD
+        && NODE_HEADER + 3 * (2 + INNER_ENTRY_HEADER + MAX_TREE_KEY) <= PAYLOAD
+);
+/// Most entries a node can hold (every entry takes its offset and a header).
+pub const NODE_ENTRIES_MAX: usize = (PAYLOAD - NODE_HEADER) / (2 + LEAF_ENTRY_HEADER);
+/// Most levels a tree may have (a deeper one is damaged: with three entries a node at
+/// least, 40 levels hold more than 2^63 entries).
+pub const TREE_LEVELS_MAX: usize = 40;
+/// A record header flag: the record is a tree entry's.
+pub const RECORD_TREE: u32 = 1;
+
 /// Copies of each group's map page.
 pub const MAP_COPIES: u64 = 2;
 /// Map page: kind u32 "PMAP", group u32, epoch u64, then one u32 entry per managed page.
@@ -185,6 +231,11 @@ pub enum MapKind {
     Queue = 6,
     /// A page of a directory segment (both copies of each of its pages).
     Directory = 7,
+    /// A tree node's first copy; the entry's lowest bit says which copy is current
+    /// ([`tree_map_entry`]).
+    Tree = 8,
+    /// A tree node's second copy (the page after its first).
+    TreeCopy = 9,
 }
 
 impl MapKind {
@@ -198,6 +249,8 @@ impl MapKind {
             5 => MapKind::BucketCopy,
             6 => MapKind::Queue,
             7 => MapKind::Directory,
+            8 => MapKind::Tree,
+            9 => MapKind::TreeCopy,
             _ => return None,
         })
     }
@@ -207,6 +260,12 @@ impl MapKind {
 pub fn map_entry(kind: MapKind, live: u32) -> u32 {
     debug_assert!(live <= PAYLOAD as u32 && (live == 0 || kind == MapKind::Data));
     (kind as u32) << 28 | live
+}
+
+/// The map entry of a tree node's first page whose current copy is `copy`.
+pub fn tree_map_entry(copy: u64) -> u32 {
+    debug_assert!(copy < 2);
+    (MapKind::Tree as u32) << 28 | copy as u32
 }
 
 /// The live bytes of a map entry.
@@ -328,7 +387,9 @@ pub const MAX_SEGMENTS: usize = crate::MAX_DIRECTORY_DEPTH as usize;
 const _: () = assert!(SEGMENTS_AT + 8 * MAX_SEGMENTS <= STRIPE_AT);
 /// Where the superblock keeps the stripe: parts u32, then (at + 8) the unit u64.
 const STRIPE_AT: usize = 376;
-const _: () = assert!(STRIPE_AT + 16 <= PAYLOAD);
+/// Where the superblock names the catalog tree's root.
+const CATALOG_AT: usize = STRIPE_AT + 16;
+const _: () = assert!(CATALOG_AT + 8 <= PAYLOAD);
 
 /// The superblock (pages 0 and 1: each write goes to the copy not holding the newest, with
 /// the next sequence number, so a torn write leaves the other copy intact).
@@ -367,6 +428,8 @@ pub struct Superblock {
     pub queue_first: u64,
     pub queues: u32,
     pub queue_pages: u32,
+    /// The catalog tree's root (named trees: name → tree), made with the store.
+    pub catalog: u64,
 }
 
 impl Superblock {
@@ -401,6 +464,7 @@ impl Superblock {
         }
         put_u32(b, STRIPE_AT, self.stripe_parts);
         put_u64(b, STRIPE_AT + 8, self.stripe_unit);
+        put_u64(b, CATALOG_AT, self.catalog);
     }
 
     /// `None` for an all-zero page (a new store); an error for anything else but a superblock.
@@ -438,6 +502,7 @@ impl Superblock {
             dir_segments: Vec::new(),
             stripe_parts: get_u32(b, STRIPE_AT),
             stripe_unit: get_u64(b, STRIPE_AT + 8),
+            catalog: get_u64(b, CATALOG_AT),
         };
         if sb.stripe_parts == 0 || sb.stripe_unit == 0 {
             return Err(format!(

@@ -204,20 +204,21 @@ mod error;
 mod layout;
 
 pub use db::{
-    Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, CHECKPOINT_INTERVAL,
-    DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
+    prefix_end, Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, TreeRange,
+    CHECKPOINT_INTERVAL, DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_PINNED_DIRECTORY_DEPTH,
 };
 pub use device::{StripePart, MAX_STRIPE_PARTS};
 pub use engine::{
-    CheckReport, CheckpointStats, CommitStats, CompactionStats, Durability, Problem,
-    RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats, Tx, WriteBatch,
+    CheckReport, CheckpointStats, CommitStats, CompactionStats, Direction, Durability, Problem,
+    RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats, TreeId, Tx, WriteBatch,
     COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, FREED_PAGES_MIN,
     MAX_KEY_BYTES, MAX_PROBLEMS_LISTED, MAX_TX_ATTEMPTS, MAX_TX_BYTES, SPARSE_QUEUE,
 };
 pub use error::DbError;
 pub use layout::{
-    key_hash, BUCKET_CAP, MAX_DELTAS, MAX_SMALL_RECORD, QUEUE_PAGES_MAX, QUEUE_PAGES_MIN,
+    key_hash, BUCKET_CAP, INLINE_MAX, MAX_DELTAS, MAX_SMALL_RECORD, MAX_TREE_KEY, QUEUE_PAGES_MAX,
+    QUEUE_PAGES_MIN,
 };
 
 /// Largest `max_directory_depth`: 2^30 slots (an 8 GiB directory, ≈ 2.7 × 10^11 keys at

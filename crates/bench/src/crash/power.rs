@@ -6,6 +6,7 @@
 //! an uninterrupted recovery of the first crash holds.
 
 use std::collections::HashMap;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
-    CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Durability, StripePart, Tx,
-    QUEUE_PAGES_MIN,
+    CheckReport, Db, DbError, DbHandle, DbOptions, DeviceKind, Direction, Durability, StripePart,
+    Tx, QUEUE_PAGES_MIN,
 };
 
 /// A store's contents: every (key, value).
@@ -48,12 +49,42 @@ pub fn value_for(key: &[u8], version: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Every (key, value) of a store, by a full scan; a record that does not read is an error.
+/// The tree the single-threaded workload's tree operations change.
+pub const TREE_NAME: &[u8] = b"crash-tree";
+/// Model keys of that tree's entries start with this.
+pub const TREE_PREFIX: &[u8] = b"T:";
+
+/// A tree entry's key in the model.
+pub fn tree_model_key(key: &[u8]) -> Vec<u8> {
+    [TREE_PREFIX, key].concat()
+}
+
+/// Every (key, value) of a store, by a full scan of its keys and of the tree [`TREE_NAME`]
+/// (its entries under [`TREE_PREFIX`]; absent and empty are the same); a record that does not
+/// read is an error, as is a tree whose count differs from its scan.
 pub fn contents(db: &Db) -> Result<Model, String> {
     let mut model = Model::new();
     for item in db.cursor() {
         let (k, v) = item.map_err(|e| format!("the scan: {e}"))?;
         model.insert(k, v);
+    }
+    let tree = db
+        .find_tree(TREE_NAME)
+        .map_err(|e| format!("the catalog: {e}"))?;
+    if let Some(tree) = tree {
+        let mut n = 0u64;
+        for item in db.range(tree, Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            let (k, v) = item.map_err(|e| format!("the tree scan: {e}"))?;
+            model.insert(tree_model_key(&k), v);
+            n += 1;
+        }
+        let len = db
+            .tree_len(tree)
+            .map_err(|e| format!("the tree's count: {e}"))?;
+        ensure!(
+            len == n,
+            "the tree counts {len} entries, its scan found {n}"
+        );
     }
     Ok(model)
 }
@@ -220,6 +251,9 @@ pub enum SingleOp {
     Put(Vec<u8>, usize, u64),
     Delete(Vec<u8>),
     Flush,
+    /// A put and a delete in the tree [`TREE_NAME`] (made by the first tree operation).
+    TreePut(Vec<u8>, usize, u64),
+    TreeDelete(Vec<u8>),
 }
 
 /// The options of the single-threaded workload's store on `device`.
@@ -271,12 +305,18 @@ pub fn single_workload(seed: u64, n: usize) -> Vec<SingleOp> {
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
-            let key = rng.gen_range(0..1_200u32).to_be_bytes().to_vec();
+            let k = rng.gen_range(0..1_200u32);
+            let key = k.to_be_bytes().to_vec();
+            // Tree keys of 6 to 126 bytes: leaves split after a few dozen entries.
+            let tree_key = || format!("t{k:05}{}", "p".repeat(k as usize % 5 * 30)).into_bytes();
             match rng.gen_range(0..100) {
                 0 => SingleOp::Flush,
-                1..=15 => SingleOp::Delete(key),
-                16..=19 => SingleOp::Put(key, rng.gen_range(5_000..12_000), rng.gen()),
-                _ => SingleOp::Put(key, rng.gen_range(0..400), rng.gen()),
+                1..=12 => SingleOp::Delete(key),
+                13..=15 => SingleOp::Put(key, rng.gen_range(5_000..12_000), rng.gen()),
+                16..=59 => SingleOp::Put(key, rng.gen_range(0..400), rng.gen()),
+                60..=71 => SingleOp::TreeDelete(tree_key()),
+                72..=73 => SingleOp::TreePut(tree_key(), rng.gen_range(5_000..12_000), rng.gen()),
+                _ => SingleOp::TreePut(tree_key(), rng.gen_range(0..300), rng.gen()),
             }
         })
         .collect()
@@ -291,6 +331,12 @@ pub fn single_apply(model: &mut Model, op: &SingleOp) {
         SingleOp::Delete(k) => {
             model.remove(k);
         }
+        SingleOp::TreePut(k, len, version) => {
+            model.insert(tree_model_key(k), value_for(k, *version, *len));
+        }
+        SingleOp::TreeDelete(k) => {
+            model.remove(&tree_model_key(k));
+        }
         SingleOp::Flush => {}
     }
 }
@@ -299,11 +345,24 @@ pub fn single_apply(model: &mut Model, op: &SingleOp) {
 /// last flush that returned.
 pub fn run_single_ops(db: &Db, ops: &[SingleOp]) -> (usize, usize) {
     let (mut done, mut flushed) = (0, 0);
+    let mut tree = None;
     for op in ops {
         let ok = match op {
             SingleOp::Put(k, len, version) => db.put(k, &value_for(k, *version, *len)).is_ok(),
             SingleOp::Delete(k) => db.delete(k).is_ok(),
             SingleOp::Flush => db.flush().is_ok(),
+            SingleOp::TreePut(k, len, version) => {
+                if tree.is_none() {
+                    tree = db.tree(TREE_NAME).ok();
+                }
+                tree.is_some_and(|t| db.tree_put(t, k, &value_for(k, *version, *len)).is_ok())
+            }
+            SingleOp::TreeDelete(k) => {
+                if tree.is_none() {
+                    tree = db.tree(TREE_NAME).ok();
+                }
+                tree.is_some_and(|t| db.tree_delete(t, k).is_ok())
+            }
         };
         if !ok {
             break;
@@ -384,10 +443,10 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
         report.queue_pages
     );
     let got = contents(&db)?;
+    let keys = got.keys().filter(|k| !k.starts_with(TREE_PREFIX)).count();
     ensure!(
-        got.len() as u64 == db.len(),
-        "the scan found {} keys, the store counts {}",
-        got.len(),
+        keys as u64 == db.len(),
+        "the scan found {keys} keys, the store counts {}",
         db.len()
     );
     db.close().map_err(|e| format!("closing: {e}"))?;

@@ -41,6 +41,10 @@ pub struct CheckReport {
     pub leaked_pages: u64,
     /// Records read and verified.
     pub records: u64,
+    /// Ordered trees, their entries, and their nodes' pages (both copies).
+    pub trees: u64,
+    pub tree_entries: u64,
+    pub tree_pages: u64,
     /// The first [`MAX_PROBLEMS_LISTED`] problems.
     pub problems: Vec<Problem>,
     pub problems_total: u64,
@@ -73,6 +77,8 @@ struct Referenced {
     buckets: HashSet<u64>,
     /// (page, slot) of every record named, to find two entries naming one record.
     records: HashSet<(u64, u8)>,
+    /// Tree nodes reached from their roots (first copies).
+    tree_nodes: HashSet<u64>,
 }
 
 impl Engine {
@@ -84,6 +90,7 @@ impl Engine {
         let mut seen = Referenced::default();
         let next_page = self.lock_alloc().next_page;
         self.check_directory(next_page, &mut report, &mut seen)?;
+        self.check_trees(next_page, &mut report, &mut seen)?;
         self.check_map(next_page, &mut report, &seen)?;
         if report.keys != self.len() {
             report.problem(
@@ -283,6 +290,12 @@ impl Engine {
                 }
             };
         }
+        let mut tree_copies = HashSet::new();
+        for &n in &seen.tree_nodes {
+            if let Ok(p) = self.extent_page(n, 1) {
+                tree_copies.insert(p);
+            }
+        }
         let mut extent_tails = HashSet::new();
         for (&head, &pages) in &seen.extents {
             for i in 1..pages {
@@ -316,6 +329,10 @@ impl Engine {
                 Some(MapKind::ExtentTail)
             } else if bucket_copies.contains(&page) {
                 Some(MapKind::BucketCopy)
+            } else if seen.tree_nodes.contains(&page) {
+                Some(MapKind::Tree)
+            } else if tree_copies.contains(&page) {
+                Some(MapKind::TreeCopy)
             } else if self.is_queue_page(l) {
                 Some(MapKind::Queue)
             } else if self.is_dir_segment_page(l) {
@@ -362,6 +379,7 @@ impl Engine {
             MapKind::ExtentHead | MapKind::ExtentTail => report.extent_pages += 1,
             MapKind::Queue => report.queue_pages += 1,
             MapKind::Directory => report.directory_pages += 1,
+            MapKind::Tree | MapKind::TreeCopy => report.tree_pages += 1,
             MapKind::Bucket | MapKind::BucketCopy | MapKind::Free => {}
         }
     }
@@ -389,4 +407,186 @@ impl Engine {
 
 fn crc32c_of_record(record: &[u8]) -> u32 {
     tamer_cache::crc32c(&record[RECORD_HEADER..])
+}
+
+/// A node to visit in a tree walk: its page, the level its parent expects (`None` for the
+/// root), the key range its keys must lie in, and the count its parent holds for it.
+struct Visit {
+    page: u64,
+    level: Option<u8>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    count: Option<u64>,
+}
+
+impl Engine {
+    /// Every tree (a map page of kind tree whose node names itself as its tree is a root):
+    /// each node's shape, levels, key ranges against its parent's separators, counts against
+    /// its parent's, and every leaf entry's record (its key, its flag, its inline value).
+    fn check_trees(
+        &self,
+        next_page: u64,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+    ) -> Result<(), DbError> {
+        for l in 0..next_page {
+            if MapKind::of(self.map_get(l)?) != Some(MapKind::Tree) {
+                continue;
+            }
+            let page = self.phys(l);
+            let root = match self.node_page(page) {
+                Ok(r) => {
+                    r.read(|b| super::tree::node::is_node(b) && super::tree::node::tree(b) == page)
+                }
+                Err(DbError::Corrupt { page, detail }) => {
+                    report.problem(page, detail);
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            if root {
+                report.trees += 1;
+                self.check_tree(page, report, seen)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One tree, walked depth first (at most [`TREE_LEVELS_MAX`] levels).
+    fn check_tree(
+        &self,
+        tree: u64,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+    ) -> Result<(), DbError> {
+        use super::tree::node;
+        let mut stack = vec![Visit {
+            page: tree,
+            level: None,
+            lower: None,
+            upper: None,
+            count: None,
+        }];
+        while let Some(v) = stack.pop() {
+            if !seen.tree_nodes.insert(v.page) {
+                report.problem(v.page, "a tree node reached twice");
+                continue;
+            }
+            let bytes = match self.node_page(v.page) {
+                Ok(r) => r.read(|b| b[..PAYLOAD].to_vec()),
+                Err(DbError::Corrupt { page, detail }) => {
+                    report.problem(page, detail);
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let b = &bytes[..];
+            if let Err(what) = node::check(b) {
+                report.problem(v.page, what);
+                continue;
+            }
+            if node::tree(b) != tree || v.level.is_some_and(|l| l != node::level(b)) {
+                report.problem(v.page, "a tree node of another tree or level");
+                continue;
+            }
+            if usize::from(node::level(b)) >= TREE_LEVELS_MAX {
+                report.problem(v.page, "a tree deeper than its bound");
+                continue;
+            }
+            let n = node::count(b);
+            if n == 0 && v.page != tree {
+                report.problem(v.page, "an empty tree node below the root");
+            }
+            if v.count.is_some_and(|c| Some(c) != node::total(b)) {
+                report.problem(v.page, "a node's count differs from its parent's");
+            }
+            let in_range = |k: &[u8]| {
+                v.lower.as_deref().is_none_or(|lo| k >= lo)
+                    && v.upper.as_deref().is_none_or(|up| k < up)
+            };
+            let first = usize::from(!node::is_leaf(b));
+            if (first..n).any(|i| !node::key(b, i).is_some_and(in_range)) {
+                report.problem(v.page, "a key outside its parent's separators");
+            }
+            if node::is_leaf(b) {
+                for i in 0..n {
+                    let (key, value) = node::leaf_entry(b, i).expect("checked");
+                    self.check_tree_entry(tree, key, value, report, seen)?;
+                }
+                continue;
+            }
+            for i in 0..n {
+                let (child, count) = node::child(b, i).expect("checked");
+                let lower = if i == 0 {
+                    v.lower.clone()
+                } else {
+                    node::key(b, i).map(<[u8]>::to_vec)
+                };
+                let upper = node::key(b, i + 1)
+                    .map(<[u8]>::to_vec)
+                    .or_else(|| v.upper.clone());
+                stack.push(Visit {
+                    page: child,
+                    level: Some(node::level(b) - 1),
+                    lower,
+                    upper,
+                    count: Some(count),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A leaf entry's record: there, whole, flagged a tree record, its key the entry's, the
+    /// inline value (if any) its value; counted live.
+    fn check_tree_entry(
+        &self,
+        tree: u64,
+        key: &[u8],
+        value: super::tree::node::LeafValue<'_>,
+        report: &mut CheckReport,
+        seen: &mut Referenced,
+    ) -> Result<(), DbError> {
+        report.tree_entries += 1;
+        let e = Entry {
+            hash: 0,
+            page: value.page,
+            slot: value.slot,
+        };
+        if !seen.records.insert((e.page, e.slot)) {
+            report.problem(e.page, "two entries name one record");
+            return Ok(());
+        }
+        let (bytes, len) = match self.record_bytes(&e, usize::MAX) {
+            Ok(found) => found,
+            Err(DbError::Corrupt { page, detail }) => {
+                report.problem(page, detail);
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        };
+        report.records += 1;
+        let klen = get_u32(&bytes, 0) as usize;
+        let want = super::tree::record_key(tree, key);
+        if bytes[RECORD_HEADER..RECORD_HEADER + klen] != want[..]
+            || get_u32(&bytes, 12) & RECORD_TREE == 0
+        {
+            report.problem(e.page, "a tree entry's record holds another key");
+        }
+        if value
+            .inline
+            .is_some_and(|v| v != &bytes[RECORD_HEADER + klen..])
+        {
+            report.problem(
+                e.page,
+                "a tree entry's inline value differs from its record",
+            );
+        }
+        if e.is_extent() {
+            seen.extents.insert(e.page, extent_pages(len));
+        } else {
+            *seen.data_live.entry(e.page).or_default() += record_span(e.offset(), len) as u32;
+        }
+        Ok(())
+    }
 }

@@ -243,6 +243,14 @@ impl Engine {
             self.copies.set_dir_segment_page(l, new);
             writes.push((tag, class, self.phys(l + new)));
         }
+        // Tree nodes: the current copy is in the map, so their map pages follow them.
+        for l in self.copies.take_changed_trees() {
+            let tag = self.phys(l);
+            let new = 1 - self.copies.bucket_copy(l);
+            self.copies.set_tree(l, new);
+            self.map_update(l, |_| Ok(tree_map_entry(new)))?;
+            writes.push((tag, super::tree::node_class(tag), self.phys(l + new)));
+        }
         for group in self.copies.take_changed_groups() {
             let tag = map_page(self.space_start, group, 0);
             self.cache.get(tag)?.write(|b| {

@@ -58,6 +58,22 @@ pub(crate) enum DeltaOp {
     Put = 1,
     /// The key, whose record was this one, is deleted.
     Delete = 2,
+    /// A tree entry (the tree and key in the record's key) names this record.
+    TreePut = 3,
+    /// The tree entry whose record was this one is deleted.
+    TreeDelete = 4,
+    /// A tree is created: `entry.page` is its root (no record; hash 0).
+    TreeCreate = 5,
+}
+
+impl DeltaOp {
+    /// A change of a tree (redone by `redo_tree`), not of the hash index.
+    pub fn is_tree(self) -> bool {
+        matches!(
+            self,
+            DeltaOp::TreePut | DeltaOp::TreeDelete | DeltaOp::TreeCreate
+        )
+    }
 }
 
 /// The index change of one key: a record's place and the key's hash.
@@ -262,6 +278,9 @@ pub(crate) fn decode_page(image: &[u8]) -> Vec<CommitRecord> {
                 let op = match d[0] {
                     1 => DeltaOp::Put,
                     2 => DeltaOp::Delete,
+                    3 => DeltaOp::TreePut,
+                    4 => DeltaOp::TreeDelete,
+                    5 => DeltaOp::TreeCreate,
                     _ => return None,
                 };
                 let hash = get_u64(d, 8);

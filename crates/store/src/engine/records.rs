@@ -165,8 +165,19 @@ impl Engine {
         key: &[u8],
         value: &[u8],
     ) -> Result<(Entry, Vec<u64>), DbError> {
+        self.write_record_flagged(key, value, 0)
+    }
+
+    /// [`Engine::write_record`] with header `flags` ([`RECORD_TREE`]).
+    pub(super) fn write_record_flagged(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<(Entry, Vec<u64>), DbError> {
         let len = RECORD_HEADER + key.len() + value.len();
         let mut header = [0u8; RECORD_HEADER];
+        put_u32(&mut header, 12, flags);
         put_u32(&mut header, 0, key.len() as u32);
         put_u32(&mut header, 4, value.len() as u32);
         put_u32(

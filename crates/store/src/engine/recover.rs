@@ -184,20 +184,27 @@ impl Engine {
     fn fetch_pages(&self, window: &[CommitRecord], current: bool) -> Result<(), DbError> {
         let named: Vec<u64> = window
             .iter()
-            .flat_map(|r| r.deltas.iter().map(|d| d.entry.page))
+            .flat_map(|r| r.deltas.iter())
+            .filter(|d| d.op != DeltaOp::TreeCreate)
+            .map(|d| d.entry.page)
             .collect();
         self.fetch_all(named)?;
         if current {
             // The keys' buckets first (index pages: their frames' class), then what they name.
             let mut buckets = Vec::new();
             for d in window.iter().flat_map(|r| &r.deltas) {
-                buckets.push(self.bucket_for(d.hash)?);
+                if !d.op.is_tree() {
+                    buckets.push(self.bucket_for(d.hash)?);
+                }
             }
             buckets.sort_unstable();
             buckets.dedup();
             self.fetch_buckets(&buckets)?;
             let mut pages = Vec::new();
             for d in window.iter().flat_map(|r| &r.deltas) {
+                if d.op.is_tree() {
+                    continue;
+                }
                 let matches = self.read_bucket_of(d.hash, |bytes, count| {
                     let mut found = Vec::new();
                     let mut from = 0;
@@ -234,7 +241,7 @@ impl Engine {
     /// reach the device whole.
     fn claim_one(&self, r: &CommitRecord) -> Result<bool, DbError> {
         {
-            for d in &r.deltas {
+            for d in r.deltas.iter().filter(|d| d.op != DeltaOp::TreeCreate) {
                 let whole = match self.record_key(&d.entry) {
                     Ok(key) => {
                         self.hash(&key) == d.hash
@@ -248,8 +255,17 @@ impl Engine {
                     return Ok(false);
                 }
             }
-            for d in r.deltas.iter().filter(|d| d.op == DeltaOp::Put) {
-                self.claim_record(&d.entry)?;
+            for d in &r.deltas {
+                match d.op {
+                    DeltaOp::Put | DeltaOp::TreePut => self.claim_record(&d.entry)?,
+                    DeltaOp::TreeCreate => {
+                        // The root's pages, so that no redone split takes them first.
+                        let l = self.logical_of(d.entry.page)?;
+                        self.claim_page(l, MapKind::Tree)?;
+                        self.claim_page(l + 1, MapKind::TreeCopy)?;
+                    }
+                    DeltaOp::Delete | DeltaOp::TreeDelete => {}
+                }
             }
         }
         Ok(true)
@@ -322,6 +338,10 @@ impl Engine {
     /// Pass 2: applies one commit record's deltas.
     fn redo(&self, r: &CommitRecord) -> Result<(), DbError> {
         for d in &r.deltas {
+            if d.op.is_tree() {
+                self.redo_tree(d, r.ts)?;
+                continue;
+            }
             let key = self.record_key(&d.entry)?;
             match d.op {
                 DeltaOp::Put => {
@@ -334,6 +354,9 @@ impl Engine {
                         }
                         Linked::Unchanged => unreachable!("an unconditional link always links"),
                     }
+                }
+                DeltaOp::TreePut | DeltaOp::TreeDelete | DeltaOp::TreeCreate => {
+                    unreachable!("redone above")
                 }
                 DeltaOp::Delete => {
                     if self.unlink(d.hash, &key)?.is_none() {

@@ -42,6 +42,7 @@ impl Engine {
             queue_first: self.commit.first.load(Ordering::Relaxed),
             queues: self.commit.queues(),
             queue_pages: self.commit.pages() as u32,
+            catalog: self.catalog_durable.load(Ordering::Acquire),
         };
         let copy = self.cache.get_for_overwrite(page)?;
         copy.write(|b| sb.encode(b));
