@@ -241,6 +241,27 @@ pub(crate) fn check_sizes(
     Ok(())
 }
 
+/// The size limits of a tree key and (for a put) its value.
+pub(crate) fn check_sizes_tree(
+    key: &[u8],
+    value: Option<&[u8]>,
+    max_value: usize,
+) -> Result<(), DbError> {
+    if key.len() > MAX_TREE_KEY {
+        return Err(DbError::KeyTooLarge {
+            len: key.len(),
+            max: MAX_TREE_KEY,
+        });
+    }
+    if let Some(value) = value.filter(|v| v.len() > max_value) {
+        return Err(DbError::ValueTooLarge {
+            len: value.len(),
+            max: max_value,
+        });
+    }
+    Ok(())
+}
+
 /// How long `close` waits for operations already in progress.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 

@@ -137,6 +137,21 @@ impl KeyLocks {
         }
     }
 
+    /// Takes the lock if it is free, else gives up at once whoever holds it: for a transaction
+    /// that must not wait (it holds the checkpoint latch: a checkpoint waiting for it would
+    /// stop the holder it waits for).
+    pub fn lock_or_die_now(&self, stripe: usize, owner: u64) -> Result<(), NotLocked> {
+        // Bounded: a free word is taken, or its holder named, in at most two reads.
+        for _ in 0..2 {
+            match self.acquire(stripe, owner) {
+                Ok(()) => return Ok(()),
+                Err(FREE) => continue,
+                Err(holder) => return Err(NotLocked::Died { stripe, holder }),
+            }
+        }
+        Err(NotLocked::TimedOut)
+    }
+
     /// Waits (holding no lock) until `holder` no longer holds `stripe`; false at the deadline.
     pub fn wait_released(&self, stripe: usize, holder: u64, deadline_ns: u64) -> bool {
         while self.words[stripe].load(Ordering::Acquire) == holder {

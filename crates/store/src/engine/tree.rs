@@ -137,7 +137,7 @@ impl Engine {
         Ok(self.cache.get_as(page, node_class(page))?)
     }
 
-    fn tree_lock(&self, tree: u64) -> YieldGuard<'_> {
+    pub(super) fn tree_lock(&self, tree: u64) -> YieldGuard<'_> {
         self.tree_locks[(tree as usize).wrapping_mul(0x9E37_79B9) % TREE_LOCKS].lock()
     }
 
@@ -503,7 +503,8 @@ impl Engine {
             self.dirty_node(leaf_page)?;
             match leaf.write(|b| node::leaf_put(b, key, page, slot, inline)) {
                 node::LeafPut::Inserted => {
-                    self.add_counts(&path, 1)?;
+                    drop(leaf);
+                    self.changed_or_fail(tree, self.add_counts(&path, 1))?;
                     return Ok(None);
                 }
                 node::LeafPut::Replaced { page, slot } => {
@@ -543,9 +544,21 @@ impl Engine {
             old
         });
         drop(leaf);
-        self.add_counts(&path, -1)?;
-        self.rebalance(&path)?;
+        let rest = self
+            .add_counts(&path, -1)
+            .and_then(|()| self.rebalance(&path));
+        self.changed_or_fail(tree, rest)?;
         Ok(Some(old))
+    }
+
+    /// The rest of a change whose first node write is done: an error now leaves the tree
+    /// half changed in DRAM (counts or a merge undone), so the store fails (reopening
+    /// recovers the last durable state) rather than go on with it.
+    fn changed_or_fail(&self, tree: u64, rest: Result<(), DbError>) -> Result<(), DbError> {
+        if let Err(err) = &rest {
+            self.fail(format!("tree {tree} left half changed: {err}"));
+        }
+        rest
     }
 
     /// Adds `delta` to the counts of the entries on `path` (every inner node's).
@@ -595,7 +608,14 @@ impl Engine {
 
     /// Splits the root: its entries move into two new children, the root one level up.
     fn split_root(&self, root: &PageRef<'_>) -> Result<(), DbError> {
-        let (left_page, right_page) = (self.alloc_node()?, self.alloc_node()?);
+        let left_page = self.alloc_node()?;
+        let right_page = match self.alloc_node() {
+            Ok(page) => page,
+            Err(err) => {
+                let _ = self.free_node(left_page);
+                return Err(err);
+            }
+        };
         let (left, right) = (self.new_node(left_page)?, self.new_node(right_page)?);
         self.dirty_node(root.page())?;
         root.write(|rb| {
@@ -634,8 +654,9 @@ impl Engine {
     /// Merges `path[i]` with a sibling if it is under a quarter full and they fit together;
     /// true when it merged (its parent lost an entry).
     fn merge_at(&self, path: &[Step], i: usize) -> Result<bool, DbError> {
-        let n = self.node(path[i].page)?;
-        if n.read(node::used) >= PAYLOAD / 4 {
+        // No pin may outlive this line: the node may be the one freed below (a page pinned by
+        // its freer could never be dropped from the cache).
+        if self.node(path[i].page)?.read(node::used) >= PAYLOAD / 4 {
             return Ok(false);
         }
         let parent_step = path[i - 1];
@@ -731,6 +752,17 @@ impl Engine {
         self.cache.discard(page, node_class(page))?;
         self.copies.forget_tree(l);
         self.free_pages(page, 2)
+    }
+
+    /// Frees an empty tree's root (a creation undone).
+    pub(crate) fn tree_free_root(&self, root: u64) -> Result<(), DbError> {
+        let empty = self
+            .node(root)?
+            .read(|b| node::is_leaf(b) && node::count(b) == 0);
+        if !empty {
+            return Err(corrupt(root, "freeing a tree that is not empty"));
+        }
+        self.free_node(root)
     }
 
     /// A new empty tree: its root, a leaf. Returns the root's page, the tree's name.

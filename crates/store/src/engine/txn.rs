@@ -19,6 +19,10 @@ use super::locks::{KeyLocks, NotLocked};
 use super::{check_sizes, Engine};
 use crate::DbError;
 
+mod trees;
+
+pub(crate) use trees::TreeChanges;
+
 /// Attempts of a transaction that keeps conflicting before it fails with
 /// [`DbError::Conflict`]. A backstop: each retry follows an older transaction's release, and
 /// the lock timeout (`DbOptions::lock_timeout`) is the bound that usually ends a wait.
@@ -82,6 +86,8 @@ pub struct Tx<'a> {
     conflicted: Option<NotLocked>,
     /// When the whole transaction stops waiting for locks.
     deadline_ns: u64,
+    /// Tree changes applied so far, to stage at commit or undo (see `trees`).
+    trees: TreeChanges<'a>,
 }
 
 impl<'a> Tx<'a> {
@@ -95,12 +101,19 @@ impl<'a> Tx<'a> {
             bytes: 0,
             conflicted: None,
             deadline_ns,
+            trees: TreeChanges::default(),
         }
     }
 
     /// Takes `key`'s lock for this transaction (no-op if held).
     fn lock(&mut self, key: &[u8]) -> Result<(), DbError> {
-        let stripe = KeyLocks::stripe(self.engine.hash(key));
+        self.lock_hash(self.engine.hash(key))
+    }
+
+    /// Takes the lock of the key hashing to `hash`. Once the transaction changed a tree (it
+    /// holds the checkpoint latch) it never waits: a lock held by anyone is a conflict.
+    fn lock_hash(&mut self, hash: u64) -> Result<(), DbError> {
+        let stripe = KeyLocks::stripe(hash);
         if self.held.contains(&stripe) {
             return Ok(());
         }
@@ -109,11 +122,13 @@ impl<'a> Tx<'a> {
                 "a transaction locks at most {MAX_TX_KEYS} keys"
             )));
         }
-        if let Err(why) = self
-            .engine
-            .locks
-            .lock_or_die(stripe, self.owner, self.deadline_ns)
-        {
+        let locks = &self.engine.locks;
+        let taken = if self.trees.holds_latch() {
+            locks.lock_or_die_now(stripe, self.owner)
+        } else {
+            locks.lock_or_die(stripe, self.owner, self.deadline_ns)
+        };
+        if let Err(why) = taken {
             self.conflicted = Some(why);
             return Err(DbError::Conflict { attempts: 0 });
         }
@@ -236,17 +251,36 @@ impl Engine {
         for attempt in 1..=MAX_TX_ATTEMPTS {
             let mut tx = Tx::new(self, owner, deadline_ns);
             let result = f(&mut tx);
+            let trees = std::mem::take(&mut tx.trees);
             if let Some(why) = tx.conflicted {
+                self.undo_tree_changes(trees)?;
                 drop(tx); // the locks, before waiting
                 self.after_conflict(why, deadline_ns, attempt)?;
                 continue;
             }
-            let value = result?;
+            let value = match result {
+                Ok(value) => value,
+                Err(err) => {
+                    self.undo_tree_changes(trees)?;
+                    return Err(err);
+                }
+            };
             let writes = std::mem::take(&mut tx.writes);
-            let staged = self.commit_locked(writes)?;
-            drop(tx); // the locks
-            self.acknowledge_or_settle(staged)?;
-            return Ok(value);
+            let tree_changes = trees.changed();
+            match self.commit_locked(writes, trees) {
+                Ok(staged) => {
+                    drop(tx); // the locks
+                    self.acknowledge_or_settle(staged)?;
+                    return Ok(value);
+                }
+                // Its tree changes were undone; space freed since the last checkpoint is
+                // reusable after the next one: run it (holding nothing) and run again.
+                Err(DbError::NoSpace { .. }) if tree_changes && self.frees_pending() => {
+                    drop(tx);
+                    self.checkpoint_if(false, Self::frees_pending)?;
+                }
+                Err(err) => return Err(err),
+            }
         }
         Err(DbError::Conflict {
             attempts: MAX_TX_ATTEMPTS,
@@ -290,7 +324,7 @@ impl Engine {
                     continue;
                 }
             };
-            let result = self.commit_locked(writes);
+            let result = self.commit_locked(writes, TreeChanges::default());
             for s in held {
                 self.locks.unlock(s, owner);
             }
@@ -355,19 +389,39 @@ impl Engine {
         }
     }
 
-    /// Commits writes whose keys' locks the caller holds; `None` when nothing changed.
-    fn commit_locked(&self, writes: Vec<Write>) -> Result<Option<Staged>, DbError> {
-        if writes.is_empty() {
+    /// Commits writes whose keys' locks the caller holds, with the tree changes already
+    /// applied (staged in the same commit record); `None` when nothing changed. An error
+    /// leaves nothing applied: the tree changes are undone (or the store failed).
+    fn commit_locked(
+        &self,
+        writes: Vec<Write>,
+        trees: TreeChanges<'_>,
+    ) -> Result<Option<Staged>, DbError> {
+        if writes.is_empty() && !trees.changed() {
             return Ok(None);
         }
         if self.read_only {
             return Err(DbError::ReadOnly);
         }
-        match self.commit_once(&writes) {
+        if trees.changed() {
+            // The checkpoint latch is held: no checkpoint can free space meanwhile.
+            return match self.commit_once(&writes, Some(&trees)) {
+                Ok(staged) => {
+                    trees.release_replaced(self);
+                    Ok(staged)
+                }
+                Err(err) if self.check_failed().is_ok() => {
+                    self.undo_tree_changes(trees)?;
+                    Err(err)
+                }
+                Err(err) => Err(err),
+            };
+        }
+        match self.commit_once(&writes, None) {
             // Space freed since the last checkpoint is reusable only after the next one.
             Err(DbError::NoSpace { .. }) if self.frees_pending() => {
                 self.checkpoint_if(false, Self::frees_pending)?;
-                self.commit_once(&writes)
+                self.commit_once(&writes, None)
             }
             other => other,
         }
@@ -377,8 +431,17 @@ impl Engine {
     /// checkpoint latch, applies every change and stages them as one commit record. An error
     /// before the first change is applied undoes the records; one after it (a device error
     /// in the middle) fails the store, whose last durable state stays what recovery returns to.
-    fn commit_once(&self, writes: &[Write]) -> Result<Option<Staged>, DbError> {
-        let _s = self.begin_change()?;
+    fn commit_once(
+        &self,
+        writes: &[Write],
+        trees: Option<&TreeChanges<'_>>,
+    ) -> Result<Option<Staged>, DbError> {
+        // A transaction that changed trees holds the latch already (taking it again could
+        // wait for a checkpoint that waits for this holder).
+        let _s = match trees {
+            Some(_) => None,
+            None => Some(self.begin_change()?),
+        };
         let mut puts = Vec::new();
         let mut data_pages = Vec::new();
         let mut deletes = Vec::new();
@@ -407,7 +470,7 @@ impl Engine {
             }
             return Err(err);
         }
-        let mut deltas = Vec::with_capacity(puts.len() + deletes.len());
+        let mut deltas = trees.map_or_else(Vec::new, |t| t.deltas().to_vec());
         for (i, &(hash, key, e)) in puts.iter().enumerate() {
             match self.link(hash, key, e, None) {
                 Ok(Linked::Replaced(old)) => self.release(&old),
@@ -442,6 +505,9 @@ impl Engine {
         }
         if deltas.is_empty() {
             return Ok(None);
+        }
+        if let Some(t) = trees {
+            data_pages.extend_from_slice(t.pages());
         }
         data_pages.sort_unstable();
         data_pages.dedup();

@@ -45,19 +45,7 @@ fn inline_of(value: &[u8]) -> Option<&[u8]> {
 
 impl Engine {
     fn check_tree_key(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), DbError> {
-        if key.len() > MAX_TREE_KEY {
-            return Err(DbError::KeyTooLarge {
-                len: key.len(),
-                max: MAX_TREE_KEY,
-            });
-        }
-        if let Some(value) = value.filter(|v| v.len() > self.max_value) {
-            return Err(DbError::ValueTooLarge {
-                len: value.len(),
-                max: self.max_value,
-            });
-        }
-        Ok(())
+        crate::engine::check_sizes_tree(key, value, self.max_value)
     }
 
     /// Creates an empty tree.
