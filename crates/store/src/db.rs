@@ -401,7 +401,7 @@ impl Cleaners {
                     } else {
                         0
                     };
-                    let compacted = match engine.compact_some(budget) {
+                    let mut compacted = match engine.compact_some(budget) {
                         Ok(n) => n,
                         Err(DbError::Closed) => 0,
                         Err(err) => {
@@ -409,6 +409,17 @@ impl Cleaners {
                             0
                         }
                     };
+                    // Core 0's cleaner reclaims dropped trees, a batch per pass.
+                    if core == 0 {
+                        compacted += match engine.reclaim_trees() {
+                            Ok(n) => n as usize,
+                            Err(DbError::Closed) => 0,
+                            Err(err) => {
+                                tracing::warn!("reclaiming dropped trees failed: {err}");
+                                0
+                            }
+                        };
+                    }
                     // Core 0's cleaner also bounds what a crash loses: a checkpoint at least
                     // every `CHECKPOINT_INTERVAL` while anything changed.
                     // `Durability::Periodic`: staged writes made durable at least this often.

@@ -60,7 +60,7 @@ pub use compaction::{
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
 pub(crate) use space::Space;
-pub use tree::{Direction, TreeId};
+pub use tree::{Direction, TreeId, RECLAIM_BATCH};
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
 const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
@@ -162,6 +162,8 @@ pub(crate) struct Engine {
     catalog_durable: AtomicU64,
     /// Held while the catalog is made.
     catalog_lock: YieldLock,
+    /// Dropped trees may wait in the catalog for the reclaimer (set at open and by drops).
+    trees_dropped: AtomicBool,
     alloc: Mutex<Alloc>,
     key_count: AtomicU64,
     leaked_pages: AtomicU64,
@@ -360,6 +362,7 @@ impl Engine {
             catalog: AtomicU64::new(0),
             catalog_durable: AtomicU64::new(0),
             catalog_lock: YieldLock(AtomicBool::new(false)),
+            trees_dropped: AtomicBool::new(true),
             alloc: Mutex::new(Alloc {
                 next_page: 0,
                 free: FreeExtents::default(),

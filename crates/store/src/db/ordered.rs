@@ -87,6 +87,13 @@ impl Db {
         self.run(move |h| h.tree_delete(tree, &key))?
     }
 
+    /// Drops `tree` (its id must not be used again): its entries and pages are reclaimed in
+    /// the background, [`crate::RECLAIM_BATCH`] entries per step of core 0's cleaner
+    /// (`DbHandle::reclaim_trees` runs a step).
+    pub fn drop_tree(&self, tree: TreeId) -> Result<(), DbError> {
+        self.run(move |h| h.transaction(|tx| tx.drop_tree(tree)))?
+    }
+
     /// Entries in `tree` (O(1): the root's counts).
     pub fn tree_len(&self, tree: TreeId) -> Result<u64, DbError> {
         self.run(move |h| h.tree_len(tree))?
@@ -200,6 +207,11 @@ impl DbHandle {
     /// See [`Db::tree_delete`].
     pub fn tree_delete(&self, tree: TreeId, key: &[u8]) -> Result<bool, DbError> {
         self.engine.tree_delete(tree, key)
+    }
+    /// One step of the reclaimer of dropped trees (see [`Db::drop_tree`]): the entries it
+    /// deleted (0: none left, or a tree freed).
+    pub fn reclaim_trees(&self) -> Result<u64, DbError> {
+        self.engine.reclaim_trees()
     }
     /// See [`Db::tree_len`].
     pub fn tree_len(&self, tree: TreeId) -> Result<u64, DbError> {

@@ -64,6 +64,8 @@ pub(crate) enum DeltaOp {
     TreeDelete = 4,
     /// A tree is created: `entry.page` is its root (no record; hash 0).
     TreeCreate = 5,
+    /// An empty tree is freed: `entry.page` is its root (no record; hash 0).
+    TreeFree = 6,
 }
 
 impl DeltaOp {
@@ -71,8 +73,13 @@ impl DeltaOp {
     pub fn is_tree(self) -> bool {
         matches!(
             self,
-            DeltaOp::TreePut | DeltaOp::TreeDelete | DeltaOp::TreeCreate
+            DeltaOp::TreePut | DeltaOp::TreeDelete | DeltaOp::TreeCreate | DeltaOp::TreeFree
         )
+    }
+
+    /// A tree delta that names a root page, not a record.
+    pub fn names_root(self) -> bool {
+        matches!(self, DeltaOp::TreeCreate | DeltaOp::TreeFree)
     }
 }
 
@@ -281,6 +288,7 @@ pub(crate) fn decode_page(image: &[u8]) -> Vec<CommitRecord> {
                     3 => DeltaOp::TreePut,
                     4 => DeltaOp::TreeDelete,
                     5 => DeltaOp::TreeCreate,
+                    6 => DeltaOp::TreeFree,
                     _ => return None,
                 };
                 let hash = get_u64(d, 8);

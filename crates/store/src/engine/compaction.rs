@@ -213,9 +213,14 @@ impl Engine {
         let hash = self.hash(key);
         // The caller holds the checkpoint latch: a key lock is only tried (a writer holding it
         // may be waiting for the latch). A busy key's record stays; the page stays sparse.
+        // A transaction holds the key's lock over a tree change it may still undo, so an
+        // uncommitted tree record is never moved either.
         let Some(_key) = KeyGuard::try_lock(&self.locks, hash) else {
             return Ok(false);
         };
+        if get_u32(record, 12) & RECORD_TREE != 0 {
+            return self.relocate_tree_record(page, offset, record, hash);
+        }
         // Most records of a sparse page are dead: probe before writing a copy.
         let current = self.entry_of(hash, key)?;
         if current.is_none_or(|e| e.page != page || e.is_extent() || e.offset() != offset) {
@@ -250,5 +255,53 @@ impl Engine {
                 Err(err)
             }
         }
+    }
+
+    /// [`Engine::relocate`] of a tree entry's record: moved when the entry (under the tree's
+    /// writer lock, only tried) still names it, with its value inline as before.
+    fn relocate_tree_record(
+        &self,
+        page: u64,
+        offset: usize,
+        record: &[u8],
+        hash: u64,
+    ) -> Result<bool, DbError> {
+        let klen = get_u32(record, 0) as usize;
+        let rk = &record[RECORD_HEADER..RECORD_HEADER + klen];
+        let Some((tree, key)) = super::tree::split_record_key(rk) else {
+            return Err(corrupt(page, "a tree record's key is too short"));
+        };
+        let Some(_t) = self.tree_try_lock(tree) else {
+            return Ok(false);
+        };
+        let current = self.tree_find(tree, key)?;
+        if current.is_none_or(|f| f.page != page || f.slot as usize * RECORD_ALIGN != offset) {
+            return Ok(false);
+        }
+        let value = &record[RECORD_HEADER + klen..];
+        let (e, pages) = self.write_record_flagged(rk, value, RECORD_TREE)?;
+        let inline = (value.len() <= INLINE_MAX).then_some(value);
+        // The entry named this record under the lock held since: the switch replaces it.
+        let old = match self.tree_link(tree, key, e.page, e.slot, inline) {
+            Ok(old) => old,
+            Err(err) => {
+                self.release(&e);
+                return Err(err);
+            }
+        };
+        let Some(old) = old.filter(|o| o.page == page && o.offset() == offset) else {
+            return Err(corrupt(
+                page,
+                "a moved tree record's entry changed under its lock",
+            ));
+        };
+        self.release(&old);
+        let delta = Delta {
+            op: DeltaOp::TreePut,
+            hash,
+            entry: e,
+        };
+        self.stage(&[delta], &pages);
+        Ok(true)
     }
 }

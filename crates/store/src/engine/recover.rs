@@ -185,7 +185,7 @@ impl Engine {
         let named: Vec<u64> = window
             .iter()
             .flat_map(|r| r.deltas.iter())
-            .filter(|d| d.op != DeltaOp::TreeCreate)
+            .filter(|d| !d.op.names_root())
             .map(|d| d.entry.page)
             .collect();
         self.fetch_all(named)?;
@@ -241,7 +241,7 @@ impl Engine {
     /// reach the device whole.
     fn claim_one(&self, r: &CommitRecord) -> Result<bool, DbError> {
         {
-            for d in r.deltas.iter().filter(|d| d.op != DeltaOp::TreeCreate) {
+            for d in r.deltas.iter().filter(|d| !d.op.names_root()) {
                 let whole = match self.record_key(&d.entry) {
                     Ok(key) => {
                         self.hash(&key) == d.hash
@@ -264,7 +264,7 @@ impl Engine {
                         self.claim_page(l, MapKind::Tree)?;
                         self.claim_page(l + 1, MapKind::TreeCopy)?;
                     }
-                    DeltaOp::Delete | DeltaOp::TreeDelete => {}
+                    DeltaOp::Delete | DeltaOp::TreeDelete | DeltaOp::TreeFree => {}
                 }
             }
         }
@@ -355,7 +355,10 @@ impl Engine {
                         Linked::Unchanged => unreachable!("an unconditional link always links"),
                     }
                 }
-                DeltaOp::TreePut | DeltaOp::TreeDelete | DeltaOp::TreeCreate => {
+                DeltaOp::TreePut
+                | DeltaOp::TreeDelete
+                | DeltaOp::TreeCreate
+                | DeltaOp::TreeFree => {
                     unreachable!("redone above")
                 }
                 DeltaOp::Delete => {

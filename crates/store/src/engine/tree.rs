@@ -33,9 +33,11 @@ use crate::DbError;
 
 pub(crate) mod node;
 mod ops;
+mod reclaim;
 
-pub(crate) use ops::record_key;
 pub use ops::TreeId;
+pub(crate) use ops::{record_key, split_record_key};
+pub use reclaim::RECLAIM_BATCH;
 
 /// Writer locks, a tree's by its root page.
 pub(crate) const TREE_LOCKS: usize = 1024;
@@ -138,7 +140,12 @@ impl Engine {
     }
 
     pub(super) fn tree_lock(&self, tree: u64) -> YieldGuard<'_> {
-        self.tree_locks[(tree as usize).wrapping_mul(0x9E37_79B9) % TREE_LOCKS].lock()
+        self.tree_locks[tree_lock_index(tree)].lock()
+    }
+
+    /// The tree's writer lock if it is free now.
+    pub(super) fn tree_try_lock(&self, tree: u64) -> Option<YieldGuard<'_>> {
+        self.tree_locks[tree_lock_index(tree)].try_lock()
     }
 
     /// Marks node `page` changed since the last checkpoint (before it is written).
@@ -783,6 +790,11 @@ impl Engine {
         root.write(|b| node::init(b, 0, page));
         Ok(())
     }
+}
+
+/// The writer lock stripe of `tree`.
+fn tree_lock_index(tree: u64) -> usize {
+    (tree as usize).wrapping_mul(0x9E37_79B9) % TREE_LOCKS
 }
 
 /// The cache class of node `page`: an index page placed by its own number.

@@ -88,6 +88,9 @@ pub struct Tx<'a> {
     deadline_ns: u64,
     /// Tree changes applied so far, to stage at commit or undo (see `trees`).
     trees: TreeChanges<'a>,
+    /// A drop found no catalog while the latch was held: made (by a checkpoint) between
+    /// attempts.
+    need_catalog: bool,
 }
 
 impl<'a> Tx<'a> {
@@ -102,6 +105,7 @@ impl<'a> Tx<'a> {
             conflicted: None,
             deadline_ns,
             trees: TreeChanges::default(),
+            need_catalog: false,
         }
     }
 
@@ -252,6 +256,12 @@ impl Engine {
             let mut tx = Tx::new(self, owner, deadline_ns);
             let result = f(&mut tx);
             let trees = std::mem::take(&mut tx.trees);
+            if tx.need_catalog {
+                self.undo_tree_changes(trees)?;
+                drop(tx);
+                self.catalog()?;
+                continue;
+            }
             if let Some(why) = tx.conflicted {
                 self.undo_tree_changes(trees)?;
                 drop(tx); // the locks, before waiting

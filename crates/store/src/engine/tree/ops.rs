@@ -75,7 +75,7 @@ impl Engine {
     /// The catalog tree's root, made by the first named tree: an empty root, then a
     /// checkpoint whose superblock names it, and only then published (a staged change into a
     /// catalog no checkpoint names could not be redone).
-    fn catalog(&self) -> Result<u64, DbError> {
+    pub(crate) fn catalog(&self) -> Result<u64, DbError> {
         let catalog = self.catalog.load(Ordering::Acquire);
         if catalog != 0 {
             return Ok(catalog);
@@ -99,6 +99,11 @@ impl Engine {
     pub fn tree_lookup(&self, name: &[u8]) -> Result<Option<TreeId>, DbError> {
         let _op = self.check_open()?;
         self.check_tree_key(name, None)?;
+        if name.first() == Some(&0) {
+            return Err(DbError::Config(
+                "tree names starting with a zero byte are the store's own".into(),
+            ));
+        }
         let catalog = self.catalog.load(Ordering::Acquire);
         if catalog == 0 {
             return Ok(None);
@@ -320,8 +325,10 @@ impl Engine {
 
     /// Recovery's redo of a tree delta (the record it names was checked whole by pass 1).
     pub(crate) fn redo_tree(&self, d: &Delta, ts: u64) -> Result<(), DbError> {
-        if d.op == DeltaOp::TreeCreate {
-            return self.tree_reset_root(d.entry.page);
+        match d.op {
+            DeltaOp::TreeCreate => return self.tree_reset_root(d.entry.page),
+            DeltaOp::TreeFree => return self.tree_free_root(d.entry.page),
+            _ => {}
         }
         let rk = self.record_key(&d.entry)?;
         let (tree, key) = split_record_key(&rk)
@@ -347,7 +354,7 @@ impl Engine {
                     ))
                 }
             },
-            DeltaOp::Put | DeltaOp::Delete | DeltaOp::TreeCreate => {
+            DeltaOp::Put | DeltaOp::Delete | DeltaOp::TreeCreate | DeltaOp::TreeFree => {
                 unreachable!("not a tree delta")
             }
         }

@@ -185,6 +185,29 @@ impl<'a> Tx<'a> {
         Ok(true)
     }
 
+    /// Drops `tree`: listed for the background reclaimer in this transaction (its entries
+    /// and pages are reclaimed after it commits, a batch at a time); use it no more.
+    pub fn drop_tree(&mut self, tree: TreeId) -> Result<(), DbError> {
+        if self.engine.read_only {
+            return Err(DbError::ReadOnly);
+        }
+        if self
+            .engine
+            .catalog
+            .load(std::sync::atomic::Ordering::Acquire)
+            == 0
+        {
+            if self.trees.holds_latch() {
+                // Made by a checkpoint, which this transaction's latch would hold up.
+                self.need_catalog = true;
+                return Err(DbError::Conflict { attempts: 0 });
+            }
+            self.engine.catalog()?;
+        }
+        let (name, catalog) = self.engine.drop_listing(tree)?;
+        self.tree_put(TreeId(catalog), &name, &[])
+    }
+
     /// See [`crate::DbHandle::tree_entries`]; locks nothing (see the module docs).
     #[allow(clippy::type_complexity)]
     pub fn tree_entries(
