@@ -22,6 +22,13 @@
 //! 0..=`max_value_bytes` (default 16 MiB); larger ones fail with [`DbError::KeyTooLarge`] /
 //! [`DbError::ValueTooLarge`] naming the limit. The cursor's order is unspecified (hash order).
 //!
+//! **Ordered trees** beside the hash index: B+-trees in the same cache and durability
+//! protocol. [`Db::tree`] (named, in the store's catalog) or [`Db::create_tree`] gives a
+//! [`TreeId`]; `tree_put`, `tree_get`, `tree_delete`, [`Db::range`] and [`Db::prefix`] in
+//! either [`Direction`], positions (`tree_position`, [`DbHandle::tree_key_at`], O(log n)),
+//! the same inside a [`Tx`] (`Tx::tree_*`, atomic with the hash index's changes), and
+//! [`Db::drop_tree`] (reclaimed in the background). Tree keys are 0..=[`MAX_TREE_KEY`] bytes.
+//!
 //! **One runtime per store**, for now: a runtime's per-core device handles are opened on one
 //! device (file) and one arena, the store's cache frames, registered with each io_uring as
 //! fixed buffers, and its executors run that store's cleaners. Two stores in one process
@@ -41,12 +48,13 @@
 //! instead (a mismatch is `Corrupt` too, for `contains` as for `get`).
 //!
 //! ```text
-//! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (5),
+//! pages 0, 1        superblock, two copies written alternately: magic "TAMERKV\0", version (6),
 //!                   page size, max/global directory depth, directory pages, clean flag,
 //!                   high-water mark (next never-used logical page), 0 (was the free-list
 //!                   head), key count, max value size, sequence number, hash key (2 × u64),
 //!                   the last checkpoint's epoch, its commit timestamp, the staging queues,
-//!                   the fixed directory depth and the directory segments; the valid copy
+//!                   the fixed directory depth and the directory segments, the catalog
+//!                   tree's root; the valid copy
 //!                   (checksum) with the higher sequence is current, so a torn write loses
 //!                   nothing
 //! pages 2..2+2D     directory, two copies of D pages: [epoch u64] then 510 u64 slots each
@@ -64,8 +72,9 @@
 //!
 //!  map      [kind "PMAP" u32][group u32][epoch u64]
 //!           1018 × [kind: top 4 bits (0 free, 1 bucket, 2 data, 3 extent head, 4 extent
-//!                   tail, 5 bucket copy, 6 queue, 7 directory)][a data page's live bytes:
-//!                   low 16 bits]  (u32 each)
+//!                   tail, 5 bucket copy, 6 queue, 7 directory, 8 tree node (its current
+//!                   copy: bit 0), 9 tree node copy)][a data page's live bytes: low 16
+//!                   bits]  (u32 each)
 //!  bucket   [kind "BUCK" u32][local depth u16][count u16][pattern u64]
 //!           370 × [tag high u32]             (the key hash's bits 16..48)
 //!           370 × [tag low u16]              (its bits 0..16)
@@ -73,7 +82,12 @@
 //!           (11 bytes an entry; the first `count` of each array are in use)
 //!  data     [kind "DATA" u32][0 u32][written bytes u32][closed-at u32]
 //!           records at 16-byte aligned offsets: [key len u32][value len u32]
-//!           [crc32c(key‖value) u32][0 u32][key][value]     (records of ≤ 4072 bytes)
+//!           [crc32c(key‖value) u32][flags u32: 1 a tree entry's][key][value]
+//!           (records of ≤ 4072 bytes; a tree entry's key is [tree u64 BE][its key])
+//!  tree     [kind "TREE" u32][level u8][0 u8][count u16][tree u64][heap u16][garbage u16]
+//!           [0 u32][0 u64], count × [offset u16] in key order, entries at the end:
+//!           leaf [key len u16][inline len u16][record page u32][slot u8][key][value ≤ 128]
+//!           inner [key len u16][child page u32][entries below u64][key]  (docs/format.md)
 //!  extent   n consecutive pages whose payloads form one stream:
 //!           [kind "EXTN" u32][0 u32][record header][key][value]  (larger records)
 //!  every page: [... payload 4088 bytes ...][crc32c u32][magic "TMCK" u32]
