@@ -17,12 +17,15 @@ import argparse
 import json
 import socket
 
-NAMES = """append auth client command config copy dbsize decr decrby del discard echo exec
-exists expire expireat expiretime flushall flushdb get getdel getex getrange getset hello incr
-incrby incrbyfloat info keys lastsave latency lcs memory mget move mset msetnx multi persist
-pexpire pexpireat pexpiretime ping psetex pttl quit randomkey rename renamenx reset scan select
-set setex setnx setrange shutdown slowlog strlen swapdb time touch ttl type unlink unwatch
-watch""".split()
+NAMES = """append auth client command config copy dbsize decr decrby del discard echo exec exists
+expire expireat expiretime flushall flushdb get getdel getex getrange getset hdel hello
+hexists hget hgetall hincrby hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset
+hsetnx hstrlen hvals incr incrby incrbyfloat info keys lastsave latency lcs memory mget
+move mset msetnx multi persist pexpire pexpireat pexpiretime ping psetex pttl quit
+randomkey rename renamenx reset sadd scan scard sdiff sdiffstore select set setex setnx
+setrange shutdown sinter sintercard sinterstore sismember slowlog smembers smismember smove
+spop srandmember srem sscan strlen sunion sunionstore swapdb time touch ttl type unlink
+unwatch watch""".split()
 
 SUBCOMMANDS = {
     "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],

@@ -20,6 +20,7 @@ use std::cell::Cell;
 
 use tamer_store::{DbError, Tx};
 
+use crate::collections::{hashes, sets};
 use crate::keyspace::{KeyspaceError, DATABASES};
 use crate::resp::{write, Protocol};
 use crate::watches::Watches;
@@ -135,6 +136,22 @@ pub const COMMANDS: &[Command] = &[
     cmd("getex", -2, strings::getex),
     cmd("getrange", 4, strings::getrange),
     cmd("getset", 3, strings::getset),
+    cmd("hdel", -3, hashes::hdel),
+    cmd("hexists", 3, hashes::hexists),
+    cmd("hget", 3, hashes::hget),
+    cmd("hgetall", 2, hashes::hgetall),
+    cmd("hincrby", 4, hashes::hincrby),
+    cmd("hincrbyfloat", 4, hashes::hincrbyfloat),
+    cmd("hkeys", 2, hashes::hkeys),
+    cmd("hlen", 2, hashes::hlen),
+    cmd("hmget", -3, hashes::hmget),
+    cmd("hmset", -4, hashes::hmset),
+    cmd("hrandfield", -2, hashes::hrandfield),
+    cmd("hscan", -3, hashes::hscan),
+    cmd("hset", -4, hashes::hset),
+    cmd("hsetnx", 4, hashes::hsetnx),
+    cmd("hstrlen", 3, hashes::hstrlen),
+    cmd("hvals", 2, hashes::hvals),
     cmd("incr", 2, strings::incr),
     cmd("incrby", 3, strings::incrby),
     cmd("incrbyfloat", 3, strings::incrbyfloat),
@@ -153,12 +170,29 @@ pub const COMMANDS: &[Command] = &[
     cmd("randomkey", 1, scan::randomkey),
     cmd("rename", 3, keys::rename),
     cmd("renamenx", 3, keys::renamenx),
+    cmd("sadd", -3, sets::sadd),
     cmd("scan", -2, scan::scan),
+    cmd("scard", 2, sets::scard),
+    cmd("sdiff", -2, sets::sdiff),
+    cmd("sdiffstore", -3, sets::sdiffstore),
     cmd("set", -3, strings::set),
     cmd("setex", 4, strings::setex),
     cmd("setnx", 3, strings::setnx),
     cmd("setrange", 4, strings::setrange),
+    cmd("sinter", -2, sets::sinter),
+    cmd("sintercard", -3, sets::sintercard),
+    cmd("sinterstore", -3, sets::sinterstore),
+    cmd("sismember", 3, sets::sismember),
+    cmd("smembers", 2, sets::smembers),
+    cmd("smismember", -3, sets::smismember),
+    cmd("smove", 4, sets::smove),
+    cmd("spop", -2, sets::spop),
+    cmd("srandmember", -2, sets::srandmember),
+    cmd("srem", -3, sets::srem),
+    cmd("sscan", -3, sets::sscan),
     cmd("strlen", 2, strings::strlen),
+    cmd("sunion", -2, sets::sunion),
+    cmd("sunionstore", -3, sets::sunionstore),
     cmd("swapdb", 3, databases::swapdb),
     cmd("touch", -2, keys::exists),
     cmd("ttl", 2, keys::ttl),
@@ -246,4 +280,4 @@ pub(crate) fn store_error(err: KeyspaceError) -> DbError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

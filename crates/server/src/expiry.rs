@@ -235,7 +235,7 @@ fn expire_chunk(
             } else {
                 // A flushed database's key: its counts went with the flush (the reclaimer
                 // would delete it too).
-                tx.delete(&entry.store_key)?;
+                crate::keyspace::remove_dead(tx, &entry.store_key).map_err(to_db)?;
             }
             deleted.push(entry.store_key);
             report.expired += 1;

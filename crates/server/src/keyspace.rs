@@ -26,10 +26,13 @@
 //! and every write of an expiry time also records it in the time-ordered [`expiry_index`], in
 //! the same transaction, from which the expirer (`crate::expiry`) removes keys as they come
 //! due (through [`remove_store_key`], so the counts follow).
-//! Collection kinds (issue 11) will keep their elements under their own namespaces; a
-//! collection's value here is then its small root.
+//! A collection (hash, list, set, sorted set: `crate::collections`) is packed into its value
+//! while small; past that its value names an ordered tree of the store holding its elements
+//! (payload `[1][tree u64 LE]`). Such a tree belongs to its key's value: replacing or removing
+//! the value drops the tree (reclaimed in the background), moving it (`RENAME`, `MOVE`) keeps
+//! it, and `COPY` copies it.
 
-use tamer_store::{DbError, Tx};
+use tamer_store::{DbError, TreeId, Tx};
 
 pub mod expiry_index;
 
@@ -51,12 +54,20 @@ pub const RECLAIM_SLOTS_PER_STEP: u64 = 4;
 #[repr(u8)]
 pub enum Kind {
     String = 1,
+    Hash = 2,
+    List = 3,
+    Set = 4,
+    ZSet = 5,
 }
 
 impl Kind {
     fn of(byte: u8) -> Option<Kind> {
         match byte {
             1 => Some(Kind::String),
+            2 => Some(Kind::Hash),
+            3 => Some(Kind::List),
+            4 => Some(Kind::Set),
+            5 => Some(Kind::ZSet),
             _ => None,
         }
     }
@@ -65,8 +76,42 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
         }
     }
+}
+
+/// A collection value's payload starts with its encoding: packed in the value, or a tree.
+pub const PACKED: u8 = 0;
+pub const IN_TREE: u8 = 1;
+/// Bytes of a value's start that say whether it names a tree: header, encoding, tree.
+pub const TREE_HEAD_BYTES: usize = HEADER_BYTES + 9;
+
+/// The tree a stored value (or its first [`TREE_HEAD_BYTES`]) names, if it is a collection in
+/// a tree.
+pub fn tree_of(value: &[u8]) -> Option<TreeId> {
+    let kind = Kind::of(*value.first()?)?;
+    if kind == Kind::String || value.get(HEADER_BYTES) != Some(&IN_TREE) {
+        return None;
+    }
+    let root = value.get(HEADER_BYTES + 1..TREE_HEAD_BYTES)?;
+    Some(TreeId(u64::from_le_bytes(root.try_into().ok()?)))
+}
+
+/// Drops the tree the value `old` (its head) names unless `new` names the same one.
+fn drop_replaced(tx: &mut Tx<'_>, old: Option<&[u8]>, new: Option<&Entry>) -> Result<(), DbError> {
+    let Some(tree) = old.and_then(tree_of) else {
+        return Ok(());
+    };
+    let kept =
+        new.is_some_and(|e| e.kind != Kind::String && tree_of(&e.encode_head()) == Some(tree));
+    if !kept {
+        tx.drop_tree(tree)?;
+    }
+    Ok(())
 }
 
 /// A value with its kind and expiry time.
@@ -96,6 +141,13 @@ impl Entry {
         out.extend_from_slice(&at.to_le_bytes());
         out.extend_from_slice(&self.payload);
         out
+    }
+
+    /// The first [`TREE_HEAD_BYTES`] of the stored form (what [`tree_of`] reads).
+    fn encode_head(&self) -> Vec<u8> {
+        let mut head = self.encode();
+        head.truncate(TREE_HEAD_BYTES);
+        head
     }
 
     /// The entry `bytes` hold; an error names what is wrong (a store value the server did not
@@ -370,7 +422,7 @@ pub fn reclaim_step(tx: &mut Tx<'_>) -> Result<Reclaim, KeyspaceError> {
     for key in keys {
         let Some(ns) = key.get(..4) else { continue };
         if dbs.dead(u32::from_be_bytes(ns.try_into().expect("4 bytes"))) {
-            tx.delete(&key)?;
+            remove_dead(tx, &key)?;
         }
     }
     match next {
@@ -475,7 +527,9 @@ pub fn get(
 /// is recorded in the expiry index too (one entry: see [`expiry_index`] for its cost).
 pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
     let skey = store_key(ns, key);
-    let existed = tx.contains(&skey)?;
+    let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
+    let existed = old.is_some();
+    drop_replaced(tx, old.as_deref(), Some(entry))?;
     tx.put(&skey, &entry.encode())?;
     if !existed {
         add_count(tx, ns, key, 1)?;
@@ -496,7 +550,9 @@ pub fn put_kept_ttl(
     entry: &Entry,
 ) -> Result<(), KeyspaceError> {
     let skey = store_key(ns, key);
-    let existed = tx.contains(&skey)?;
+    let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
+    let existed = old.is_some();
+    drop_replaced(tx, old.as_deref(), Some(entry))?;
     tx.put(&skey, &entry.encode())?;
     if !existed {
         add_count(tx, ns, key, 1)?;
@@ -511,13 +567,31 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Deletes `key` in namespace `ns`, expired or not; true when it was stored.
+/// Deletes `key` in namespace `ns`, expired or not (a collection's tree dropped); true when
+/// it was stored.
 pub fn remove(tx: &mut Tx<'_>, ns: u32, key: &[u8]) -> Result<bool, KeyspaceError> {
+    let skey = store_key(ns, key);
+    let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
+    drop_replaced(tx, old.as_deref(), None)?;
+    remove_moved(tx, ns, key)
+}
+
+/// [`remove`] of a value that moved to another key (`RENAME`, `MOVE`): its tree, if any, is
+/// the other key's now and stays.
+pub fn remove_moved(tx: &mut Tx<'_>, ns: u32, key: &[u8]) -> Result<bool, KeyspaceError> {
     let was = tx.delete(&store_key(ns, key))?;
     if was {
         add_count(tx, ns, key, -1)?;
     }
     Ok(was)
+}
+
+/// Deletes a key of a flushed database by its store key (no count: those went with the
+/// flush), dropping its collection's tree.
+pub fn remove_dead(tx: &mut Tx<'_>, skey: &[u8]) -> Result<bool, KeyspaceError> {
+    let old = tx.get_head(skey, TREE_HEAD_BYTES)?;
+    drop_replaced(tx, old.as_deref(), None)?;
+    Ok(tx.delete(skey)?)
 }
 
 /// [`remove`] by store key (namespace and key together, as the expiry index names them).

@@ -144,7 +144,7 @@ pub fn move_(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
             return Ok(false);
         }
         keyspace::put(tx, dst, args[1], &entry)?;
-        keyspace::remove(tx, src, args[1])?;
+        keyspace::remove_moved(tx, src, args[1])?;
         ctx.touch_in(ctx.db, args[1]);
         ctx.touch_in(db, args[1]);
         Ok(true)
@@ -195,6 +195,8 @@ pub fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         if !replace && keyspace::get(tx, dst, args[2], ctx.now_ms)?.is_some() {
             return Ok(false);
         }
+        // A collection in a tree gets a tree of its own.
+        let entry = crate::collections::copied(tx, entry)?;
         keyspace::put(tx, dst, args[2], &entry)?;
         ctx.touch_in(db, args[2]);
         Ok(true)

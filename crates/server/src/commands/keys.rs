@@ -323,7 +323,7 @@ fn rename_generic(
     }
     ctx.touch(args[1]);
     ctx.touch(args[2]);
-    keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
+    keyspace::remove_moved(tx, ctx.namespace, args[1]).map_err(store_error)?;
     keyspace::put(tx, ctx.namespace, args[2], &e).map_err(store_error)?;
     if nx {
         write::integer(out, 1);

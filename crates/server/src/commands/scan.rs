@@ -105,7 +105,7 @@ pub fn keys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
 
 /// A cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10): an optional
 /// sign (`-n` wraps), digits, nothing else; the empty string is 0.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     if arg.is_empty() {
         return Some(0);
     }
@@ -206,7 +206,7 @@ pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
 }
 
 /// A cheap random number (xorshift on the clock and a counter): `RANDOMKEY`'s start.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
     let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ tamer_device::now_ns();

@@ -16,7 +16,7 @@ use tamer_store::{Db, DbOptions, DeviceKind};
 use super::*;
 use crate::resp::reply_len;
 
-fn store() -> Db {
+pub(crate) fn store() -> Db {
     let device = DeviceKind::Emulated {
         latency_ns: 1_000,
         capacity_bytes: 64 << 20,
@@ -32,7 +32,7 @@ fn map_of(namespace: u32) -> [u32; crate::keyspace::DATABASES] {
 
 /// Runs one request on the store in a transaction of its own, in database 0 of
 /// [`map_of`]`(namespace)`; its reply. (The map commands run end to end in `tests/serve.rs`.)
-fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec<u8> {
     let args = args.to_vec();
     db.transaction(move |tx| {
         let map = std::cell::Cell::new(map_of(namespace));
@@ -119,14 +119,14 @@ fn set_expiry_options() {
 }
 
 /// A `redis-server` of our own on a free port, killed on drop.
-struct Redis {
+pub(crate) struct Redis {
     child: Child,
     conn: TcpStream,
     buf: Vec<u8>,
 }
 
 impl Redis {
-    fn start() -> Option<Redis> {
+    pub(crate) fn start() -> Option<Redis> {
         // Ports 18000-18499 (the machine's share for tests): ten per process, one per test.
         static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
         let nth = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
@@ -157,7 +157,7 @@ impl Redis {
     }
 
     /// Sends `args` and returns the reply's bytes.
-    fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
+    pub(crate) fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
         let mut request = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
             request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -538,7 +538,7 @@ fn bulks(reply: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// The wall clock in ms.
-fn wall_ms() -> u64 {
+pub(crate) fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -132,6 +132,12 @@ impl Engine {
         self.checkpoint_if(false, Self::over_bounds)
     }
 
+    /// Whether the index pages changed since the last checkpoint reach `times` the bound
+    /// that runs a checkpoint.
+    pub(super) fn index_pages_changed_over(&self, times: usize) -> bool {
+        self.copies.changed() >= self.dirty_index_pages_max * times
+    }
+
     /// Whether the changes since the last checkpoint passed a bound: index pages changed, a
     /// staging queue half full, or freed pages held back.
     fn over_bounds(&self) -> bool {

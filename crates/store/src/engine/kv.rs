@@ -71,6 +71,27 @@ impl Engine {
         })
     }
 
+    /// The first `n` bytes of `key`'s value (all of it when shorter), reading no more of a
+    /// large value than that: for a caller that needs a header (a value's kind).
+    pub fn get_head(&self, key: &[u8], n: usize) -> Result<Option<Vec<u8>>, DbError> {
+        let _op = self.check_key(key)?;
+        let hash = self.hash(key);
+        self.read_bucket_of(hash, |bytes, count| {
+            let mut from = 0;
+            while let Some(i) = next_hash_match(bytes, count, hash, from) {
+                let e = Entry::read(bytes, i);
+                let (record, _) = self.record_bytes(&e, RECORD_HEADER + key.len() + n)?;
+                let klen = get_u32(&record, 0) as usize;
+                if klen == key.len() && record.get(RECORD_HEADER..RECORD_HEADER + klen) == Some(key)
+                {
+                    return Ok(Some(record[RECORD_HEADER + klen..].to_vec()));
+                }
+                from = i + 1;
+            }
+            Ok(None)
+        })
+    }
+
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
         let _op = self.check_key(key)?;
         self.lookup(key, false).map(|found| found.is_some())

@@ -150,6 +150,20 @@ impl<'a> Tx<'a> {
         self.engine.get(key)
     }
 
+    /// The first `n` bytes of `key`'s value as this transaction sees it (locks the key); a
+    /// large value is not read past them.
+    pub fn get_head(&mut self, key: &[u8], n: usize) -> Result<Option<Vec<u8>>, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
+        self.lock(key)?;
+        if let Some(&i) = self.index.get(key) {
+            return Ok(self.writes[i]
+                .1
+                .as_ref()
+                .map(|v| v[..n.min(v.len())].to_vec()));
+        }
+        self.engine.get_head(key, n)
+    }
+
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, DbError> {
         check_sizes(key, None, self.engine.max_value)?;
         self.lock(key)?;
@@ -204,6 +218,12 @@ impl<'a> Tx<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// The store's keyed hash of `bytes` (SipHash-1-3 under the store's random key: what the
+    /// hash index uses; clients cannot compute it).
+    pub fn hash_of(&self, bytes: &[u8]) -> u64 {
+        self.engine.hash(bytes)
     }
 
     /// Slots of the store's directory now.

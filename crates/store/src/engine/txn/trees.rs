@@ -78,10 +78,19 @@ impl TreeChanges<'_> {
 }
 
 impl<'a> Tx<'a> {
-    /// Takes the checkpoint latch for the rest of the transaction (its first tree change).
+    /// Takes the checkpoint latch for the rest of the transaction (its first tree change),
+    /// and bounds what the transaction changes: index pages changed while it holds the latch
+    /// cannot be written or evicted before it ends (no checkpoint can run), so past twice the
+    /// store's checkpoint bound it fails with `TooLarge` (and is undone).
     fn latch(&mut self) -> Result<(), DbError> {
         if self.trees.latch.is_none() {
             self.trees.latch = Some(self.engine.begin_change()?);
+        }
+        if self.engine.index_pages_changed_over(2) {
+            return Err(DbError::TooLarge(
+                "a transaction's tree changes outgrow the cache's room for changed index pages"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -117,13 +126,27 @@ impl<'a> Tx<'a> {
         self.engine.tree_get(tree, key)
     }
 
-    /// Sets `key` of `tree` (locks the key; applied now, undone if the transaction aborts).
-    pub fn tree_put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<(), DbError> {
+    /// Sets `key` of `tree` (locks the key; applied now, undone if the transaction aborts);
+    /// true when the key was there.
+    pub fn tree_put(&mut self, tree: TreeId, key: &[u8], value: &[u8]) -> Result<bool, DbError> {
+        check_sizes_tree(key, Some(value), self.engine.max_value)?;
+        self.lock_tree_key(tree, key)?;
+        self.tree_put_unlocked(tree, key, value)
+    }
+
+    /// [`Tx::tree_put`] without the key's lock: for a caller holding a lock that guards the
+    /// whole tree (the server locks a collection's key), so a large change does not take a
+    /// lock per entry.
+    pub fn tree_put_unlocked(
+        &mut self,
+        tree: TreeId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool, DbError> {
         check_sizes_tree(key, Some(value), self.engine.max_value)?;
         if self.engine.read_only {
             return Err(DbError::ReadOnly);
         }
-        self.lock_tree_key(tree, key)?;
         self.latch()?;
         let e = self.engine;
         let rk = record_key(tree.0, key);
@@ -153,15 +176,44 @@ impl<'a> Tx<'a> {
             entry: new,
         });
         self.trees.pages.extend(pages);
-        Ok(())
+        Ok(old.is_some())
+    }
+
+    /// [`Tx::tree_get`] without the key's lock (see [`Tx::tree_put_unlocked`]).
+    pub fn tree_get_unlocked(
+        &mut self,
+        tree: TreeId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, DbError> {
+        check_sizes_tree(key, None, self.engine.max_value)?;
+        self.engine.tree_get(tree, key)
+    }
+
+    /// The entry at position `rank` of `tree` (0: the first) with its value; locks nothing.
+    #[allow(clippy::type_complexity)]
+    pub fn tree_entry_at(
+        &mut self,
+        tree: TreeId,
+        rank: u64,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, DbError> {
+        let Some(key) = self.engine.tree_key_at(tree, rank)? else {
+            return Ok(None);
+        };
+        Ok(self.engine.tree_get(tree, &key)?.map(|v| (key, v)))
     }
 
     /// Deletes `key` of `tree`; true when it was there (locks the key).
     pub fn tree_delete(&mut self, tree: TreeId, key: &[u8]) -> Result<bool, DbError> {
+        self.lock_tree_key(tree, key)?;
+        self.tree_delete_unlocked(tree, key)
+    }
+
+    /// [`Tx::tree_delete`] without the key's lock (see [`Tx::tree_put_unlocked`]).
+    pub fn tree_delete_unlocked(&mut self, tree: TreeId, key: &[u8]) -> Result<bool, DbError> {
+        check_sizes_tree(key, None, self.engine.max_value)?;
         if self.engine.read_only {
             return Err(DbError::ReadOnly);
         }
-        self.lock_tree_key(tree, key)?;
         self.latch()?;
         let e = self.engine;
         let old = {
@@ -205,7 +257,7 @@ impl<'a> Tx<'a> {
             self.engine.catalog()?;
         }
         let (name, catalog) = self.engine.drop_listing(tree)?;
-        self.tree_put(TreeId(catalog), &name, &[])
+        self.tree_put(TreeId(catalog), &name, &[]).map(|_| ())
     }
 
     /// See [`crate::DbHandle::tree_entries`]; locks nothing (see the module docs).
