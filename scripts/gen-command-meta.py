@@ -25,7 +25,10 @@ move mset msetnx multi persist pexpire pexpireat pexpiretime ping psetex pttl qu
 randomkey rename renamenx reset sadd scan scard sdiff sdiffstore select set setex setnx
 setrange shutdown sinter sintercard sinterstore sismember slowlog smembers smismember smove
 spop srandmember srem sscan strlen sunion sunionstore swapdb time touch ttl type unlink
-unwatch watch""".split()
+unwatch watch zadd zcard zcount zdiff zdiffstore zincrby zinter zintercard zinterstore
+zlexcount zmpop zmscore zpopmax zpopmin zrandmember zrange zrangebylex zrangebyscore
+zrangestore zrank zrem zremrangebylex zremrangebyrank zremrangebyscore zrevrange
+zrevrangebylex zrevrangebyscore zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
     "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],

@@ -33,6 +33,7 @@
 
 pub mod hashes;
 pub mod sets;
+pub mod zsets;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

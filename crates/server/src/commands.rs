@@ -20,7 +20,7 @@ use std::cell::Cell;
 
 use tamer_store::{DbError, Tx};
 
-use crate::collections::{hashes, sets};
+use crate::collections::{hashes, sets, zsets};
 use crate::keyspace::{KeyspaceError, DATABASES};
 use crate::resp::{write, Protocol};
 use crate::watches::Watches;
@@ -198,6 +198,38 @@ pub const COMMANDS: &[Command] = &[
     cmd("ttl", 2, keys::ttl),
     cmd("type", 2, keys::type_),
     cmd("unlink", -2, keys::del),
+    cmd("zadd", -4, zsets::zadd),
+    cmd("zcard", 2, zsets::zcard),
+    cmd("zcount", 4, zsets::zcount),
+    cmd("zdiff", -3, zsets::zdiff),
+    cmd("zdiffstore", -4, zsets::zdiffstore),
+    cmd("zincrby", 4, zsets::zincrby),
+    cmd("zinter", -3, zsets::zinter),
+    cmd("zintercard", -3, zsets::zintercard),
+    cmd("zinterstore", -4, zsets::zinterstore),
+    cmd("zlexcount", 4, zsets::zlexcount),
+    cmd("zmpop", -4, zsets::zmpop),
+    cmd("zmscore", -3, zsets::zmscore),
+    cmd("zpopmax", -2, zsets::zpopmax),
+    cmd("zpopmin", -2, zsets::zpopmin),
+    cmd("zrandmember", -2, zsets::zrandmember),
+    cmd("zrange", -4, zsets::zrange),
+    cmd("zrangebylex", -4, zsets::zrangebylex),
+    cmd("zrangebyscore", -4, zsets::zrangebyscore),
+    cmd("zrangestore", -5, zsets::zrangestore),
+    cmd("zrank", 3, zsets::zrank),
+    cmd("zrem", -3, zsets::zrem),
+    cmd("zremrangebylex", 4, zsets::zremrangebylex),
+    cmd("zremrangebyrank", 4, zsets::zremrangebyrank),
+    cmd("zremrangebyscore", 4, zsets::zremrangebyscore),
+    cmd("zrevrange", -4, zsets::zrevrange),
+    cmd("zrevrangebylex", -4, zsets::zrevrangebylex),
+    cmd("zrevrangebyscore", -4, zsets::zrevrangebyscore),
+    cmd("zrevrank", 3, zsets::zrevrank),
+    cmd("zscan", -3, zsets::zscan),
+    cmd("zscore", 3, zsets::zscore),
+    cmd("zunion", -3, zsets::zunion),
+    cmd("zunionstore", -4, zsets::zunionstore),
 ];
 
 const fn cmd(name: &'static str, arity: i32, handler: Handler) -> Command {
