@@ -20,9 +20,10 @@ import socket
 NAMES = """append auth client command config copy dbsize decr decrby del discard echo exec exists
 expire expireat expiretime flushall flushdb get getdel getex getrange getset hdel hello
 hexists hget hgetall hincrby hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset
-hsetnx hstrlen hvals incr incrby incrbyfloat info keys lastsave latency lcs memory mget
-move mset msetnx multi persist pexpire pexpireat pexpiretime ping psetex pttl quit
-randomkey rename renamenx reset sadd scan scard sdiff sdiffstore select set setex setnx
+hsetnx hstrlen hvals incr incrby incrbyfloat info keys lastsave latency lcs lindex linsert
+llen lmove lmpop lpop lpos lpush lpushx lrange lrem lset ltrim memory mget move mset msetnx
+multi persist pexpire pexpireat pexpiretime ping psetex pttl quit randomkey rename renamenx
+reset rpop rpoplpush rpush rpushx sadd scan scard sdiff sdiffstore select set setex setnx
 setrange shutdown sinter sintercard sinterstore sismember slowlog smembers smismember smove
 spop srandmember srem sscan strlen sunion sunionstore swapdb time touch ttl type unlink
 unwatch watch zadd zcard zcount zdiff zdiffstore zincrby zinter zintercard zinterstore

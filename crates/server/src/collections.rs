@@ -32,6 +32,7 @@
 //! tree: tree operations take no lock per element (`Tx::tree_*_unlocked`).
 
 pub mod hashes;
+pub mod lists;
 pub mod sets;
 pub mod zsets;
 

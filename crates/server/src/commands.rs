@@ -20,7 +20,7 @@ use std::cell::Cell;
 
 use tamer_store::{DbError, Tx};
 
-use crate::collections::{hashes, sets, zsets};
+use crate::collections::{hashes, lists, sets, zsets};
 use crate::keyspace::{KeyspaceError, DATABASES};
 use crate::resp::{write, Protocol};
 use crate::watches::Watches;
@@ -157,6 +157,19 @@ pub const COMMANDS: &[Command] = &[
     cmd("incrbyfloat", 3, strings::incrbyfloat),
     cmd("keys", 2, scan::keys),
     cmd("lcs", -3, strings::lcs),
+    cmd("lindex", 3, lists::lindex),
+    cmd("linsert", 5, lists::linsert),
+    cmd("llen", 2, lists::llen),
+    cmd("lmove", 5, lists::lmove),
+    cmd("lmpop", -4, lists::lmpop),
+    cmd("lpop", -2, lists::lpop),
+    cmd("lpos", -3, lists::lpos),
+    cmd("lpush", -3, lists::lpush),
+    cmd("lpushx", -3, lists::lpushx),
+    cmd("lrange", 4, lists::lrange),
+    cmd("lrem", 4, lists::lrem),
+    cmd("lset", 4, lists::lset),
+    cmd("ltrim", 4, lists::ltrim),
     cmd("mget", -2, strings::mget),
     cmd("move", 3, databases::move_),
     cmd("mset", -3, strings::mset),
@@ -170,6 +183,10 @@ pub const COMMANDS: &[Command] = &[
     cmd("randomkey", 1, scan::randomkey),
     cmd("rename", 3, keys::rename),
     cmd("renamenx", 3, keys::renamenx),
+    cmd("rpop", -2, lists::rpop),
+    cmd("rpoplpush", 3, lists::rpoplpush),
+    cmd("rpush", -3, lists::rpush),
+    cmd("rpushx", -3, lists::rpushx),
     cmd("sadd", -3, sets::sadd),
     cmd("scan", -2, scan::scan),
     cmd("scard", 2, sets::scard),

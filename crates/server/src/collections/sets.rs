@@ -453,6 +453,28 @@ pub fn numkeys<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<(Vec<&'a [u8]
     Some((args[2..2 + n].to_vec(), 2 + n))
 }
 
+/// Parses `numkeys key [key ...]` at `args[first..]` as Redis's `*MPOP` do (a missing
+/// `LEFT`/`RIGHT`/`MIN`/`MAX` after the keys is a syntax error): the keys and the index after.
+pub fn mpop_keys<'a>(
+    args: &[&'a [u8]],
+    first: usize,
+    out: &mut Vec<u8>,
+) -> Option<(Vec<&'a [u8]>, usize)> {
+    let n = match parse_i64(args[first]) {
+        Some(n) if n > 0 => n as u64,
+        _ => {
+            write::error(out, "ERR numkeys should be greater than 0");
+            return None;
+        }
+    };
+    if n >= (args.len() - first - 1) as u64 {
+        write::error(out, "ERR syntax error");
+        return None;
+    }
+    let n = n as usize;
+    Some((args[first + 1..first + 1 + n].to_vec(), first + 1 + n))
+}
+
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn sintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some((keys, mut i)) = numkeys(args, out) else {

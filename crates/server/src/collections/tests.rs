@@ -655,3 +655,192 @@ fn sorted_set_commands_reply_as_redis_does() {
     assert!(trees_seen >= 2, "only {trees_seen} trees at once");
     db.close().unwrap();
 }
+
+fn list_command() -> impl Strategy<Value = (Vec<Vec<u8>>, Compare)> {
+    let key = prop::sample::select(vec!["l1", "l2", "l3", "h1"]);
+    let elem = prop::sample::select(vec!["a", "b", "c", "a", "", "long-element-value", "1"]);
+    let index = prop::sample::select(vec!["0", "1", "-1", "2", "-3", "5", "100", "-100", "x"]);
+    let count = prop::sample::select(vec!["0", "1", "2", "-1", "-2", "3", "x", "10"]);
+    let side = prop::sample::select(vec!["left", "right", "LEFT", "up"]);
+    let lpos_opt = prop::sample::select(vec![
+        vec![],
+        vec!["rank", "2"],
+        vec!["rank", "-1"],
+        vec!["rank", "0"],
+        vec!["count", "0"],
+        vec!["count", "2"],
+        vec!["count", "-1"],
+        vec!["maxlen", "3"],
+        vec!["rank", "-2", "count", "0", "maxlen", "10"],
+        vec!["bogus", "1"],
+        vec!["rank"],
+    ]);
+    (
+        0..31usize,
+        (key.clone(), key),
+        (elem.clone(), elem),
+        (index.clone(), index),
+        count,
+        (side.clone(), side),
+        lpos_opt,
+        (1usize..60, 0u32..300),
+    )
+        .prop_map(
+            |(which, (k, k2), (e, e2), (i1, i2), c, (s1, s2), lo, (many, salt))| {
+                let s = |x: &str| x.to_string();
+                let (cmd, how): (Vec<String>, Compare) = match which {
+                    0 => (vec![s("lpush"), s(k), s(e), s(e2)], Compare::Exact),
+                    1 => (vec![s("rpush"), s(k), s(e)], Compare::Exact),
+                    2 | 29 => {
+                        // Values of 30 bytes: about 70 of them pass the packed bytes bound.
+                        let mut c = vec![s(if salt % 2 == 0 { "rpush" } else { "lpush" }), s(k)];
+                        c.extend((0..many).map(|i| format!("v{:<29}", (salt as usize + i) % 40)));
+                        (c, Compare::Exact)
+                    }
+                    3 => (vec![s("lpushx"), s(k), s(e)], Compare::Exact),
+                    4 => (vec![s("rpushx"), s(k), s(e)], Compare::Exact),
+                    5 => (vec![s("lpop"), s(k)], Compare::Exact),
+                    6 => (vec![s("rpop"), s(k), s(c)], Compare::Exact),
+                    7 => (vec![s("llen"), s(k)], Compare::Exact),
+                    8 => (vec![s("lindex"), s(k), s(i1)], Compare::Exact),
+                    9 | 10 => (vec![s("lrange"), s(k), s(i1), s(i2)], Compare::Exact),
+                    11 => (vec![s("lset"), s(k), s(i1), s(e)], Compare::Exact),
+                    12 => (
+                        vec![s("linsert"), s(k), s("before"), s(e), s(e2)],
+                        Compare::Exact,
+                    ),
+                    13 => (
+                        vec![s("linsert"), s(k), s("AFTER"), s(e), s("ins")],
+                        Compare::Exact,
+                    ),
+                    14 => (
+                        vec![s("linsert"), s(k), s("middle"), s(e), s(e2)],
+                        Compare::Exact,
+                    ),
+                    15 => (vec![s("lrem"), s(k), s(c), s(e)], Compare::Exact),
+                    16 => (vec![s("ltrim"), s(k), s(i1), s(i2)], Compare::Exact),
+                    17 => {
+                        let mut cmd = vec![s("lpos"), s(k), s(e)];
+                        cmd.extend(lo.iter().map(|o| s(o)));
+                        (cmd, Compare::Exact)
+                    }
+                    18 => (vec![s("lmove"), s(k), s(k2), s(s1), s(s2)], Compare::Exact),
+                    19 => (vec![s("rpoplpush"), s(k), s(k2)], Compare::Exact),
+                    20 => (
+                        vec![s("lmpop"), s("2"), s(k), s(k2), s(s1), s("count"), s(c)],
+                        Compare::Exact,
+                    ),
+                    21 => (vec![s("lmpop"), s(c), s(k), s(s1)], Compare::Exact),
+                    22 => (vec![s("hset"), s("h1"), s(e), s("1")], Compare::Exact),
+                    23 => (vec![s("lrange"), s(k), s("0"), s("-1")], Compare::Exact),
+                    24 => (vec![s("type"), s(k)], Compare::Exact),
+                    25 => (vec![s("del"), s(k)], Compare::Exact),
+                    26 => (vec![s("lpop"), s(k), s(c)], Compare::Exact),
+                    27 => (vec![s("rename"), s(k), s(k2)], Compare::Exact),
+                    28 => {
+                        // Many insertions at one place: keys past the gap between neighbours.
+                        let mut cmd = vec![
+                            s("linsert"),
+                            s(k),
+                            s("after"),
+                            format!("v{:<29}", 1),
+                            format!("i{salt}"),
+                        ];
+                        if salt % 3 == 0 {
+                            cmd[2] = s("before");
+                        }
+                        (cmd, Compare::Exact)
+                    }
+                    _ => (vec![s("lindex"), s(k), s("-1")], Compare::Exact),
+                };
+                (cmd.into_iter().map(String::into_bytes).collect(), how)
+            },
+        )
+}
+
+/// List commands reply as Redis 7.0 does over seeded random sequences (pushes at both ends,
+/// insertions next to any element, removals by count from either end, trims, `LPOS`'s
+/// options, moves between lists), lists grown past the packed bounds; every list read whole
+/// after each sequence. Catches positions out of order after an insertion (`LRANGE` differs),
+/// an index off by one from the end, a trim or a pop that leaves the key when empty, the
+/// error texts and null forms.
+#[test]
+fn list_commands_reply_as_redis_does() {
+    let Some(mut redis) = Redis::start() else {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "redis-server is not installed and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
+        return;
+    };
+    let db = store();
+    let seed: u64 = std::env::var("TAMER_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let sequence = prop::collection::vec(list_command(), 1..200);
+    let mut namespace = 9_000;
+    let mut trees_seen = 0;
+    for case in 0..48 {
+        let cmds = sequence.new_tree(&mut runner).unwrap().current();
+        namespace += 1;
+        redis.call(&[b"flushall".to_vec()]);
+        for (i, (args, how)) in cmds.iter().enumerate() {
+            let want = normalize(reply_of(&redis.call(args)), *how);
+            let got = normalize(reply_of(&run(&db, namespace, wall_ms(), args)), *how);
+            assert_eq!(
+                got,
+                want,
+                "seed {seed} case {case} command {i}: {:?}",
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let report = db.check().unwrap();
+        assert!(report.is_clean(), "seed {seed} case {case}: {report:?}");
+        trees_seen = trees_seen.max(report.trees);
+    }
+    assert!(trees_seen >= 1, "no list outgrew the packed bounds");
+    db.close().unwrap();
+}
+
+proptest! {
+    /// List keys made by `between` at seeded random places (the ends and next to any element,
+    /// one in three at the same place) stay strictly ordered, and grow a byte per about seven
+    /// insertions at one place once the 2^20 gap between pushed neighbours is halved away (so
+    /// about 8,000 insertions fit at one place before a key reaches the tree's bound, and
+    /// `LINSERT` then fails with an error). Catches a midpoint equal to an end, a key ending
+    /// in a zero byte (nothing fits between `k` and `k ++ [0]`), keys that grow a byte per
+    /// insertion.
+    #[test]
+    fn list_keys_stay_ordered_and_short(places in prop::collection::vec(0usize..1000, 1..1500)) {
+        use super::lists::between;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let same_place = places.len().div_ceil(3);
+        for (n, p) in places.into_iter().enumerate() {
+            // One place in three is the same spot: after the first key.
+            let at = if n % 3 == 0 { 1.min(keys.len()) } else { p % (keys.len() + 1) };
+            let before = at.checked_sub(1).map(|i| keys[i].as_slice());
+            let after = keys.get(at).map(Vec::as_slice);
+            let k = between(before, after).expect("a key fits");
+            prop_assert!(before.is_none_or(|b| b < &k[..]) && after.is_none_or(|a| &k[..] < a));
+            prop_assert!(k.last() != Some(&0) || k.len() == 8);
+            keys.insert(at, k);
+        }
+        let longest = keys.iter().map(Vec::len).max().unwrap();
+        prop_assert!(longest <= 8 + same_place / 6 + 2, "a key of {longest} bytes");
+    }
+}

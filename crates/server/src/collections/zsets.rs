@@ -1123,7 +1123,7 @@ pub fn write_mpop(out: &mut Vec<u8>, key: &[u8], popped: &[(Vec<u8>, f64)], prot
 
 /// `ZMPOP numkeys key [key ...] MIN | MAX [COUNT count]`.
 pub fn zmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, i)) = super::sets::numkeys(args, out) else {
+    let Some((keys, i)) = super::sets::mpop_keys(args, 1, out) else {
         return Ok(());
     };
     let Some((max, count)) = mpop_options(args, i, out) else {
