@@ -31,6 +31,7 @@
 //! A command holds its key's lock for its whole transaction, which guards the collection's
 //! tree: tree operations take no lock per element (`Tx::tree_*_unlocked`).
 
+pub mod blocking;
 pub mod hashes;
 pub mod lists;
 pub mod sets;

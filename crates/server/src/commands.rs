@@ -20,7 +20,7 @@ use std::cell::Cell;
 
 use tamer_store::{DbError, Tx};
 
-use crate::collections::{hashes, lists, sets, zsets};
+use crate::collections::{blocking, hashes, lists, sets, zsets};
 use crate::keyspace::{KeyspaceError, DATABASES};
 use crate::resp::{write, Protocol};
 use crate::watches::Watches;
@@ -120,6 +120,14 @@ pub struct Command {
 /// Every command built, sorted by name.
 pub const COMMANDS: &[Command] = &[
     cmd("append", 3, strings::append),
+    cmd("blmove", 6, blocking::blmove),
+    cmd("blmpop", -5, blocking::blmpop),
+    cmd("blpop", -3, blocking::blpop),
+    cmd("brpop", -3, blocking::brpop),
+    cmd("brpoplpush", 4, blocking::brpoplpush),
+    cmd("bzmpop", -5, blocking::bzmpop),
+    cmd("bzpopmax", -3, blocking::bzpopmax),
+    cmd("bzpopmin", -3, blocking::bzpopmin),
     cmd("copy", -3, databases::copy),
     cmd("dbsize", 1, databases::dbsize),
     cmd("decr", 2, strings::decr),

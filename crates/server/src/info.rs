@@ -100,10 +100,11 @@ fn server(stats: &ServerStats) -> String {
 
 fn clients(stats: &ServerStats) -> String {
     format!(
-        "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\
+        "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\
          tracking_clients:0\r\n",
         stats.connected.load(Ordering::Relaxed),
-        stats.config.max_clients()
+        stats.config.max_clients(),
+        stats.blocked_clients.load(Ordering::Relaxed)
     )
 }
 

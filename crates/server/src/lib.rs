@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod blocking;
 pub mod clients;
 pub mod collections;
 pub mod commands;

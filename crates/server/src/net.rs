@@ -294,6 +294,8 @@ struct NetPoller {
     stopped: AtomicBool,
     /// The ring error that stopped the network.
     error: Mutex<Option<String>>,
+    /// The watches, for their table of blocked clients (read by `wait`).
+    blocks: Arc<Watches>,
 }
 
 impl NetPoller {
@@ -323,6 +325,7 @@ impl NetPoller {
             .build(RING_ENTRIES)
             .map_err(|e| format!("io_uring: {e}"))?;
         let ring = Arc::new(ring);
+        let watches = shared.watches.clone();
         let mut net = Network::new(listener, db.clone(), shared, routing, ring.clone())?;
         net.wake_fd = wake.as_raw_fd();
         net.arm_wake()?;
@@ -337,8 +340,15 @@ impl NetPoller {
                 wake,
                 stopped: AtomicBool::new(false),
                 error: Mutex::new(None),
+                blocks: watches,
             }
         });
+        let weak = Arc::downgrade(&poller);
+        poller.blocks.blocks.set_waker(Box::new(move || {
+            if let Some(p) = weak.upgrade() {
+                p.wake();
+            }
+        }));
         // The entries pushed while setting up (accept, the wake read) are submitted by the
         // first poll, from a core.
         db.runtime()
@@ -428,6 +438,11 @@ impl Poller for NetPoller {
         if self.stopped.load(Ordering::Acquire) || self.waiting.swap(true, Ordering::SeqCst) {
             return false;
         }
+        // A blocked client's timeout is kept by the polls: wake for the earliest.
+        let timeout_ns = match self.blocks.blocks.next_deadline_ns() {
+            Some(d) => timeout_ns.min(d.saturating_sub(tamer_device::now_ns()).max(1)),
+            None => timeout_ns,
+        };
         // Pairs with the fence in `wake`: either the waker sees `waiting`, or this sees what
         // it queued before waking.
         fence(Ordering::SeqCst);
@@ -463,9 +478,13 @@ struct Done {
     generation: u32,
     replies: Vec<u8>,
     session: Session,
-    /// Requests the job was given, and the time it ran (ns).
+    /// Requests the job ran, and the time it ran (ns).
     requests: usize,
     job_ns: u64,
+    /// Requests after a command that blocked: back to the front of the connection's queue.
+    rest: Vec<Vec<Vec<u8>>>,
+    /// The job ran a blocked command again.
+    retry: bool,
 }
 
 /// What jobs and the network share.
@@ -809,7 +828,82 @@ impl Network {
             self.complete(Op::unpack(data), result, flags)?;
         }
         self.completions = completions;
+        handled += self.serve_blocked()?;
+        let blocked = self.shared.watches.blocks.len();
+        self.shared
+            .stats
+            .blocked_clients
+            .store(blocked, Ordering::Relaxed);
         Ok(handled)
+    }
+
+    /// Runs again the blocked clients a write made ready, and replies to those whose timeout
+    /// passed (`crate::blocking`); returns how many.
+    fn serve_blocked(&mut self) -> Result<usize, String> {
+        let blocks = &self.shared.watches.blocks;
+        if blocks.is_empty() {
+            return Ok(0);
+        }
+        let ready = blocks.take_ready();
+        let now_ns = tamer_device::now_ns();
+        let expired = if blocks.next_deadline_ns().is_some_and(|d| d <= now_ns) {
+            blocks.take_expired(now_ns)
+        } else {
+            Vec::new()
+        };
+        let n = ready.len() + expired.len();
+        for client in ready {
+            self.retry_blocked(client)?;
+        }
+        for (c, generation) in expired {
+            let Some(conn) = self.conn(c, generation) else {
+                continue;
+            };
+            if let Some(session) = conn.session.as_mut() {
+                session.time_out(&mut conn.replies);
+            }
+            conn.in_flight = false;
+            self.dispatch(c)?;
+        }
+        Ok(n)
+    }
+
+    /// Spawns the job that runs blocked client `client`'s command again.
+    fn retry_blocked(&mut self, client: (usize, u32)) -> Result<(), String> {
+        let (c, generation) = client;
+        let blocks = &self.shared.watches.blocks;
+        let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) else {
+            blocks.remove(client);
+            return Ok(());
+        };
+        if conn.generation != generation {
+            blocks.remove(client);
+            return Ok(());
+        }
+        let Some(session) = conn.session.take() else {
+            blocks.retried(client, false);
+            return Ok(());
+        };
+        let slot = Arc::new(Mutex::new(Some(session)));
+        let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
+        let me = self.me.clone();
+        let job = move || {
+            let session = job_slot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .expect("the session, once");
+            let done = run_retry(&handle, &shared, c, generation, session);
+            if let Some(poller) = me.upgrade() {
+                poller.finish(done);
+            }
+        };
+        if self.db.runtime().spawn_job(Job::new(job)).is_err() {
+            // The runtime's queue is full: it waits for the next write or its timeout.
+            conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.shared.watches.blocks.retried(client, false);
+        }
+        Ok(())
     }
 
     /// Submits what was pushed and runs deferred completion work, if there is any (no
@@ -1222,18 +1316,42 @@ impl Network {
         let now = Instant::now();
         self.meter.finished(d.requests, d.job_ns, now);
         self.meter.publish(&self.shared.stats.admission);
+        let client = (d.conn, d.generation);
         let Some(conn) = self
             .conns
             .get_mut(d.conn)
             .and_then(Option::as_mut)
             .filter(|x| x.generation == d.generation)
         else {
+            self.shared.watches.blocks.remove(client);
             return Ok(());
         };
-        conn.in_flight = false;
+        for args in d.rest.into_iter().rev() {
+            conn.pending_bytes += args.iter().map(Vec::len).sum::<usize>();
+            conn.pending.push_front(Pending::Request(args));
+        }
         conn.replies.extend_from_slice(&d.replies);
-        let quit = d.session.quit;
-        conn.session = Some(d.session);
+        let mut session = d.session;
+        let blocks = &self.shared.watches.blocks;
+        if conn.closing && session.blocked.take().is_some() {
+            blocks.remove(client);
+        }
+        if let Some(b) = &session.blocked {
+            // Still blocked: the connection stays busy; its replies so far go out.
+            if d.retry {
+                blocks.retried(client, false);
+            } else {
+                blocks.block(client, b.keys.clone(), b.deadline_ns);
+            }
+            conn.session = Some(session);
+            return self.flush(d.conn);
+        }
+        if d.retry {
+            blocks.retried(client, true);
+        }
+        conn.in_flight = false;
+        let quit = session.quit;
+        conn.session = Some(session);
         let over = conn.replies.len() > MAX_REPLY_BYTES;
         if quit || over {
             conn.closing = true;
@@ -1303,6 +1421,15 @@ impl Network {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };
+        // A blocked client whose connection closes leaves the table (unless its command is
+        // running again: that job's end does it).
+        if conn.closing {
+            if let Some(session) = conn.session.as_mut().filter(|s| s.blocked.is_some()) {
+                session.blocked = None;
+                self.shared.watches.blocks.remove((c, conn.generation));
+                conn.in_flight = false;
+            }
+        }
         let idle = !conn.in_flight
             && conn.sending.is_none()
             && conn.replies.is_empty()
@@ -1345,19 +1472,50 @@ fn run_batch(
         prefetch::batch(handle, shared.map.peek(session.db), &batch);
     }
     let mut replies = Vec::new();
-    for args in batch {
+    let mut batch = batch.into_iter();
+    // Bounded by the batch.
+    for args in batch.by_ref() {
         // Past the reply cap the connection is closed when the job ends: run no more.
         if session.quit || replies.len() > MAX_REPLY_BYTES {
             break;
         }
         session.run(handle, &shared.map, args, &mut replies);
+        if session.blocked.is_some() {
+            break; // the rest wait until it replies
+        }
     }
+    let rest: Vec<_> = batch.collect();
     Done {
         conn,
         generation,
         replies,
         session,
-        requests,
+        requests: requests - rest.len(),
         job_ns: started.elapsed().as_nanos() as u64,
+        rest,
+        retry: false,
+    }
+}
+
+/// Runs a blocked command again for its connection (`crate::blocking`).
+fn run_retry(
+    handle: &DbHandle,
+    shared: &Shared,
+    conn: usize,
+    generation: u32,
+    mut session: Session,
+) -> Done {
+    let started = Instant::now();
+    let mut replies = Vec::new();
+    session.retry_blocked(handle, &shared.map, &mut replies);
+    Done {
+        conn,
+        generation,
+        replies,
+        session,
+        requests: 0,
+        job_ns: started.elapsed().as_nanos() as u64,
+        rest: Vec::new(),
+        retry: true,
     }
 }

@@ -61,6 +61,21 @@ pub struct Session {
     entry: Option<Arc<ClientEntry>>,
     /// `CLIENT NO-EVICT`.
     no_evict: bool,
+    /// A blocking pop that found nothing and waits (`crate::blocking`; the network keeps the
+    /// connection's other requests until it replies).
+    pub blocked: Option<Blocked>,
+}
+
+/// A blocked command (`BLPOP` ...) of this session.
+#[derive(Debug)]
+pub struct Blocked {
+    pub args: Vec<Vec<u8>>,
+    /// Its keys as `Watches` names them (`[database u32 BE][key]`).
+    pub keys: Vec<Vec<u8>>,
+    /// When it times out (`tamer_device::now_ns`); `None`: never.
+    pub deadline_ns: Option<u64>,
+    /// Its reply then.
+    pub timeout_reply: Vec<u8>,
 }
 
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
@@ -154,6 +169,7 @@ impl Session {
             db: 0,
             protocol: Protocol::Resp2,
             multi: None,
+            blocked: None,
             watched: Vec::new(),
             quit: false,
             watches,
@@ -530,7 +546,69 @@ impl Session {
                 self.unwatch_all();
                 write::simple(out, "OK");
             }
+            _ if crate::collections::blocking::is_blocking(&name) => {
+                self.blocking(handle, map, &name, args, out)
+            }
             _ => self.one(handle, map, &name, args, out),
+        }
+    }
+
+    /// A blocking pop outside `MULTI`: one attempt; when it found nothing the session blocks
+    /// (`self.blocked`) instead of replying.
+    fn blocking(
+        &mut self,
+        handle: &DbHandle,
+        map: &DbMap,
+        name: &[u8],
+        args: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) {
+        let before = out.len();
+        self.one(handle, map, name, args, out);
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let Some(spec) = crate::collections::blocking::spec(&refs) else {
+            return;
+        };
+        let timeout_reply =
+            crate::collections::blocking::timeout_reply(spec.null_bulk, self.protocol);
+        if out[before..] != timeout_reply[..] {
+            return; // served, or an error
+        }
+        out.truncate(before);
+        let deadline_ns = (spec.timeout_s > 0.0)
+            .then(|| tamer_device::now_ns().saturating_add((spec.timeout_s * 1e9) as u64));
+        let keys = spec
+            .keys
+            .iter()
+            .map(|k| store_key(self.db as u32, k))
+            .collect();
+        self.blocked = Some(Blocked {
+            args: args.to_vec(),
+            keys,
+            deadline_ns,
+            timeout_reply,
+        });
+    }
+
+    /// Runs the blocked command again (its client came first in line after a write): it
+    /// replies, or stays blocked when it found nothing again.
+    pub fn retry_blocked(&mut self, handle: &DbHandle, map: &DbMap, out: &mut Vec<u8>) {
+        let Some(b) = self.blocked.take() else {
+            return;
+        };
+        let name = b.args[0].to_ascii_lowercase();
+        let before = out.len();
+        self.one(handle, map, &name, &b.args, out);
+        if out[before..] == b.timeout_reply[..] {
+            out.truncate(before);
+            self.blocked = Some(b);
+        }
+    }
+
+    /// The blocked command's timeout passed: its reply.
+    pub fn time_out(&mut self, out: &mut Vec<u8>) {
+        if let Some(b) = self.blocked.take() {
+            out.extend_from_slice(&b.timeout_reply);
         }
     }
 

@@ -41,6 +41,8 @@ pub struct ServerStats {
     pub expiry: Arc<crate::expiry::ExpiryStats>,
     /// Read lookups that found their key, and those that did not (`keyspace_hits`/`misses`).
     pub lookups: Lookups,
+    /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
+    pub blocked_clients: AtomicUsize,
 }
 
 /// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a
@@ -97,6 +99,7 @@ impl ServerStats {
             replid,
             expiry: Arc::default(),
             lookups: Lookups::default(),
+            blocked_clients: AtomicUsize::new(0),
         }
     }
 

@@ -12,12 +12,15 @@ use std::sync::Mutex;
 /// Most keys tracked at once (every connection's watches together).
 pub const MAX_TRACKED: usize = 1 << 20;
 
-/// Watched store keys: (watchers, version).
+/// Watched store keys: (watchers, version); and the clients blocked on keys, told of the
+/// same writes.
 #[derive(Debug, Default)]
 pub struct Watches {
     keys: Mutex<HashMap<Vec<u8>, (u32, u64)>>,
     /// `keys.len()`, readable without the lock.
     tracked: AtomicUsize,
+    /// Clients blocked on keys (`BLPOP` ...): a write readies the first in line.
+    pub blocks: crate::blocking::BlockTable,
 }
 
 impl Watches {
@@ -58,6 +61,7 @@ impl Watches {
 
     /// A write to `key` (called while the writer holds the key's lock, before it commits).
     pub fn touch(&self, key: &[u8]) {
+        self.blocks.touched(key);
         // A watch registered after this load misses this write's bump, exactly as one
         // registered after the map lookup below would: `WATCH` reads the key (its
         // fingerprint) before it registers, so a changed value is still caught at `EXEC`.

@@ -1,0 +1,264 @@
+//! The blocking pops: `BLPOP`, `BRPOP`, `BLMOVE`, `BRPOPLPUSH`, `BLMPOP`, `BZPOPMIN`,
+//! `BZPOPMAX`, `BZMPOP`.
+//!
+//! A handler here makes one attempt, as Redis does for a client that may not block (inside
+//! `MULTI`): it pops if it can, else writes the timeout's reply. Outside `MULTI` the session
+//! blocks a client whose attempt found nothing ([`spec`] names its keys and timeout): the
+//! connection waits in the network's table of blocked clients (`crate::blocking`), holding no
+//! thread, until a write to one of its keys makes it the first in line to try again, or its
+//! timeout passes.
+
+use tamer_store::{DbError, Tx};
+
+use super::lists::{self, End};
+use super::zsets;
+use super::{load_uncounted, Found, WRONGTYPE};
+use crate::commands::Context;
+use crate::keyspace::Kind;
+use crate::resp::{write, Protocol};
+
+type Result = std::result::Result<(), DbError>;
+
+/// What a blocked client waits for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockSpec<'a> {
+    /// The keys a write to which may serve it, in its order.
+    pub keys: Vec<&'a [u8]>,
+    /// Seconds (0: for ever).
+    pub timeout_s: f64,
+    /// Its reply when the timeout passes: a null array (a null bulk for the moves).
+    pub null_bulk: bool,
+}
+
+/// Parses a timeout as Redis's `getTimeoutFromObjectOrReply` (seconds, a float).
+pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
+    let Some(t) = zsets::parse_score(arg).filter(|t| t.is_finite()) else {
+        return Err("ERR timeout is not a float or out of range");
+    };
+    if t < 0.0 {
+        return Err("ERR timeout is negative");
+    }
+    if t * 1000.0 > i64::MAX as f64 {
+        return Err("ERR timeout is out of range");
+    }
+    Ok(t)
+}
+
+/// Whether `name` (lowercase) is a blocking command.
+pub fn is_blocking(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"blpop"
+            | b"brpop"
+            | b"blmove"
+            | b"brpoplpush"
+            | b"blmpop"
+            | b"bzpopmin"
+            | b"bzpopmax"
+            | b"bzmpop"
+    )
+}
+
+/// The keys and timeout of a blocking request whose attempt found nothing (its arguments
+/// were checked by that attempt); `None` for anything else.
+pub fn spec<'a>(args: &[&'a [u8]]) -> Option<BlockSpec<'a>> {
+    let name = args.first()?.to_ascii_lowercase();
+    let last = args.len() - 1;
+    let (keys, timeout, null_bulk) = match &name[..] {
+        b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => {
+            (args[1..last].to_vec(), args[last], false)
+        }
+        b"blmove" => (vec![args[1]], args[5], true),
+        b"brpoplpush" => (vec![args[1]], args[3], true),
+        b"blmpop" | b"bzmpop" => {
+            let n = crate::resp::parse_i64(args[2])? as usize;
+            (args.get(3..3 + n)?.to_vec(), args[1], false)
+        }
+        _ => return None,
+    };
+    Some(BlockSpec {
+        keys,
+        timeout_s: parse_timeout(timeout).ok()?,
+        null_bulk,
+    })
+}
+
+/// The timeout's reply.
+pub fn timeout_reply(null_bulk: bool, protocol: Protocol) -> Vec<u8> {
+    let mut out = Vec::new();
+    if null_bulk {
+        write::null(&mut out, protocol);
+    } else {
+        write::null_array(&mut out, protocol);
+    }
+    out
+}
+
+fn list_pop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>, end: End) -> Result {
+    if let Err(text) = parse_timeout(args[args.len() - 1]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    for key in &args[1..args.len() - 1] {
+        let Some(popped) = lists::pop_from(ctx, tx, key, end, 1, out)? else {
+            return Ok(());
+        };
+        if let Some(e) = popped.first() {
+            write::array(out, 2);
+            write::bulk(out, key);
+            write::bulk(out, e);
+            return Ok(());
+        }
+    }
+    write::null_array(out, ctx.protocol);
+    Ok(())
+}
+
+/// `BLPOP key [key ...] timeout`.
+pub fn blpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    list_pop(ctx, tx, args, out, End::Left)
+}
+
+/// `BRPOP key [key ...] timeout`.
+pub fn brpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    list_pop(ctx, tx, args, out, End::Right)
+}
+
+fn moved(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from: End,
+    to: End,
+    out: &mut Vec<u8>,
+) -> Result {
+    match lists::move_one(ctx, tx, src, dst, from, to, out)? {
+        None => {}
+        Some(None) => write::null(out, ctx.protocol),
+        Some(Some(e)) => write::bulk(out, &e),
+    }
+    Ok(())
+}
+
+/// `BLMOVE source destination LEFT | RIGHT LEFT | RIGHT timeout`.
+pub fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let parse = |a: &[u8]| {
+        if a.eq_ignore_ascii_case(b"left") {
+            Some(End::Left)
+        } else if a.eq_ignore_ascii_case(b"right") {
+            Some(End::Right)
+        } else {
+            None
+        }
+    };
+    let (Some(from), Some(to)) = (parse(args[3]), parse(args[4])) else {
+        write::error(out, "ERR syntax error");
+        return Ok(());
+    };
+    if let Err(text) = parse_timeout(args[5]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    moved(ctx, tx, args[1], args[2], from, to, out)
+}
+
+/// `BRPOPLPUSH source destination timeout`.
+pub fn brpoplpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    if let Err(text) = parse_timeout(args[3]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    moved(ctx, tx, args[1], args[2], End::Right, End::Left, out)
+}
+
+/// `BLMPOP timeout numkeys key [key ...] LEFT | RIGHT [COUNT count]`.
+pub fn blmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    if let Err(text) = parse_timeout(args[1]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    let Some((keys, i)) = super::sets::mpop_keys(args, 2, out) else {
+        return Ok(());
+    };
+    let Some((end, count)) = lists::mpop_options(args, i, out) else {
+        return Ok(());
+    };
+    for key in keys {
+        let Some(popped) = lists::pop_from(ctx, tx, key, end, count, out)? else {
+            return Ok(());
+        };
+        if !popped.is_empty() {
+            lists::write_mpop(out, key, &popped);
+            return Ok(());
+        }
+    }
+    write::null_array(out, ctx.protocol);
+    Ok(())
+}
+
+fn zset_pop(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    max: bool,
+) -> Result {
+    if let Err(text) = parse_timeout(args[args.len() - 1]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    for key in &args[1..args.len() - 1] {
+        if matches!(load_uncounted(ctx, tx, key, Kind::ZSet)?, Found::WrongType) {
+            write::error(out, WRONGTYPE);
+            return Ok(());
+        }
+        let Some(popped) = zsets::pop(ctx, tx, key, max, 1, out)? else {
+            return Ok(());
+        };
+        if let Some((m, s)) = popped.first() {
+            write::array(out, 3);
+            write::bulk(out, key);
+            write::bulk(out, m);
+            zsets::write_score(out, *s, ctx.protocol);
+            return Ok(());
+        }
+    }
+    write::null_array(out, ctx.protocol);
+    Ok(())
+}
+
+/// `BZPOPMIN key [key ...] timeout`.
+pub fn bzpopmin(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    zset_pop(ctx, tx, args, out, false)
+}
+
+/// `BZPOPMAX key [key ...] timeout`.
+pub fn bzpopmax(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    zset_pop(ctx, tx, args, out, true)
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN | MAX [COUNT count]`.
+pub fn bzmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    if let Err(text) = parse_timeout(args[1]) {
+        write::error(out, text);
+        return Ok(());
+    }
+    let Some((keys, i)) = super::sets::mpop_keys(args, 2, out) else {
+        return Ok(());
+    };
+    let Some((max, count)) = zsets::mpop_options(args, i, out) else {
+        return Ok(());
+    };
+    for key in keys {
+        let Some(popped) = zsets::pop(ctx, tx, key, max, count, out)? else {
+            return Ok(());
+        };
+        if !popped.is_empty() {
+            zsets::write_mpop(out, key, &popped, ctx.protocol);
+            return Ok(());
+        }
+    }
+    write::null_array(out, ctx.protocol);
+    Ok(())
+}
