@@ -241,6 +241,20 @@ enum Bench {
     /// pinned side by side: throughput at a p99 SLO, single vs partitioned queues (measured
     /// and simulated), overload goodput, durable SETs.
     Rpc(RpcArgs),
+    /// Issue 11's figures for hashes, lists, sets and sorted sets: tamer serve vs
+    /// redis-server in DRAM (leaderboard, queue, session hash, YCSB-E through the embedded
+    /// API), then tamer alone with its data 30× its cache, and a large sorted set in a small
+    /// cache.
+    Types {
+        #[command(flatten)]
+        common: Common,
+        /// Interleaved rounds of the comparisons (default 3; quick 1).
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// Members of the large sorted set (default 10,000,000; quick 500,000).
+        #[arg(long)]
+        big_zset: Option<u64>,
+    },
     /// User-level thread switch vs OS thread switch.
     Runtime(Common),
     /// 4 KiB random reads at queue depths 1..128: tamer io_uring and sync devices vs fio.
@@ -447,6 +461,22 @@ fn main() -> ExitCode {
             }
             plan.only = args.only;
             let result = tamer_bench::rpc::run(&options, plan);
+            (options, result)
+        }
+        Bench::Types {
+            common,
+            rounds,
+            big_zset,
+        } => {
+            let options = common.options();
+            let mut plan = tamer_bench::types::Plan::new(options.quick);
+            if let Some(rounds) = rounds {
+                plan.rounds = rounds.max(1);
+            }
+            if let Some(members) = big_zset {
+                plan.big_zset = members.max(100);
+            }
+            let result = tamer_bench::types::run(&options, plan);
             (options, result)
         }
         Bench::Runtime(common) => {

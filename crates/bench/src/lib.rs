@@ -27,6 +27,7 @@ pub mod progress;
 pub mod rpc;
 pub mod runtime;
 pub mod tier;
+pub mod types;
 pub mod work;
 pub mod workload;
 

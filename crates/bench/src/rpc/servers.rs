@@ -189,6 +189,24 @@ impl Server {
         self.launch.port
     }
 
+    /// Waits (at most `timeout`) for the process to exit by itself (after `SHUTDOWN`); its
+    /// exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<Option<i32>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(status.code());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} did not exit within {timeout:?}",
+                    self.launch.name
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
