@@ -337,6 +337,24 @@ impl PageCache {
             .count() as u32
     }
 
+    /// Dirty index frames in the set `page` of `class` lives in (they can be neither evicted
+    /// nor written back until their owner writes them): a caller that dirties index pages
+    /// asks, to write them before a set has no victim left.
+    pub fn dirty_index_frames_in_set(&self, page: u64, class: PageClass) -> u32 {
+        let (_, base) = self.place(page, class);
+        (base..base + self.ways)
+            .filter(|&i| {
+                let f = &self.frames[i as usize];
+                f.index.load(Ordering::Relaxed) && f.dirty.load(Ordering::Relaxed)
+            })
+            .count() as u32
+    }
+
+    /// Ways of each set.
+    pub fn ways(&self) -> u32 {
+        self.ways
+    }
+
     /// The most index frames one set keeps ahead of its data frames.
     pub fn index_ways_max(&self) -> u32 {
         self.index_ways_max

@@ -432,7 +432,10 @@ impl Cleaners {
                             last_sync = Instant::now();
                         }
                     }
-                    if core == 0 && last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
+                    // Past a bound (a cache set nearly full of dirty index pages, which a
+                    // reader may be waiting on), at once.
+                    let due = last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
+                    if core == 0 && (due || engine.over_bounds()) {
                         match engine.checkpoint_if_dirty() {
                             Ok(()) | Err(DbError::Closed) => {}
                             Err(err) => tracing::warn!("periodic checkpoint failed: {err}"),

@@ -38,6 +38,7 @@ mod locks;
 mod prefetch;
 mod records;
 mod recover;
+mod small;
 mod space;
 mod split;
 mod superblock;
@@ -59,9 +60,10 @@ pub use compaction::{
 };
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
+pub use small::SMALL_VALUE_MAX;
 pub(crate) use space::Space;
 pub use tree::{Direction, TreeId, RECLAIM_BATCH};
-pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
+pub use txn::{Small, Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
 const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
 
@@ -164,6 +166,12 @@ pub(crate) struct Engine {
     catalog_lock: YieldLock,
     /// Dropped trees may wait in the catalog for the reclaimer (set at open and by drops).
     trees_dropped: AtomicBool,
+    /// Small values read by transactions (`Tx::get_small`).
+    small: small::SmallValues,
+    /// Some cache set holds nearly as many dirty index pages as it has ways: the next change
+    /// runs a checkpoint first (dirty index pages are never evicted, so a full set would
+    /// leave a miss there no victim).
+    set_pressure: AtomicBool,
     alloc: Mutex<Alloc>,
     key_count: AtomicU64,
     leaked_pages: AtomicU64,
@@ -363,6 +371,8 @@ impl Engine {
             catalog_durable: AtomicU64::new(0),
             catalog_lock: YieldLock(AtomicBool::new(false)),
             trees_dropped: AtomicBool::new(true),
+            small: small::SmallValues::default(),
+            set_pressure: AtomicBool::new(false),
             alloc: Mutex::new(Alloc {
                 next_page: 0,
                 free: FreeExtents::default(),

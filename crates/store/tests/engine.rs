@@ -663,10 +663,11 @@ fn sparse_pages_are_compacted_and_every_value_survives() {
     assert_eq!(taken, queued, "compact took every queued page");
     assert!(stats.pages_compacted > 0 && stats.records_moved > 0);
     assert_eq!(stats.hints_dropped, 0);
-    // Without compaction the overwrites leave ~50 % more pages than the live data needs (the
-    // loaded count, buckets included); compaction must take back most of that.
+    // Without compaction the overwrites leave 30-50 % more pages than the live data needs
+    // (the loaded count, buckets included; less when a slow run's timed checkpoints let
+    // freed pages be reused sooner); compaction must take back most of that.
     assert!(
-        before >= loaded * 14 / 10,
+        before >= loaded * 12 / 10,
         "the overwrites left {before} pages for {loaded} live: the test lost its point"
     );
     assert!(

@@ -100,6 +100,7 @@ impl Engine {
         e: Entry,
         expect: Option<&Expect<'_>>,
     ) -> Result<Linked, DbError> {
+        self.small.invalidate(hash, key);
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;
@@ -163,6 +164,7 @@ impl Engine {
     /// Removes `key`'s entry (under its key lock and the checkpoint latch), releases its record
     /// and returns the entry; `None` when the key is absent.
     pub(super) fn unlink(&self, hash: u64, key: &[u8]) -> Result<Option<Entry>, DbError> {
+        self.small.invalidate(hash, key);
         for _ in 0..MAX_RETRIES {
             let (bucket, pattern) = self.bucket_for(hash)?;
             let b = self.bucket(bucket, pattern)?;

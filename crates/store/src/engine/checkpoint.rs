@@ -138,11 +138,25 @@ impl Engine {
         self.copies.changed() >= self.dirty_index_pages_max * times
     }
 
+    /// Whether some cache set is nearly full of dirty index pages (a checkpoint is due).
+    pub(super) fn set_pressure(&self) -> bool {
+        self.set_pressure.load(Ordering::Acquire)
+    }
+
+    /// Notes the set of index page `page` (of `class`) after it was dirtied: two ways short
+    /// of full of dirty index pages, a checkpoint is due before the next change.
+    pub(super) fn watch_set(&self, page: u64, class: tamer_cache::PageClass) {
+        if self.cache.dirty_index_frames_in_set(page, class) + 2 >= self.cache.ways() {
+            self.set_pressure.store(true, Ordering::Release);
+        }
+    }
+
     /// Whether the changes since the last checkpoint passed a bound: index pages changed, a
     /// staging queue half full, or freed pages held back.
-    fn over_bounds(&self) -> bool {
+    pub(crate) fn over_bounds(&self) -> bool {
         let freed = self.freed_pages.load(Ordering::Relaxed);
         self.copies.changed() >= self.dirty_index_pages_max
+            || self.set_pressure.load(Ordering::Acquire)
             || self.commit.half_full.load(Ordering::Acquire)
             || (freed >= FREED_PAGES_MIN && freed >= self.lock_alloc().next_page / 16)
     }
@@ -207,6 +221,8 @@ impl Engine {
     fn checkpoint_locked(&self, clean: bool) -> Result<usize, DbError> {
         // No change runs meanwhile (the latch is exclusive): the count restarts with the list.
         let dirty = std::mem::take(&mut *self.lock_dirty());
+        // Every dirty index page is written below: no set stays full of them.
+        self.set_pressure.store(false, Ordering::Release);
         self.freed_pages.store(0, Ordering::Relaxed);
         // Every change with a smaller timestamp is applied (the latch is exclusive).
         let commit_ts = self.commit.next_ts.load(Ordering::SeqCst) - 1;

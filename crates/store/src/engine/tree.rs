@@ -151,6 +151,7 @@ impl Engine {
     /// Marks node `page` changed since the last checkpoint (before it is written).
     fn dirty_node(&self, page: u64) -> Result<(), DbError> {
         self.copies.mark_tree_changed(self.logical_of(page)?);
+        self.watch_set(page, node_class(page));
         Ok(())
     }
 
@@ -749,7 +750,9 @@ impl Engine {
 
     /// A newly allocated node page in the cache, zeroed (never read from the device).
     fn new_node(&self, page: u64) -> Result<PageRef<'_>, DbError> {
-        Ok(self.cache.get_for_overwrite_as(page, node_class(page))?)
+        let node = self.cache.get_for_overwrite_as(page, node_class(page))?;
+        self.watch_set(page, node_class(page));
+        Ok(node)
     }
 
     /// Frees a node no longer in its tree: dropped from the cache (a stale frame must never be

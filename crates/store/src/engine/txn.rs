@@ -33,6 +33,16 @@ pub const MAX_TX_BYTES: usize = 64 << 20;
 /// Keys one transaction or batch may lock (its lock table entries).
 const MAX_TX_KEYS: usize = 1 << 16;
 
+/// What [`Tx::get_small`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Small {
+    Absent,
+    /// The whole value (at most [`crate::SMALL_VALUE_MAX`] bytes).
+    Value(Vec<u8>),
+    /// A value longer than that: read it with [`Tx::get`].
+    Larger,
+}
+
 /// A write of a transaction or batch: a value, or a delete.
 type Write = (Vec<u8>, Option<Vec<u8>>);
 
@@ -91,6 +101,9 @@ pub struct Tx<'a> {
     /// A drop found no catalog while the latch was held: made (by a checkpoint) between
     /// attempts.
     need_catalog: bool,
+    /// A cache set filled with dirty index pages while the latch was held: a checkpoint
+    /// runs between attempts.
+    need_checkpoint: bool,
 }
 
 impl<'a> Tx<'a> {
@@ -106,6 +119,7 @@ impl<'a> Tx<'a> {
             deadline_ns,
             trees: TreeChanges::default(),
             need_catalog: false,
+            need_checkpoint: false,
         }
     }
 
@@ -162,6 +176,35 @@ impl<'a> Tx<'a> {
                 .map(|v| v[..n.min(v.len())].to_vec()));
         }
         self.engine.get_head(key, n)
+    }
+
+    /// `key`'s value if it is at most [`crate::SMALL_VALUE_MAX`] bytes (locks the key). A
+    /// small committed value is kept in DRAM once read and dropped by any change of the key,
+    /// so a key holding a small descriptor costs no page access after its first read.
+    pub fn get_small(&mut self, key: &[u8]) -> Result<Small, DbError> {
+        check_sizes(key, None, self.engine.max_value)?;
+        self.lock(key)?;
+        let max = super::small::SMALL_VALUE_MAX;
+        if let Some(&i) = self.index.get(key) {
+            return Ok(match &self.writes[i].1 {
+                None => Small::Absent,
+                Some(v) if v.len() <= max => Small::Value(v.clone()),
+                Some(_) => Small::Larger,
+            });
+        }
+        let hash = self.engine.hash(key);
+        if let Some(v) = self.engine.small.get(hash, key) {
+            return Ok(Small::Value(v));
+        }
+        match self.engine.get_head(key, max + 1)? {
+            None => Ok(Small::Absent),
+            Some(v) if v.len() <= max => {
+                // Read from the store under the key's lock: the committed value.
+                self.engine.small.insert(hash, key, &v);
+                Ok(Small::Value(v))
+            }
+            Some(_) => Ok(Small::Larger),
+        }
     }
 
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, DbError> {
@@ -276,10 +319,15 @@ impl Engine {
             let mut tx = Tx::new(self, owner, deadline_ns);
             let result = f(&mut tx);
             let trees = std::mem::take(&mut tx.trees);
-            if tx.need_catalog {
+            if tx.need_catalog || tx.need_checkpoint {
                 self.undo_tree_changes(trees)?;
+                let catalog = tx.need_catalog;
                 drop(tx);
-                self.catalog()?;
+                if catalog {
+                    self.catalog()?;
+                } else {
+                    self.checkpoint_if(false, Self::over_bounds)?;
+                }
                 continue;
             }
             if let Some(why) = tx.conflicted {

@@ -86,6 +86,12 @@ impl<'a> Tx<'a> {
         if self.trees.latch.is_none() {
             self.trees.latch = Some(self.engine.begin_change()?);
         }
+        if self.engine.set_pressure() {
+            // Its changes are undone, a checkpoint writes the dirty index pages, it runs
+            // again.
+            self.need_checkpoint = true;
+            return Err(DbError::Conflict { attempts: 0 });
+        }
         if self.engine.index_pages_changed_over(2) {
             return Err(DbError::TooLarge(
                 "a transaction's tree changes outgrow the cache's room for changed index pages"
