@@ -254,6 +254,9 @@ enum Bench {
         /// Members of the large sorted set (default 10,000,000; quick 500,000).
         #[arg(long)]
         big_zset: Option<u64>,
+        /// Run only these parts (vs_redis, ycsb_e, cold, big_zset; default all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// User-level thread switch vs OS thread switch.
     Runtime(Common),
@@ -467,6 +470,7 @@ fn main() -> ExitCode {
             common,
             rounds,
             big_zset,
+            only,
         } => {
             let options = common.options();
             let mut plan = tamer_bench::types::Plan::new(options.quick);
@@ -476,6 +480,7 @@ fn main() -> ExitCode {
             if let Some(members) = big_zset {
                 plan.big_zset = members.max(100);
             }
+            plan.only = only;
             let result = tamer_bench::types::run(&options, plan);
             (options, result)
         }

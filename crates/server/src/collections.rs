@@ -98,7 +98,7 @@ pub fn load(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Fo
 
 /// [`load`] without counting a lookup (a write command's `lookupKeyWrite`).
 pub fn load_uncounted(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
-    let entry = match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
+    let entry = match keyspace::get_cached(tx, ctx.namespace, key, ctx.now_ms) {
         Ok(None) => return Ok(Found::Absent),
         Ok(Some(e)) => e,
         Err(KeyspaceError::Store(err)) => return Err(err),

@@ -523,6 +523,32 @@ pub fn get(
     Ok(Some(entry))
 }
 
+/// As [`get`], through the store's cache of small values first (`Tx::get_small`): a
+/// collection in a tree is named by a 21-byte value, so once read it costs no page access
+/// (the store drops the cached value at any change of the key).
+pub fn get_cached(
+    tx: &mut Tx<'_>,
+    ns: u32,
+    key: &[u8],
+    now_ms: u64,
+) -> Result<Option<Entry>, KeyspaceError> {
+    let skey = store_key(ns, key);
+    let bytes = match tx.get_small(&skey)? {
+        tamer_store::Small::Absent => return Ok(None),
+        tamer_store::Small::Value(v) => v,
+        tamer_store::Small::Larger => match tx.get(&skey)? {
+            Some(v) => v,
+            None => return Ok(None),
+        },
+    };
+    let entry = Entry::decode(&bytes)?;
+    if entry.expired(now_ms) {
+        remove(tx, ns, key)?;
+        return Ok(None);
+    }
+    Ok(Some(entry))
+}
+
 /// Writes `entry` as `key`'s in namespace `ns` (counted when the key is new); an expiry time
 /// is recorded in the expiry index too (one entry: see [`expiry_index`] for its cost).
 pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {

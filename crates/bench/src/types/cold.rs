@@ -249,7 +249,8 @@ pub fn big_zset(ctx: &mut Ctx, _round: usize) -> Result<(), String> {
         ("zrank", &zrank),
         ("zrange", &zrange),
     ] {
-        let (p50, p99, reads) = latencies(port, samples, ctx.seed, make)?;
+        let (p50, p99, reads) =
+            latencies(port, samples, ctx.seed, make).map_err(|e| format!("{name}: {e}"))?;
         ctx.record(&format!("big_zset_{name}_p50_us"), p50);
         ctx.record(&format!("big_zset_{name}_p99_us"), p99);
         row.insert(

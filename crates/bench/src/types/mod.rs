@@ -60,6 +60,8 @@ pub struct Plan {
     pub big_samples: u64,
     pub server_cpu: usize,
     pub load_cpu: usize,
+    /// Parts to run (by name); empty runs every part.
+    pub only: Vec<String>,
 }
 
 impl Plan {
@@ -82,6 +84,7 @@ impl Plan {
             big_samples: if quick { 1_000 } else { 5_000 },
             server_cpu: 1,
             load_cpu: 0,
+            only: Vec::new(),
         }
     }
 
@@ -150,7 +153,18 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let once: [(&str, Scenario); 2] = [("cold", cold::cold), ("big_zset", cold::big_zset)];
     let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut failures = Vec::new();
+    let wanted = |name: &str| plan.only.is_empty() || plan.only.iter().any(|o| o == name);
+    if let Some(unknown) = plan
+        .only
+        .iter()
+        .find(|o| !per_round.iter().chain(&once).any(|(n, _)| n == o))
+    {
+        return Err(format!("--only: no part named {unknown}"));
+    }
     let mut run_one = |name: &str, scenario: Scenario, round: usize, result: &mut BenchResult| {
+        if !wanted(name) {
+            return;
+        }
         println!("types round {round}: {name}");
         let mut ctx = Ctx {
             plan: &plan,
