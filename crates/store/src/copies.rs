@@ -160,14 +160,15 @@ impl CopyState {
         }
     }
 
-    /// Marks the tree node whose first page is logical page `l` changed.
-    pub fn mark_tree_changed(&self, l: u64) {
+    /// Marks the tree node whose first page is logical page `l` changed; true when it was
+    /// not marked yet.
+    pub fn mark_tree_changed(&self, l: u64) -> bool {
         let shift = 4 * (l % 16);
         let flag = BUCKET_CHANGED << shift;
         let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
         let Some(w) = words.get((l / 16) as usize) else {
             debug_assert!(false, "a changed tree node is known");
-            return;
+            return false;
         };
         debug_assert!(
             w.load(Ordering::Relaxed) >> shift & BUCKET != 0,
@@ -179,7 +180,9 @@ impl CopyState {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(l);
+            return true;
         }
+        false
     }
 
     /// The tree nodes changed since the last call, their marks cleared (first logical page

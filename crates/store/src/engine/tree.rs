@@ -150,8 +150,10 @@ impl Engine {
 
     /// Marks node `page` changed since the last checkpoint (before it is written).
     fn dirty_node(&self, page: u64) -> Result<(), DbError> {
-        self.copies.mark_tree_changed(self.logical_of(page)?);
-        self.watch_set(page, node_class(page));
+        // Only a page not yet changed adds a dirty frame to its set.
+        if self.copies.mark_tree_changed(self.logical_of(page)?) {
+            self.watch_set(page, node_class(page));
+        }
         Ok(())
     }
 
@@ -159,16 +161,17 @@ impl Engine {
 
     /// Descends `tree` choosing with `choose` at each inner node, then runs `at_leaf` on the
     /// leaf under its shared latch (see the module docs); retried from the root whenever a
-    /// writer changed the path. `direction` says which leaves beside it to name.
+    /// writer changed the path. A scan (`scan`: its direction) gets the leaf's fences and the
+    /// leaves beside it in `LeafCtx`; a point read (`None`) skips them (no copies).
     fn read_leaf<T>(
         &self,
         tree: u64,
         choose: Choose<'_>,
-        direction: Direction,
+        scan: Option<Direction>,
         at_leaf: AtLeaf<'_, T>,
     ) -> Result<T, DbError> {
         for _ in 0..READ_RETRIES {
-            if let Some(found) = self.try_read_leaf(tree, choose, direction, at_leaf)? {
+            if let Some(found) = self.try_read_leaf(tree, choose, scan, at_leaf)? {
                 return Ok(found);
             }
             thread::yield_now();
@@ -181,7 +184,7 @@ impl Engine {
         &self,
         tree: u64,
         choose: Choose<'_>,
-        direction: Direction,
+        scan: Option<Direction>,
         at_leaf: AtLeaf<'_, T>,
     ) -> Result<Option<T>, DbError> {
         let mut node = self.node(tree)?;
@@ -204,26 +207,28 @@ impl Engine {
                     return Some(None);
                 }
                 let (i, skipped) = choose(b, ctx.before)?;
-                Some(Some(Seen {
+                let mut seen = Seen {
                     child: node::child(b, i)?.0,
                     skipped,
                     level: node::level(b),
-                    lower: if i > 0 {
-                        Some(node::key(b, i)?.to_vec())
-                    } else {
-                        None
-                    },
-                    upper: match node::key(b, i + 1) {
+                    lower: None,
+                    upper: None,
+                    beside: Vec::new(),
+                };
+                if let Some(direction) = scan {
+                    if i > 0 {
+                        seen.lower = Some(node::key(b, i)?.to_vec());
+                    }
+                    seen.upper = match node::key(b, i + 1) {
                         Some(k) => Some(k.to_vec()),
                         None if i + 1 < node::count(b) => return None,
                         None => None,
-                    },
-                    beside: if node::level(b) == 1 {
-                        beside(b, i, direction)?
-                    } else {
-                        Vec::new()
-                    },
-                }))
+                    };
+                    if seen.level == 1 {
+                        seen.beside = beside(b, i, direction)?;
+                    }
+                }
+                Some(Some(seen))
             });
             // Outer `None`: changed while read; inner: not a node of this tree at this level.
             let seen = match seen.flatten() {
@@ -277,22 +282,18 @@ impl Engine {
 
     /// The entry of `key` in `tree`.
     pub(crate) fn tree_find(&self, tree: u64, key: &[u8]) -> Result<Option<Found>, DbError> {
-        let choose = |b: &[u8], _| by_key(b, key);
-        self.read_leaf(
-            tree,
-            &choose,
-            Direction::Forward,
-            &mut |b, _| match node::search(b, key)
-                .ok_or_else(|| corrupt(tree, "a malformed leaf"))?
-            {
-                Ok(i) => {
-                    let (k, v) =
-                        node::leaf_entry(b, i).ok_or_else(|| corrupt(tree, "a malformed leaf"))?;
-                    Ok(Some(Found::of(k, v)))
-                }
-                Err(_) => Ok(None),
-            },
-        )
+        // No rank wanted: the entries before are not summed.
+        let choose = |b: &[u8], _| Some((node::child_for(b, key)?, 0));
+        self.read_leaf(tree, &choose, None, &mut |b, _| match node::search(b, key)
+            .ok_or_else(|| corrupt(tree, "a malformed leaf"))?
+        {
+            Ok(i) => {
+                let (k, v) =
+                    node::leaf_entry(b, i).ok_or_else(|| corrupt(tree, "a malformed leaf"))?;
+                Ok(Some(Found::of(k, v)))
+            }
+            Err(_) => Ok(None),
+        })
     }
 
     /// Entries in `tree`.
@@ -308,7 +309,7 @@ impl Engine {
     /// Entries of `tree` whose key is below `key`.
     pub(crate) fn tree_rank(&self, tree: u64, key: &[u8]) -> Result<u64, DbError> {
         let choose = |b: &[u8], _| by_key(b, key);
-        self.read_leaf(tree, &choose, Direction::Forward, &mut |b, ctx| {
+        self.read_leaf(tree, &choose, None, &mut |b, ctx| {
             let at = node::search(b, key).ok_or_else(|| corrupt(tree, "a malformed leaf"))?;
             Ok(ctx.before + at.unwrap_or_else(|i| i) as u64)
         })
@@ -317,7 +318,7 @@ impl Engine {
     /// The entry at position `rank` (0: the first) of `tree`, if it has that many.
     pub(crate) fn tree_select(&self, tree: u64, rank: u64) -> Result<Option<Found>, DbError> {
         let choose = |b: &[u8], before: u64| by_rank(b, rank.checked_sub(before)?);
-        self.read_leaf(tree, &choose, Direction::Forward, &mut |b, ctx| {
+        self.read_leaf(tree, &choose, None, &mut |b, ctx| {
             let Some(i) = rank.checked_sub(ctx.before) else {
                 return Ok(None);
             };
@@ -384,16 +385,14 @@ impl Engine {
         direction: Direction,
         want: usize,
     ) -> Result<(Vec<Found>, Option<(Bound<Vec<u8>>, Vec<u64>)>), DbError> {
+        // A scan wants no ranks: the entries before are not summed.
         let choose = |b: &[u8], _| match (at, direction) {
             (Bound::Unbounded, Direction::Forward) => Some((0, 0)),
-            (Bound::Unbounded, Direction::Reverse) => {
-                let n = node::count(b).checked_sub(1)?;
-                Some((n, skipped_before(b, n)?))
-            }
-            (Bound::Excluded(k), Direction::Reverse) => by_key_below(b, k),
-            (Bound::Included(k) | Bound::Excluded(k), _) => by_key(b, k),
+            (Bound::Unbounded, Direction::Reverse) => Some((node::count(b).checked_sub(1)?, 0)),
+            (Bound::Excluded(k), Direction::Reverse) => Some((below_key(b, k)?, 0)),
+            (Bound::Included(k) | Bound::Excluded(k), _) => Some((node::child_for(b, k)?, 0)),
         };
-        self.read_leaf(tree, &choose, direction, &mut |b, ctx| {
+        self.read_leaf(tree, &choose, Some(direction), &mut |b, ctx| {
             let n = node::count(b).min(NODE_ENTRIES_MAX);
             let bad = || corrupt(tree, "a malformed leaf");
             let position = |k: &[u8]| node::search(b, k).ok_or_else(bad);
@@ -744,7 +743,7 @@ impl Engine {
         let page = self.alloc_marked(2, MapKind::Tree, MapKind::TreeCopy)?;
         let l = self.logical_of(page)?;
         self.copies.set_tree(l, 0);
-        self.copies.mark_tree_changed(l);
+        let _ = self.copies.mark_tree_changed(l);
         Ok(page)
     }
 
@@ -788,7 +787,7 @@ impl Engine {
     pub(crate) fn tree_reset_root(&self, page: u64) -> Result<(), DbError> {
         let l = self.logical_of(page)?;
         self.copies.set_tree(l, 0);
-        self.copies.mark_tree_changed(l);
+        let _ = self.copies.mark_tree_changed(l);
         let root = self.new_node(page)?;
         root.write(|b| node::init(b, 0, page));
         Ok(())
@@ -816,9 +815,9 @@ fn by_key(b: &[u8], key: &[u8]) -> Option<(usize, u64)> {
     Some((i, skipped_before(b, i)?))
 }
 
-/// A descent to the entry covering the greatest key below `key`: the last entry whose key
-/// is below `key` (the first entry covers everything below the second's).
-fn by_key_below(b: &[u8], key: &[u8]) -> Option<(usize, u64)> {
+/// The entry covering the greatest key below `key`: the last entry whose key is below `key`
+/// (the first entry covers everything below the second's).
+fn below_key(b: &[u8], key: &[u8]) -> Option<usize> {
     let n = node::count(b);
     if n == 0 || n > NODE_ENTRIES_MAX || node::is_leaf(b) {
         return None;
@@ -832,7 +831,7 @@ fn by_key_below(b: &[u8], key: &[u8]) -> Option<(usize, u64)> {
             hi = mid;
         }
     }
-    Some((lo - 1, skipped_before(b, lo - 1)?))
+    Some(lo - 1)
 }
 
 /// A descent by position: the entry whose subtree holds entry `rank` (the last one when the
