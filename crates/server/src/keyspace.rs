@@ -523,7 +523,7 @@ pub fn get(
     Ok(Some(entry))
 }
 
-/// As [`get`], through the store's cache of small values first (`Tx::get_small`): a
+/// As [`get`], through the store's cache of small values first (`Tx::get_cached`): a
 /// collection in a tree is named by a 21-byte value, so once read it costs no page access
 /// (the store drops the cached value at any change of the key).
 pub fn get_cached(
@@ -533,13 +533,8 @@ pub fn get_cached(
     now_ms: u64,
 ) -> Result<Option<Entry>, KeyspaceError> {
     let skey = store_key(ns, key);
-    let bytes = match tx.get_small(&skey)? {
-        tamer_store::Small::Absent => return Ok(None),
-        tamer_store::Small::Value(v) => v,
-        tamer_store::Small::Larger => match tx.get(&skey)? {
-            Some(v) => v,
-            None => return Ok(None),
-        },
+    let Some(bytes) = tx.get_cached(&skey)? else {
+        return Ok(None);
     };
     let entry = Entry::decode(&bytes)?;
     if entry.expired(now_ms) {

@@ -141,14 +141,15 @@ impl CopyState {
     }
 
     /// Marks the two-copy index page (a bucket or a directory segment page) whose first page
-    /// is logical page `l` changed; `set_key` places it in the cache.
-    pub fn mark_pair_changed(&self, l: u64, set_key: u64) {
+    /// is logical page `l` changed; `set_key` places it in the cache. True when it was not
+    /// marked yet.
+    pub fn mark_pair_changed(&self, l: u64, set_key: u64) -> bool {
         let shift = 4 * (l % 16);
         let flag = BUCKET_CHANGED << shift;
         let words = self.buckets.read().unwrap_or_else(|p| p.into_inner());
         let Some(w) = words.get((l / 16) as usize) else {
             debug_assert!(false, "a changed bucket is known");
-            return;
+            return false;
         };
         if w.load(Ordering::Relaxed) & flag == 0 && w.fetch_or(flag, Ordering::AcqRel) & flag == 0 {
             self.changed.fetch_add(1, Ordering::Relaxed);
@@ -157,7 +158,9 @@ impl CopyState {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push((l, set_key));
+            return true;
         }
+        false
     }
 
     /// Marks the tree node whose first page is logical page `l` changed; true when it was

@@ -60,10 +60,10 @@ pub use compaction::{
 };
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
-pub use small::SMALL_VALUE_MAX;
+pub use small::{SMALL_KEY_MAX, SMALL_VALUE_MAX};
 pub(crate) use space::Space;
 pub use tree::{Direction, TreeId, RECLAIM_BATCH};
-pub use txn::{Small, Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
+pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
 const PAGE_SIZE_BYTES: u64 = tamer_cache::PAGE_SIZE as u64;
 
@@ -166,7 +166,7 @@ pub(crate) struct Engine {
     catalog_lock: YieldLock,
     /// Dropped trees may wait in the catalog for the reclaimer (set at open and by drops).
     trees_dropped: AtomicBool,
-    /// Small values read by transactions (`Tx::get_small`).
+    /// Small values read by transactions (`Tx::get_cached`).
     small: small::SmallValues,
     /// Some cache set holds nearly as many dirty index pages as it has ways: the next change
     /// runs a checkpoint first (dirty index pages are never evicted, so a full set would

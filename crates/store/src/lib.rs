@@ -225,10 +225,10 @@ pub use db::{
 pub use device::{StripePart, MAX_STRIPE_PARTS};
 pub use engine::{
     CheckReport, CheckpointStats, CommitStats, CompactionStats, Direction, Durability, Problem,
-    RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats, Small, TreeId, Tx,
-    WriteBatch, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
-    FREED_PAGES_MIN, MAX_KEY_BYTES, MAX_PROBLEMS_LISTED, MAX_TX_ATTEMPTS, MAX_TX_BYTES,
-    RECLAIM_BATCH, SMALL_VALUE_MAX, SPARSE_QUEUE,
+    RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats, TreeId, Tx, WriteBatch,
+    COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, FREED_PAGES_MIN,
+    MAX_KEY_BYTES, MAX_PROBLEMS_LISTED, MAX_TX_ATTEMPTS, MAX_TX_BYTES, RECLAIM_BATCH,
+    SMALL_KEY_MAX, SMALL_VALUE_MAX, SPARSE_QUEUE,
 };
 pub use error::DbError;
 pub use layout::{

@@ -431,3 +431,50 @@ fn dirty_tree_pages_never_fill_a_cache_set() {
     assert!(report.is_clean(), "{report:?}");
     db.close().unwrap();
 }
+
+/// One transaction that changes entries in ~80 leaves of a tree far larger than a 1 MiB cache
+/// (32 sets): its own dirty nodes put some set near full, which makes a checkpoint due. It
+/// is undone and run again once after that checkpoint, then commits. Catches a transaction
+/// aborted for the pressure it causes itself on every attempt (thousands of attempts and
+/// checkpoints, then `Conflict`), and an undo or retry that loses or doubles a change.
+#[test]
+fn a_transaction_filling_a_cache_set_itself_still_commits() {
+    let seed = 12;
+    let _guard = SeedGuardLite::new("a_transaction_filling_a_cache_set_itself", seed);
+    let db = Db::open("unused", emulated(1 << 20, 64 << 20).cores(1)).unwrap();
+    let tree = db.create_tree().unwrap();
+    let key = |i: u64| format!("k{i:08}").into_bytes();
+    for i in 0..20_000u64 {
+        db.tree_put(tree, &key(i), &[1; 40]).unwrap();
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let picked: Vec<u64> = (0..80).map(|_| rng.gen_range(0..20_000u64)).collect();
+    let runs = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (runs2, picked2) = (runs.clone(), picked.clone());
+    db.run(move |h| {
+        h.transaction(|tx| {
+            runs2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            for &i in &picked2 {
+                tx.tree_put(tree, &key(i), &[2; 40])?;
+            }
+            Ok(())
+        })
+    })
+    .unwrap()
+    .unwrap();
+    let runs = runs.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(runs <= 3, "{runs} attempts");
+    let changed = db
+        .run(move |h| scan(h, tree))
+        .unwrap()
+        .into_iter()
+        .filter(|(_, v)| v[0] == 2)
+        .count();
+    let mut distinct = picked.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(changed, distinct.len());
+    assert_eq!(db.tree_len(tree).unwrap(), 20_000);
+    assert!(db.check().unwrap().is_clean());
+    db.close().unwrap();
+}

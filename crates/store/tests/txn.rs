@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 use tamer_bench::crash;
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
-    Db, DbError, DbHandle, DeviceKind, Durability, Small, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
-    SMALL_VALUE_MAX,
+    Db, DbError, DbHandle, DeviceKind, Durability, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
+    SMALL_KEY_MAX, SMALL_VALUE_MAX,
 };
 
 type Job<R> = Box<dyn FnOnce(DbHandle) -> R + Send>;
@@ -382,50 +382,53 @@ fn writes_that_arrive_together_share_one_group_commit() {
     db.close().unwrap();
 }
 
-/// `Tx::get_small` answers from its DRAM cache only with the committed value: every put,
+/// `Tx::get_cached` answers from its DRAM cache only with the committed value: every put,
 /// delete (by a transaction, a plain put, a batch) is seen by the next read, a transaction
-/// sees its own writes, a value past `SMALL_VALUE_MAX` is `Larger`. Catches a change that
-/// does not drop the cached value (a stale read), a cached uncommitted write (an aborted
-/// transaction's value read later), a wrong size cut.
+/// sees its own writes, values past `SMALL_VALUE_MAX` and keys past `SMALL_KEY_MAX` are read
+/// whole. Catches a change that does not drop the cached value (a stale read), a cached
+/// uncommitted write (an aborted transaction's value read later), a wrong size cut.
 #[test]
 fn small_values_are_never_stale() {
     let db = Db::open("unused", emulated(1 << 20, 64 << 20)).unwrap();
-    let small = |db: &Db| {
-        db.run(|h| h.transaction(|tx| tx.get_small(b"d")))
+    let cached = |db: &Db, key: &'static [u8]| {
+        db.run(move |h| h.transaction(|tx| tx.get_cached(key)))
             .unwrap()
             .unwrap()
     };
-    assert_eq!(small(&db), Small::Absent);
-    db.put(b"d", b"one").unwrap();
-    assert_eq!(small(&db), Small::Value(b"one".to_vec()));
-    assert_eq!(small(&db), Small::Value(b"one".to_vec())); // from the cache
-    db.put(b"d", b"two").unwrap();
-    assert_eq!(small(&db), Small::Value(b"two".to_vec()));
-    let mut batch = WriteBatch::new();
-    batch.put(b"d", b"three");
-    db.write(batch).unwrap();
-    assert_eq!(small(&db), Small::Value(b"three".to_vec()));
-    db.run(|h| h.transaction(|tx| tx.put(b"d", &[7; SMALL_VALUE_MAX])))
-        .unwrap()
-        .unwrap();
-    assert_eq!(small(&db), Small::Value(vec![7; SMALL_VALUE_MAX]));
-    db.put(b"d", &[8; SMALL_VALUE_MAX + 1]).unwrap();
-    assert_eq!(small(&db), Small::Larger);
-    db.put(b"d", b"four").unwrap();
-    assert_eq!(small(&db), Small::Value(b"four".to_vec()));
-    // Its own write, then an abort: the next reader sees the committed value.
-    let aborted: Result<(), DbError> = db
-        .run(|h| {
-            h.transaction(|tx| {
-                tx.put(b"d", b"uncommitted")?;
-                assert_eq!(tx.get_small(b"d")?, Small::Value(b"uncommitted".to_vec()));
-                Err(DbError::Runtime("abort".into()))
+    let long_key: &'static [u8] = &[b'k'; SMALL_KEY_MAX + 1];
+    for key in [&b"d"[..], long_key] {
+        assert_eq!(cached(&db, key), None);
+        db.put(key, b"one").unwrap();
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"one"[..]));
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"one"[..])); // from the cache
+        db.put(key, b"two").unwrap();
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"two"[..]));
+        let mut batch = WriteBatch::new();
+        batch.put(key, b"three");
+        db.write(batch).unwrap();
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"three"[..]));
+        db.run(move |h| h.transaction(|tx| tx.put(key, &[7; SMALL_VALUE_MAX])))
+            .unwrap()
+            .unwrap();
+        assert_eq!(cached(&db, key), Some(vec![7; SMALL_VALUE_MAX]));
+        db.put(key, &[8; SMALL_VALUE_MAX + 1]).unwrap();
+        assert_eq!(cached(&db, key), Some(vec![8; SMALL_VALUE_MAX + 1]));
+        db.put(key, b"four").unwrap();
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"four"[..]));
+        // Its own write, then an abort: the next reader sees the committed value.
+        let aborted: Result<(), DbError> = db
+            .run(move |h| {
+                h.transaction(|tx| {
+                    tx.put(key, b"uncommitted")?;
+                    assert_eq!(tx.get_cached(key)?.as_deref(), Some(&b"uncommitted"[..]));
+                    Err(DbError::Runtime("abort".into()))
+                })
             })
-        })
-        .unwrap();
-    assert!(aborted.is_err());
-    assert_eq!(small(&db), Small::Value(b"four".to_vec()));
-    db.delete(b"d").unwrap();
-    assert_eq!(small(&db), Small::Absent);
+            .unwrap();
+        assert!(aborted.is_err());
+        assert_eq!(cached(&db, key).as_deref(), Some(&b"four"[..]));
+        db.delete(key).unwrap();
+        assert_eq!(cached(&db, key), None);
+    }
     db.close().unwrap();
 }

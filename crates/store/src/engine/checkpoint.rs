@@ -143,10 +143,12 @@ impl Engine {
         self.set_pressure.load(Ordering::Acquire)
     }
 
-    /// Notes the set of index page `page` (of `class`) after it was dirtied: two ways short
-    /// of full of dirty index pages, a checkpoint is due before the next change.
+    /// Notes the set of index page `page` (of `class`) as it is first marked changed (before
+    /// its frame is dirty): counting it, two ways short of full of dirty index pages, a
+    /// checkpoint is due before the next change. The two spare ways cover writers marking
+    /// pages of one set at once and a transaction's changes until its next step.
     pub(super) fn watch_set(&self, page: u64, class: tamer_cache::PageClass) {
-        if self.cache.dirty_index_frames_in_set(page, class) + 2 >= self.cache.ways() {
+        if self.cache.dirty_index_frames_in_set(page, class) + 3 >= self.cache.ways() {
             self.set_pressure.store(true, Ordering::Release);
         }
     }

@@ -45,7 +45,9 @@ impl Engine {
     /// in `CopyState`, and the first mark lists it).
     pub(super) fn dirty_bucket(&self, page: u64, pattern: u64) {
         if let Some(l) = logical(self.space_start, page) {
-            self.copies.mark_pair_changed(l, pattern);
+            if self.copies.mark_pair_changed(l, pattern) {
+                self.watch_set(page, PageClass::Index { set_key: pattern });
+            }
         }
     }
 
@@ -96,7 +98,9 @@ impl Engine {
     pub(super) fn dirty_dir_page(&self, place: DirPlace, tag: u64, l: Option<u64>) {
         match (place, l) {
             (DirPlace::Fixed(i), _) => self.copies.mark_dir_changed(i),
-            (DirPlace::Segment { .. }, Some(l)) => self.copies.mark_pair_changed(l, tag),
+            (DirPlace::Segment { .. }, Some(l)) => {
+                let _ = self.copies.mark_pair_changed(l, tag);
+            }
             (DirPlace::Segment { .. }, None) => unreachable!("a segment page has a logical page"),
         }
     }

@@ -1,5 +1,6 @@
-//! A DRAM cache of small values (`Tx::get_small`): a read of a key whose value is at most
-//! [`SMALL_VALUE_MAX`] bytes is answered from DRAM once it was read, so a caller that keeps a
+//! A DRAM cache of small values (`Tx::get_cached`): a read of a key (at most
+//! [`SMALL_KEY_MAX`] bytes) whose value is at most [`SMALL_VALUE_MAX`] bytes is answered from
+//! DRAM once it was read, so a caller that keeps a
 //! small descriptor in a key (the server's collections name their tree there) finds it without
 //! the index's bucket and the record's page. Every change of a key's index entry (`link`,
 //! `unlink`: puts, deletes, compaction moves, recovery's redo) drops its cached value, under
@@ -7,16 +8,19 @@
 //! from the store (not from its own uncommitted writes), so a cached value is always the
 //! committed one.
 //!
-//! Bounded: [`SMALL_SHARDS`] shards of at most [`SMALL_ENTRIES_PER_SHARD`] entries; a full
-//! shard drops an arbitrary entry for a new one.
+//! Bounded: [`SMALL_SHARDS`] shards of at most [`SMALL_ENTRIES_PER_SHARD`] entries of at most
+//! 128 + 64 bytes (32,768 entries, ≈ 9 MiB with the maps' overhead at most); a full shard
+//! drops an arbitrary entry for a new one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Largest value cached, bytes.
 pub const SMALL_VALUE_MAX: usize = 64;
+/// Longest key whose value is cached, bytes.
+pub const SMALL_KEY_MAX: usize = 128;
 const SMALL_SHARDS: usize = 16;
-const SMALL_ENTRIES_PER_SHARD: usize = 4_096;
+const SMALL_ENTRIES_PER_SHARD: usize = 2_048;
 
 #[derive(Default)]
 pub(crate) struct SmallValues {
@@ -35,7 +39,7 @@ impl SmallValues {
     }
 
     pub fn insert(&self, hash: u64, key: &[u8], value: &[u8]) {
-        debug_assert!(value.len() <= SMALL_VALUE_MAX);
+        debug_assert!(value.len() <= SMALL_VALUE_MAX && key.len() <= SMALL_KEY_MAX);
         let mut shard = self.shard(hash);
         if shard.len() >= SMALL_ENTRIES_PER_SHARD && !shard.contains_key(key) {
             if let Some(victim) = shard.keys().next().cloned() {

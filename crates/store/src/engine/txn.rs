@@ -33,16 +33,6 @@ pub const MAX_TX_BYTES: usize = 64 << 20;
 /// Keys one transaction or batch may lock (its lock table entries).
 const MAX_TX_KEYS: usize = 1 << 16;
 
-/// What [`Tx::get_small`] found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Small {
-    Absent,
-    /// The whole value (at most [`crate::SMALL_VALUE_MAX`] bytes).
-    Value(Vec<u8>),
-    /// A value longer than that: read it with [`Tx::get`].
-    Larger,
-}
-
 /// A write of a transaction or batch: a value, or a delete.
 type Write = (Vec<u8>, Option<Vec<u8>>);
 
@@ -104,6 +94,9 @@ pub struct Tx<'a> {
     /// A cache set filled with dirty index pages while the latch was held: a checkpoint
     /// runs between attempts.
     need_checkpoint: bool,
+    /// Whether that may abort this attempt: only the first time in a transaction (a
+    /// transaction whose own changes fill a set would otherwise fill it on every attempt).
+    pressure_abort: bool,
 }
 
 impl<'a> Tx<'a> {
@@ -120,6 +113,7 @@ impl<'a> Tx<'a> {
             trees: TreeChanges::default(),
             need_catalog: false,
             need_checkpoint: false,
+            pressure_abort: true,
         }
     }
 
@@ -178,33 +172,32 @@ impl<'a> Tx<'a> {
         self.engine.get_head(key, n)
     }
 
-    /// `key`'s value if it is at most [`crate::SMALL_VALUE_MAX`] bytes (locks the key). A
-    /// small committed value is kept in DRAM once read and dropped by any change of the key,
-    /// so a key holding a small descriptor costs no page access after its first read.
-    pub fn get_small(&mut self, key: &[u8]) -> Result<Small, DbError> {
+    /// As [`Tx::get`], through a DRAM cache of small values: a committed value of at most
+    /// [`crate::SMALL_VALUE_MAX`] bytes under a key of at most [`crate::SMALL_KEY_MAX`] is kept
+    /// once read and dropped by any change of the key, so a key holding a small descriptor
+    /// costs no index or record access after its first read.
+    pub fn get_cached(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         check_sizes(key, None, self.engine.max_value)?;
         self.lock(key)?;
-        let max = super::small::SMALL_VALUE_MAX;
         if let Some(&i) = self.index.get(key) {
-            return Ok(match &self.writes[i].1 {
-                None => Small::Absent,
-                Some(v) if v.len() <= max => Small::Value(v.clone()),
-                Some(_) => Small::Larger,
-            });
+            return Ok(self.writes[i].1.clone());
+        }
+        if key.len() > super::small::SMALL_KEY_MAX {
+            return self.engine.get(key);
         }
         let hash = self.engine.hash(key);
         if let Some(v) = self.engine.small.get(hash, key) {
-            return Ok(Small::Value(v));
+            return Ok(Some(v));
         }
-        match self.engine.get_head(key, max + 1)? {
-            None => Ok(Small::Absent),
-            Some(v) if v.len() <= max => {
-                // Read from the store under the key's lock: the committed value.
-                self.engine.small.insert(hash, key, &v);
-                Ok(Small::Value(v))
-            }
-            Some(_) => Ok(Small::Larger),
+        let value = self.engine.get(key)?;
+        if let Some(v) = value
+            .as_ref()
+            .filter(|v| v.len() <= super::small::SMALL_VALUE_MAX)
+        {
+            // Read from the store under the key's lock: the committed value.
+            self.engine.small.insert(hash, key, v);
         }
+        Ok(value)
     }
 
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, DbError> {
@@ -315,8 +308,10 @@ impl Engine {
         // One id for every attempt: a retried transaction grows older until it wins.
         let owner = self.locks.owner();
         let deadline_ns = self.locks.deadline_ns();
+        let mut pressure_retried = false;
         for attempt in 1..=MAX_TX_ATTEMPTS {
             let mut tx = Tx::new(self, owner, deadline_ns);
+            tx.pressure_abort = !pressure_retried;
             let result = f(&mut tx);
             let trees = std::mem::take(&mut tx.trees);
             if tx.need_catalog || tx.need_checkpoint {
@@ -326,6 +321,7 @@ impl Engine {
                 if catalog {
                     self.catalog()?;
                 } else {
+                    pressure_retried = true;
                     self.checkpoint_if(false, Self::over_bounds)?;
                 }
                 continue;

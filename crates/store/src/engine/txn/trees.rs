@@ -86,7 +86,7 @@ impl<'a> Tx<'a> {
         if self.trees.latch.is_none() {
             self.trees.latch = Some(self.engine.begin_change()?);
         }
-        if self.engine.set_pressure() {
+        if self.pressure_abort && self.engine.set_pressure() {
             // Its changes are undone, a checkpoint writes the dirty index pages, it runs
             // again.
             self.need_checkpoint = true;
