@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, read_replies, temp_dir, Served};
+use common::{free_port, read_replies, run_client_script, temp_dir, Served};
 
 fn have(program: &str, args: &[&str]) -> bool {
     let found = Command::new(program)
@@ -194,21 +194,7 @@ fn redis_py_drives_the_collections() {
     }
     let dir = temp_dir("redis-py-collections");
     let served = Served::start(&dir.0);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/py/collections_client.py"
-    );
-    let out = Command::new(python)
-        .arg(script)
-        .arg(served.port.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "redis-py failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_client_script(python, "collections_client.py", served.port);
 }
 
 /// Collections written with acknowledged commands (many elements: trees; some popped, some

@@ -875,18 +875,7 @@ fn redis_py_works_unchanged() {
     }
     let dir = temp_dir("redis-py");
     let served = Served::start(&dir.0);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/redis_py_client.py");
-    let out = Command::new(SYSTEM_PYTHON)
-        .arg(script)
-        .arg(served.port.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "redis-py failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_client_script(SYSTEM_PYTHON, "redis_py_client.py", served.port);
 }
 
 /// redis-benchmark, unchanged, with 20 clients and pipelines of 8: it finishes with every

@@ -142,3 +142,22 @@ pub fn read_replies(conn: &mut TcpStream, n: usize) -> Vec<String> {
     }
     replies
 }
+
+/// Runs the client script `tests/py/<script>` with `python` against `port`; panics with its
+/// output unless it succeeds.
+pub fn run_client_script(python: &str, script: &str, port: u16) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
+    let out = Command::new(python)
+        .arg(path)
+        .arg(port.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -486,6 +486,84 @@ pub fn element_of(key: &[u8], prefix_len: usize) -> &[u8] {
     &key[(prefix_len + 8).min(key.len())..]
 }
 
+/// `HDEL`/`SREM key element [element ...]` on a collection of `kind` keyed by
+/// [`hashed_key`] with no prefix: the elements removed (the key goes with its last one).
+pub fn remove_hashed(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    kind: Kind,
+) -> Result<()> {
+    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
+    let Some(mut c) = open(ctx, tx, args[1], kind, Lookup::Write, out, absent)? else {
+        return Ok(());
+    };
+    let mut removed = 0;
+    for e in &args[2..] {
+        removed += i64::from(c.del(tx, &hashed_key(tx, b"", e))?);
+    }
+    let n = c.len(tx)?;
+    c.save(ctx, tx, args[1], n)?;
+    write::integer(out, removed);
+    Ok(())
+}
+
+/// `HEXISTS`/`SISMEMBER key element` on a collection of `kind` (as [`remove_hashed`]).
+pub fn contains_hashed(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    kind: Kind,
+) -> Result<()> {
+    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
+    let Some(c) = open(ctx, tx, args[1], kind, Lookup::Read, out, absent)? else {
+        return Ok(());
+    };
+    let found = c.get(tx, &hashed_key(tx, b"", args[2]))?.is_some();
+    write::integer(out, i64::from(found));
+    Ok(())
+}
+
+/// `HLEN`/`SCARD key`: the entries of `key`'s collection of `kind` (0 when absent).
+pub fn count_entries(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    kind: Kind,
+) -> Result<()> {
+    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
+    let Some(c) = open(ctx, tx, args[1], kind, Lookup::Read, out, absent)? else {
+        return Ok(());
+    };
+    write::integer(out, c.len(tx)? as i64);
+    Ok(())
+}
+
+/// The count of `HRANDFIELD`, `SRANDMEMBER`, `ZRANDMEMBER` (Redis's
+/// `getRangeLongFromObjectOrReply`), its error written when it has none; `pairs` (with
+/// values or scores) bounds it to ±`i64::MAX / 2` as Redis does.
+pub fn random_count(arg: &[u8], pairs: bool, out: &mut Vec<u8>) -> Option<i64> {
+    let count = match crate::resp::parse_i64(arg) {
+        None => {
+            write::error(out, "ERR value is not an integer or out of range");
+            return None;
+        }
+        Some(i64::MIN) => {
+            write::error(out, OUT_OF_LONG_RANGE);
+            return None;
+        }
+        Some(c) => c,
+    };
+    if pairs && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        write::error(out, "ERR value is out of range");
+        return None;
+    }
+    Some(count)
+}
+
 /// Writes the error for a field or member too long for a tree key; true when `element` is.
 pub fn too_long(element: &[u8], out: &mut Vec<u8>) -> bool {
     if element.len() <= MAX_ELEMENT_KEY {

@@ -140,45 +140,17 @@ pub fn hmget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
 
 /// `HDEL key field [field ...]`: the fields removed (the key goes with its last field).
 pub fn hdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(mut h) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    let mut removed = 0;
-    for f in &args[2..] {
-        removed += i64::from(h.del(tx, &field_key(tx, f))?);
-    }
-    let n = h.len(tx)?;
-    h.save(ctx, tx, args[1], n)?;
-    write::integer(out, removed);
-    Ok(())
+    super::remove_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HEXISTS key field`.
 pub fn hexists(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    let found = h.get(tx, &field_key(tx, args[2]))?.is_some();
-    write::integer(out, i64::from(found));
-    Ok(())
+    super::contains_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HLEN key`.
 pub fn hlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    write::integer(out, h.len(tx)? as i64);
-    Ok(())
+    super::count_entries(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HSTRLEN key field`.
@@ -341,21 +313,9 @@ pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
             return Ok(());
         }
     };
-    let count = match parse_i64(args[2]) {
-        None => {
-            write::error(out, NOT_INTEGER);
-            return Ok(());
-        }
-        Some(i64::MIN) => {
-            write::error(out, super::OUT_OF_LONG_RANGE);
-            return Ok(());
-        }
-        Some(c) => c,
-    };
-    if with_values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        write::error(out, "ERR value is out of range");
+    let Some(count) = super::random_count(args[2], with_values, out) else {
         return Ok(());
-    }
+    };
     let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
         return Ok(());
     };

@@ -66,33 +66,12 @@ pub fn sadd(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
 
 /// `SREM key member [member ...]`: the members removed.
 pub fn srem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(mut s) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    let mut removed = 0;
-    for m in &args[2..] {
-        removed += i64::from(s.del(tx, &member_key(tx, m))?);
-    }
-    let n = s.len(tx)?;
-    s.save(ctx, tx, args[1], n)?;
-    write::integer(out, removed);
-    Ok(())
+    super::remove_hashed(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SISMEMBER key member`.
 pub fn sismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    let found = s.get(tx, &member_key(tx, args[2]))?.is_some();
-    write::integer(out, i64::from(found));
-    Ok(())
+    super::contains_hashed(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SMISMEMBER key member [member ...]`.
@@ -118,14 +97,7 @@ pub fn smismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 
 /// `SCARD key`.
 pub fn scard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    write::integer(out, s.len(tx)? as i64);
-    Ok(())
+    super::count_entries(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SMEMBERS key`.
@@ -161,16 +133,8 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
         write::error(out, "ERR syntax error");
         return Ok(());
     }
-    let count = match parse_i64(args[2]) {
-        None => {
-            write::error(out, "ERR value is not an integer or out of range");
-            return Ok(());
-        }
-        Some(i64::MIN) => {
-            write::error(out, super::OUT_OF_LONG_RANGE);
-            return Ok(());
-        }
-        Some(c) => c,
+    let Some(count) = super::random_count(args[2], false, out) else {
+        return Ok(());
     };
     let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
         return Ok(());

@@ -271,22 +271,25 @@ fn full_scan(call: &mut dyn FnMut(&[Vec<u8>]) -> Reply, cmd: &str, key: &str) ->
     panic!("a scan that never ended");
 }
 
-/// Hash and set commands reply as Redis 7.0 does over seeded random sequences that grow
-/// collections past the packed bounds (hundreds of fields, values of 300 bytes), so both the
-/// packed and the tree representation and the move between them are compared, with `RENAME`,
-/// `COPY`, `DEL`, `TYPE` across them; after every sequence, whole `HSCAN`s and `SSCAN`s of
-/// every key equal Redis's sets. Catches a field's value lost in the move to a tree, counts
-/// off after replacements, a delete that leaves an empty collection behind (`EXISTS`), a
-/// `COPY` sharing a tree (a later change shows in both), the error texts and reply types.
-#[test]
-fn hash_and_set_commands_reply_as_redis_does() {
+/// One differential test: `CASES` seeded sequences of 1..`max_len` commands from
+/// `commands`, each run on redis-server (flushed first) and on the keyspace (a fresh
+/// namespace from `namespace_base` up), every reply compared as its `Compare` says; after each
+/// sequence the store is checked and `after_case` compares what else it wants (whole scans).
+/// Returns the most trees the store held at once after a sequence.
+fn differential<S: Strategy<Value = (Vec<Vec<u8>>, Compare)>>(
+    commands: S,
+    max_len: usize,
+    namespace_base: u32,
+    mut after_case: impl FnMut(&mut Redis, &tamer_store::Db, u32, &str),
+) -> Option<u64> {
+    const CASES: u32 = 48;
     let Some(mut redis) = Redis::start() else {
         assert!(
             std::env::var("TAMER_REQUIRE_PEERS").is_err(),
             "redis-server is not installed and TAMER_REQUIRE_PEERS is set"
         );
         eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
-        return;
+        return None;
     };
     let db = store();
     let seed: u64 = std::env::var("TAMER_TEST_SEED")
@@ -296,7 +299,7 @@ fn hash_and_set_commands_reply_as_redis_does() {
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config {
-        cases: 48,
+        cases: CASES,
         failure_persistence: None,
         ..Config::default()
     };
@@ -304,12 +307,11 @@ fn hash_and_set_commands_reply_as_redis_does() {
         config,
         TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
     );
-    let sequence = prop::collection::vec(command(), 1..120);
-    let mut namespace = 100;
+    let sequence = prop::collection::vec(commands, 1..max_len);
     let mut trees_seen = 0;
-    for case in 0..48 {
+    for case in 0..CASES {
         let cmds = sequence.new_tree(&mut runner).unwrap().current();
-        namespace += 1;
+        let namespace = namespace_base + 1 + case;
         redis.call(&[b"flushall".to_vec()]);
         for (i, (args, how)) in cmds.iter().enumerate() {
             let want = normalize(reply_of(&redis.call(args)), *how);
@@ -326,21 +328,56 @@ fn hash_and_set_commands_reply_as_redis_does() {
         let report = db.check().unwrap();
         assert!(report.is_clean(), "seed {seed} case {case}: {report:?}");
         trees_seen = trees_seen.max(report.trees);
-        for key in ["h1", "h2", "s1", "s2", "s3", "dst"] {
-            for cmd in ["hscan", "sscan"] {
-                let want = full_scan(&mut |a| reply_of(&redis.call(a)), cmd, key);
-                let got = full_scan(
-                    &mut |a| reply_of(&run(&db, namespace, wall_ms(), a)),
-                    cmd,
-                    key,
-                );
-                assert_eq!(got, want, "seed {seed} case {case}: {cmd} {key}");
-            }
-        }
+        after_case(
+            &mut redis,
+            &db,
+            namespace,
+            &format!("seed {seed} case {case}"),
+        );
     }
-    // Collections outgrew the packed bounds: trees were compared too.
-    assert!(trees_seen >= 3, "only {trees_seen} trees at once");
     db.close().unwrap();
+    Some(trees_seen)
+}
+
+/// Whole scans of `keys` by `cmd` on redis-server and on the keyspace compared.
+fn scans_agree(
+    redis: &mut Redis,
+    db: &tamer_store::Db,
+    namespace: u32,
+    context: &str,
+    cmd: &str,
+    keys: &[&str],
+) {
+    for key in keys {
+        let want = full_scan(&mut |a| reply_of(&redis.call(a)), cmd, key);
+        let got = full_scan(
+            &mut |a| reply_of(&run(db, namespace, wall_ms(), a)),
+            cmd,
+            key,
+        );
+        assert_eq!(got, want, "{context}: {cmd} {key}");
+    }
+}
+
+/// Hash and set commands reply as Redis 7.0 does over seeded random sequences that grow
+/// collections past the packed bounds (hundreds of fields, values of 300 bytes), so both the
+/// packed and the tree representation and the move between them are compared, with `RENAME`,
+/// `COPY`, `DEL`, `TYPE` across them; after every sequence, whole `HSCAN`s and `SSCAN`s of
+/// every key equal Redis's sets. Catches a field's value lost in the move to a tree, counts
+/// off after replacements, a delete that leaves an empty collection behind (`EXISTS`), a
+/// `COPY` sharing a tree (a later change shows in both), the error texts and reply types.
+#[test]
+fn hash_and_set_commands_reply_as_redis_does() {
+    let trees_seen = differential(command(), 120, 100, |redis, db, namespace, context| {
+        for cmd in ["hscan", "sscan"] {
+            let keys = ["h1", "h2", "s1", "s2", "s3", "dst"];
+            scans_agree(redis, db, namespace, context, cmd, &keys);
+        }
+    });
+    // Collections outgrew the packed bounds: trees were compared too.
+    if let Some(trees_seen) = trees_seen {
+        assert!(trees_seen >= 3, "only {trees_seen} trees at once");
+    }
 }
 
 fn zset_command() -> impl Strategy<Value = (Vec<Vec<u8>>, Compare)> {
@@ -596,64 +633,24 @@ fn zset_command() -> impl Strategy<Value = (Vec<Vec<u8>>, Compare)> {
 /// `%.17g`, an exclusive end taken as inclusive, every option's error text and order of checks.
 #[test]
 fn sorted_set_commands_reply_as_redis_does() {
-    let Some(mut redis) = Redis::start() else {
-        assert!(
-            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
-            "redis-server is not installed and TAMER_REQUIRE_PEERS is set"
-        );
-        eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
-        return;
-    };
-    let db = store();
-    let seed: u64 = std::env::var("TAMER_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let config = Config {
-        cases: 48,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
-    let sequence = prop::collection::vec(zset_command(), 1..150);
-    let mut namespace = 5_000;
-    let mut trees_seen = 0;
-    for case in 0..48 {
-        let cmds = sequence.new_tree(&mut runner).unwrap().current();
-        namespace += 1;
-        redis.call(&[b"flushall".to_vec()]);
-        for (i, (args, how)) in cmds.iter().enumerate() {
-            let want = normalize(reply_of(&redis.call(args)), *how);
-            let got = normalize(reply_of(&run(&db, namespace, wall_ms(), args)), *how);
-            assert_eq!(
-                got,
-                want,
-                "seed {seed} case {case} command {i}: {:?}",
-                args.iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect::<Vec<_>>()
-            );
-        }
-        let report = db.check().unwrap();
-        assert!(report.is_clean(), "seed {seed} case {case}: {report:?}");
-        trees_seen = trees_seen.max(report.trees);
-        for key in ["z1", "z2", "z3", "lex"] {
-            let want = full_scan(&mut |a| reply_of(&redis.call(a)), "zscan", key);
-            let got = full_scan(
-                &mut |a| reply_of(&run(&db, namespace, wall_ms(), a)),
+    let trees_seen = differential(
+        zset_command(),
+        150,
+        5_000,
+        |redis, db, namespace, context| {
+            scans_agree(
+                redis,
+                db,
+                namespace,
+                context,
                 "zscan",
-                key,
+                &["z1", "z2", "z3", "lex"],
             );
-            assert_eq!(got, want, "seed {seed} case {case}: zscan {key}");
-        }
+        },
+    );
+    if let Some(trees_seen) = trees_seen {
+        assert!(trees_seen >= 2, "only {trees_seen} trees at once");
     }
-    assert!(trees_seen >= 2, "only {trees_seen} trees at once");
-    db.close().unwrap();
 }
 
 fn list_command() -> impl Strategy<Value = (Vec<Vec<u8>>, Compare)> {
@@ -766,55 +763,10 @@ fn list_command() -> impl Strategy<Value = (Vec<Vec<u8>>, Compare)> {
 /// error texts and null forms.
 #[test]
 fn list_commands_reply_as_redis_does() {
-    let Some(mut redis) = Redis::start() else {
-        assert!(
-            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
-            "redis-server is not installed and TAMER_REQUIRE_PEERS is set"
-        );
-        eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
-        return;
-    };
-    let db = store();
-    let seed: u64 = std::env::var("TAMER_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let config = Config {
-        cases: 48,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
-    let sequence = prop::collection::vec(list_command(), 1..200);
-    let mut namespace = 9_000;
-    let mut trees_seen = 0;
-    for case in 0..48 {
-        let cmds = sequence.new_tree(&mut runner).unwrap().current();
-        namespace += 1;
-        redis.call(&[b"flushall".to_vec()]);
-        for (i, (args, how)) in cmds.iter().enumerate() {
-            let want = normalize(reply_of(&redis.call(args)), *how);
-            let got = normalize(reply_of(&run(&db, namespace, wall_ms(), args)), *how);
-            assert_eq!(
-                got,
-                want,
-                "seed {seed} case {case} command {i}: {:?}",
-                args.iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect::<Vec<_>>()
-            );
-        }
-        let report = db.check().unwrap();
-        assert!(report.is_clean(), "seed {seed} case {case}: {report:?}");
-        trees_seen = trees_seen.max(report.trees);
+    let trees_seen = differential(list_command(), 200, 9_000, |_, _, _, _| {});
+    if let Some(trees_seen) = trees_seen {
+        assert!(trees_seen >= 1, "no list outgrew the packed bounds");
     }
-    assert!(trees_seen >= 1, "no list outgrew the packed bounds");
-    db.close().unwrap();
 }
 
 proptest! {

@@ -1165,21 +1165,9 @@ pub fn zrandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
             return Ok(());
         }
     };
-    let count = match parse_i64(args[2]) {
-        None => {
-            write::error(out, NOT_INTEGER);
-            return Ok(());
-        }
-        Some(i64::MIN) => {
-            write::error(out, super::OUT_OF_LONG_RANGE);
-            return Ok(());
-        }
-        Some(c) => c,
-    };
-    if with_scores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        write::error(out, "ERR value is out of range");
+    let Some(count) = super::random_count(args[2], with_scores, out) else {
         return Ok(());
-    }
+    };
     let Some(z) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
         return Ok(());
     };
