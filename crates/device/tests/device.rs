@@ -1701,7 +1701,7 @@ fn uring_poll_makes_no_syscall_unless_completions_are_flagged() {
 }
 
 /// A wait with requests pushed and not submitted rings the doorbell and waits in one
-/// `io_uring_enter`; after an explicit doorbell, the wait is the second and last enter.
+/// `io_uring_enter`; after an explicit doorbell, the wait is at most one more enter.
 /// Catches: a wait that submits with a separate syscall before waiting.
 #[test]
 fn uring_wait_rings_and_waits_in_one_enter() {
@@ -1728,10 +1728,14 @@ fn uring_wait_rings_and_waits_in_one_enter() {
         device.wait(Duration::from_secs(5), &mut out).unwrap();
     }
     let stats = device.stats();
-    assert_eq!(
-        (stats.enters, stats.doorbells),
-        (3, 2),
-        "push + submit + wait"
+    assert_eq!(stats.doorbells, 2, "push + submit + wait");
+    // The read may complete between the submit and the wait (a fast device): the wait then
+    // reaps it from the completion queue without entering. A wait that submits separately
+    // before waiting would make 4.
+    assert!(
+        (2..=3).contains(&stats.enters),
+        "push + submit + wait: {} enters",
+        stats.enters
     );
 }
 
