@@ -534,8 +534,25 @@ fn stress_random_reads_and_writes_on_two_cores() {
     );
 }
 
+/// Eight prefetches and a `get_many` of three misses overlap: two rounds of 100 µs, not 11
+/// sequential ones. Timed, so it runs up to 3 times (a stall of this shared machine can
+/// outlast one run); a sequential prefetch needs ≥ 1.1 ms every time. Catches: `prefetch`
+/// that waits for its read, `get_many` that misses one page at a time.
 #[test]
 fn prefetch_overlaps_misses() {
+    const RUNS_MAX: usize = 3;
+    let mut elapsed_runs_ns = Vec::new();
+    for _ in 0..RUNS_MAX {
+        let elapsed_ns = prefetch_round_elapsed_ns();
+        elapsed_runs_ns.push(elapsed_ns);
+        if elapsed_ns < 800_000 {
+            return;
+        }
+    }
+    panic!("{RUNS_MAX} runs over 800 µs: {elapsed_runs_ns:?} ns");
+}
+
+fn prefetch_round_elapsed_ns() -> u64 {
     let (cache, model) = emulated(CacheConfig::new(64 * PAGE as u64), 100_000, 256);
     let mut executor = common::executor(&cache, &model, 1);
     let elapsed = Arc::new(AtomicU64::new(0));
@@ -561,12 +578,7 @@ fn prefetch_overlaps_misses() {
     common::run(&mut executor);
     let stats = cache.stats();
     assert_eq!(stats.misses, 8 + 3 + 1);
-    // Two overlapped rounds of 100 µs, not 11 sequential ones.
-    assert!(
-        elapsed.load(Ordering::Relaxed) < 800_000,
-        "{} ns",
-        elapsed.load(Ordering::Relaxed)
-    );
+    elapsed.load(Ordering::Relaxed)
 }
 
 #[test]
@@ -860,11 +872,20 @@ fn spin_miss_wait_blocks_the_core_park_overlaps() {
         (start.elapsed(), max_in_flight.load(Ordering::SeqCst))
     };
     let (spin, spin_overlap) = elapsed_with(WaitMode::Spin);
-    let (park, park_overlap) = elapsed_with(WaitMode::Park);
     assert_eq!(spin_overlap, 1, "spin: one miss at a time per core");
-    assert_eq!(
-        park_overlap, 4,
-        "park: every thread's miss in flight together"
+    // A stall of ≥ 100 µs before the fourth thread starts lets the first one's read complete
+    // and (aged) resume first; so park runs up to 3 times, and one must overlap all four.
+    const PARK_RUNS_MAX: usize = 3;
+    let mut park_overlaps = Vec::new();
+    let mut park = Duration::ZERO;
+    while park_overlaps.len() < PARK_RUNS_MAX && !park_overlaps.contains(&4) {
+        let (elapsed, overlap) = elapsed_with(WaitMode::Park);
+        park = elapsed;
+        park_overlaps.push(overlap);
+    }
+    assert!(
+        park_overlaps.contains(&4),
+        "park: every thread's miss in flight together: {park_overlaps:?}"
     );
     // Four serial 100 µs misses cannot finish sooner (the emulator never completes early);
     // how much sooner park finishes is a benchmark's business, not a test's.

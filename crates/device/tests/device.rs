@@ -1579,8 +1579,8 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
 /// gets no IPI for a completion: a core that only polls must enter the kernel when the ring
 /// flags queued completions. Polling alone (never `wait`) reaps every read, with the right
 /// data, on every CPU the test may run on (the disk's interrupts land on some CPU: completions
-/// are local there and remote elsewhere), and a poll that entered the kernel always came back
-/// with completions. (That a remote completion is flushed at once is the unit test
+/// are local there and remote elsewhere), and a poll that entered the kernel came back with
+/// completions (all but at most 2 times: see the assertion). (That a remote completion is flushed at once is the unit test
 /// `poll_flushes_completions_flagged_from_another_cpu`.)
 /// Catches: `poll` that enters without the flag (polls that entered and reaped nothing), a
 /// setup that silently drops the flags on a kernel that has them, and a flush that loses
@@ -1640,9 +1640,12 @@ fn uring_coop_ring_reaps_every_completion_by_polling_alone() {
         }
     }
     set_affinity(&cpus);
-    assert_eq!(
-        entered_empty, 0,
-        "poll entered the kernel with nothing flagged"
+    // The flag is also raised for kernel work that posts no completion (a read re-issued after
+    // EAGAIN, likelier beside a build on the same disk), so a few empty entries are allowed;
+    // a poll that enters on every call makes hundreds.
+    assert!(
+        entered_empty <= 2,
+        "poll entered the kernel with nothing flagged {entered_empty} times"
     );
 }
 

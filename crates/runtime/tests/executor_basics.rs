@@ -101,8 +101,9 @@ fn a_full_local_queue_hands_the_job_back() {
 #[test]
 fn a_read_parks_and_other_jobs_run_meanwhile() {
     const JOBS: u32 = 4;
-    // Long enough that no read completes before the last job started, even on a loaded machine.
-    const LATENCY_NS: u64 = 500_000;
+    // Long enough that no read completes before the last job started, even on a loaded machine
+    // (whose stalls last milliseconds).
+    const LATENCY_NS: u64 = 20_000_000;
     // Aging off (a 1 s threshold) and a pending bound above the thread count: this test is about
     // parking, not about forced progress.
     let config = RuntimeConfig {
@@ -251,17 +252,19 @@ fn sleep_wakes_at_or_after_its_deadline_in_deadline_order() {
     let (mut executor, _arena, _) = emulated_executor(config, 1_000, 64, 1);
     let log = Log::default();
     let early = Arc::new(AtomicU64::new(0));
-    for millis in [3u64, 1, 2] {
+    // Sleeps of 30, 10 and 20 ms: 10 ms apart, so only a stall that long between two jobs'
+    // starts could reorder the deadlines.
+    for tens_of_ms in [3u64, 1, 2] {
         let (log, early) = (log.clone(), early.clone());
         executor
             .spawn(move || {
-                let deadline = now_ns() + millis * 1_000_000;
+                let deadline = now_ns() + tens_of_ms * 10_000_000;
                 thread::sleep_until(deadline);
                 let woke = now_ns();
                 if woke < deadline {
                     early.fetch_add(1, Ordering::SeqCst);
                 }
-                log.push(format!("woke {millis}"));
+                log.push(format!("woke {tens_of_ms}"));
                 // A zero-length sleep and a past deadline return at once, without switching.
                 thread::sleep(Duration::ZERO);
                 thread::sleep_until(0);
@@ -286,7 +289,7 @@ fn sleep_wakes_at_or_after_its_deadline_in_deadline_order() {
         "sleepers wake in deadline order and do not hold the core"
     );
     assert!(
-        elapsed >= Duration::from_millis(3),
+        elapsed >= Duration::from_millis(30),
         "run_until_idle waited for the sleepers"
     );
     let stats = executor.stats();
@@ -394,7 +397,8 @@ fn spin_waits_never_park() {
 fn poll_yield_waits_yield_instead_of_parking() {
     const JOBS: u32 = 3;
     let config = RuntimeConfig::with_threads(JOBS as usize);
-    let (mut executor, _arena, tracker) = emulated_executor(config, 500_000, 64, JOBS);
+    // 20 ms: no read completes before the last job started, even across a stall.
+    let (mut executor, _arena, tracker) = emulated_executor(config, 20_000_000, 64, JOBS);
     let log = Log::default();
     for job in 0..JOBS {
         let log = log.clone();
@@ -708,8 +712,10 @@ fn a_core_with_only_far_timers_sleeps_in_the_os() {
             assert_eq!(stats.timer_sleeps, 0, "a polling core never sleeps");
             continue;
         }
+        // Sleeps come in chunks of at most 10 ms, but late OS wake-ups on a loaded machine can
+        // cover the 40 ms in fewer; the CPU bound below is what catches a spinning core.
         assert!(
-            stats.timer_sleeps >= 4,
+            stats.timer_sleeps >= 1,
             "{idle:?}: {} OS sleeps",
             stats.timer_sleeps
         );

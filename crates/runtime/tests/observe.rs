@@ -83,9 +83,25 @@ fn the_policy_switches_live() {
 
 /// A job whose read completed, passed over by a new job, waits for the core: that wait (from
 /// the reap that found its completion to its resume) is the ready-wait histogram. Mutation
-/// caught: recording the device latency (or nothing) instead.
+/// caught: recording the device latency (or nothing) instead. A stall of this shared machine
+/// can keep A's completion from being reaped when B ends (A then never waits), so the scenario
+/// runs up to 3 times and one run must show the wait; the mutant fails all three.
 #[test]
 fn a_ready_job_waiting_for_the_core_is_measured() {
+    const RUNS_MAX: usize = 3;
+    let mut runs = Vec::new();
+    for _ in 0..RUNS_MAX {
+        let (count, waited_ns_max) = ready_wait_run();
+        runs.push((count, waited_ns_max));
+        if count == 1 && waited_ns_max > 2_500_000 {
+            return;
+        }
+    }
+    panic!("no run measured one ready wait over 2.5 ms: (count, max ns) {runs:?}");
+}
+
+/// One run of the ready-wait scenario: (waits recorded, the longest in ns).
+fn ready_wait_run() -> (u64, u64) {
     let config = RuntimeConfig {
         initial_latency_ns: 1_000_000_000, // aging off: new jobs go first
         ..RuntimeConfig::with_threads(3)
@@ -108,9 +124,7 @@ fn a_ready_job_waiting_for_the_core_is_measured() {
     executor.spawn(busy).unwrap();
     executor.run_until_idle();
     let stats = executor.stats();
-    assert_eq!(stats.ready_wait_ns.len(), 1);
-    let waited = stats.ready_wait_ns.max();
-    assert!(waited > 2_500_000, "{waited} ns");
+    (stats.ready_wait_ns.len(), stats.ready_wait_ns.max())
 }
 
 /// Mutation caught: a core that, with every thread parked on the device, is not counted as

@@ -84,13 +84,14 @@ fn new_jobs_start_before_a_parked_job_resumes() {
 #[test]
 fn aging_never_blocks_the_core_on_an_access_in_flight() {
     // A 1 ns initial average: A has waited "longer than the average device latency" at once, but
-    // its 1 ms access has not completed, so resuming it could only block the core. The queued
-    // new job B runs meanwhile; A resumes when its data is back, without forced progress.
+    // its 10 ms access (long enough to outlast a stall of the machine) has not completed, so
+    // resuming it could only block the core. The queued new job B runs meanwhile; A resumes
+    // when its data is back, without forced progress.
     let config = RuntimeConfig {
         initial_latency_ns: 1,
         ..config(Policy::PriorityAging, 2)
     };
-    let (mut executor, _arena, _) = emulated_executor(config, 1_000_000, 64, 2);
+    let (mut executor, _arena, _) = emulated_executor(config, 10_000_000, 64, 2);
     let log = Log::default();
     let l = log.clone();
     executor
@@ -194,7 +195,7 @@ fn a_full_pending_set_waits_for_the_oldest_before_starting_new_work() {
         max_pending: 1,
         ..config(Policy::PriorityAging, 2)
     };
-    let (mut executor, _arena, _) = emulated_executor(config, 500_000, 64, 2);
+    let (mut executor, _arena, _) = emulated_executor(config, 5_000_000, 64, 2);
     let log = Log::default();
     for name in ["A", "B"] {
         let l = log.clone();

@@ -154,6 +154,15 @@ fn acknowledged_commits_survive_a_power_loss_on_every_part() {
                 rx
             })
             .collect();
+        // Both writers first acknowledge a write (bounded at 10 s), then run a seeded while.
+        let started = std::time::Instant::now();
+        while acked.iter().any(|a| a.load(Ordering::Acquire) == 0) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "seed {seed}: a writer acknowledged nothing in 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut rng = SmallRng::seed_from_u64(seed);
         std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(20..120)));
         for state in &states {

@@ -234,7 +234,8 @@ mod tests {
     // while the holder still holds the lock.
     #[test]
     fn a_younger_transaction_gives_up_on_an_older_holder() {
-        let locks = KeyLocks::new(1_000_000);
+        // A 1 s bound: a preemption past a 1 ms one would turn `Died` into `TimedOut`.
+        let locks = KeyLocks::new(1_000_000_000);
         let (old, young) = (locks.owner(), locks.owner());
         let deadline_ns = locks.deadline_ns();
         assert_eq!(locks.lock_or_die(7, old, deadline_ns), Ok(()));
