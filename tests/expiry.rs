@@ -27,6 +27,24 @@ fn pipeline(conn: &mut TcpStream, requests: &[String]) -> Vec<String> {
     read_replies(conn, requests.len())
 }
 
+/// Polls `DBSIZE` every 50 ms until it is `keys` (active expiry removed the rest; `DBSIZE`
+/// reads no key, so it expires nothing itself), failing after `deadline`.
+fn await_dbsize(conn: &mut TcpStream, keys: usize, deadline: Duration) {
+    let start = Instant::now();
+    let expected = format!(":{keys}\r\n");
+    loop {
+        let reply = pipeline(conn, &["DBSIZE".into()]).remove(0);
+        if reply == expected {
+            return;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "DBSIZE still {reply:?} after {deadline:?}, waiting for {keys}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// What the store holds, read by the test itself with the server stopped.
 #[derive(Debug, Default)]
 struct Census {
@@ -117,8 +135,9 @@ fn ttls_survive_sigkill_and_expire_actively_after_restart() {
     let long_ms: i64 = ttls[0][1..ttls[0].len() - 2].parse().unwrap();
     assert!(long_ms > 590_000, "{ttls:?}");
     assert_eq!(ttls[1], ":-1\r\n");
+    // The last short key is due ≈ 4 s after it was written; 30 s bounds a stalled machine.
+    await_dbsize(&mut conn, 1_000, Duration::from_secs(30));
     drop(conn);
-    std::thread::sleep(Duration::from_millis(6_000));
     assert_eq!(served.terminate().0, Some(0));
     let c = census(&dir.0);
     assert_eq!((c.short, c.long, c.plain), (0, 500, 500), "{c:?}");
@@ -147,8 +166,10 @@ fn kills_mid_pass_lose_nothing_and_leak_no_entry() {
     let write_ms = written.elapsed().as_millis() as u64;
     assert!(write_ms < ttl_ms, "writing took {write_ms} ms");
     assert_eq!(census(&dir.0).short, 20_000);
-    // Every short TTL has passed and its slot ended: all 20,000 are due at the restart.
-    let due = Duration::from_millis(ttl_ms + 2_100);
+    // Every short TTL has passed and its slot ended: all 20,000 are due at the restart. The
+    // last key was set by `write_ms` with a TTL of at most `ttl_ms` + 999; its 1 s slot ends
+    // by 1 s later, and the expirer takes a slot 250 ms after its end (+ 100 ms of margin).
+    let due = Duration::from_millis(write_ms + ttl_ms + 999 + 1_000 + 250 + 100);
     std::thread::sleep(due.saturating_sub(written.elapsed()));
     let mut partial = 0;
     let mut left = Vec::new();
@@ -171,7 +192,7 @@ fn kills_mid_pass_lose_nothing_and_leak_no_entry() {
         }
     }
     let served = Served::start_with(&dir.0, &["--cache-size", "32mb"]);
-    std::thread::sleep(Duration::from_millis(2_000));
+    await_dbsize(&mut served.connect(), 2_000, Duration::from_secs(30));
     assert_eq!(served.terminate().0, Some(0));
     let c = census(&dir.0);
     assert_eq!((c.short, c.long, c.plain, c.overdue), (0, 1_000, 1_000, 0));

@@ -85,7 +85,7 @@ fn load_against_tamer_serve() {
     assert_eq!(r["errors"], 0, "{r}");
     assert_eq!(r["nil"], 0, "{r}");
     assert_eq!(r["unfinished"], 0, "{r}");
-    assert!(r["answered"].as_u64().unwrap() > 100, "{r}");
+    assert!(r["answered"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["answered"], r["ok"], "{r}");
 }
 
