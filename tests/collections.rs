@@ -4,72 +4,22 @@
 //! redis-py driving hashes, lists, sets and sorted sets. Without the peers the tests say
 //! SKIPPED, unless `TAMER_REQUIRE_PEERS=1` (CI).
 
-use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, read_replies, run_client_script, temp_dir, Served};
-
-fn have(program: &str, args: &[&str]) -> bool {
-    let found = Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
-            "{program} is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
-        );
-        eprintln!("SKIPPED: {program} is not installed (scripts/install-peers.sh)");
-    }
-    found
-}
-
-/// A `redis-server` of our own on a free port; killed on drop.
-struct Redis(Child, u16);
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn connect(port: u16) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                return s;
-            }
-            Err(e) if Instant::now() > deadline => panic!("connecting: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-fn send(conn: &mut TcpStream, args: &[&str]) {
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    conn.write_all(&request).unwrap();
-}
-
-fn ask(conn: &mut TcpStream, args: &[&str]) -> String {
-    send(conn, args);
-    read_replies(conn, 1).remove(0)
-}
+use common::{
+    call, connect_to, have, read_replies, redis_cli, run_client_script, send_command, temp_dir,
+    Redis, Served,
+};
 
 /// Waits until the server counts `n` blocked clients (`INFO clients`), at most 10 s.
 fn await_blocked(control: &mut TcpStream, n: usize) {
     let want = format!("blocked_clients:{n}\r\n");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ask(control, &["info", "clients"]).contains(&want) {
+    while !call(control, &["info", "clients"]).contains(&want) {
         assert!(Instant::now() < deadline, "never {n} blocked clients");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -79,78 +29,79 @@ fn await_blocked(control: &mut TcpStream, n: usize) {
 /// waited).
 fn blocking_script(port: u16) -> Vec<String> {
     let mut log = Vec::new();
-    let mut control = connect(port);
-    let mut c: Vec<TcpStream> = (0..6).map(|_| connect(port)).collect();
+    let connect = || connect_to(port, Duration::from_secs(20));
+    let mut control = connect();
+    let mut c: Vec<TcpStream> = (0..6).map(|_| connect()).collect();
     // Three clients block on `q` in turn; one push of three serves them in that order.
-    send(&mut c[0], &["blpop", "q", "0"]);
+    send_command(&mut c[0], &["blpop", "q", "0"]);
     await_blocked(&mut control, 1);
-    send(&mut c[1], &["blpop", "other", "q", "0"]);
+    send_command(&mut c[1], &["blpop", "other", "q", "0"]);
     await_blocked(&mut control, 2);
-    send(&mut c[2], &["brpop", "q", "0"]);
+    send_command(&mut c[2], &["brpop", "q", "0"]);
     await_blocked(&mut control, 3);
-    log.push(ask(&mut control, &["rpush", "q", "a", "b", "c"]));
+    log.push(call(&mut control, &["rpush", "q", "a", "b", "c"]));
     for conn in c.iter_mut().take(3) {
         log.extend(read_replies(conn, 1));
     }
-    log.push(ask(&mut control, &["llen", "q"]));
+    log.push(call(&mut control, &["llen", "q"]));
     // A timeout: a null array after about 0.3 s.
     let started = Instant::now();
-    log.push(ask(&mut c[3], &["blpop", "empty", "0.3"]));
+    log.push(call(&mut c[3], &["blpop", "empty", "0.3"]));
     let waited = started.elapsed();
     log.push(format!(
         "waited {}",
         waited >= Duration::from_millis(250) && waited < Duration::from_secs(10)
     ));
     // Errors at once: a wrong type, bad timeouts.
-    log.push(ask(&mut control, &["set", "s", "x"]));
-    log.push(ask(&mut c[3], &["blpop", "s", "1"]));
-    log.push(ask(&mut c[3], &["blpop", "q", "-1"]));
-    log.push(ask(&mut c[3], &["blpop", "q", "x"]));
+    log.push(call(&mut control, &["set", "s", "x"]));
+    log.push(call(&mut c[3], &["blpop", "s", "1"]));
+    log.push(call(&mut c[3], &["blpop", "q", "-1"]));
+    log.push(call(&mut c[3], &["blpop", "q", "x"]));
     // Inside MULTI a blocking pop does not block.
-    log.push(ask(&mut c[3], &["multi"]));
-    log.push(ask(&mut c[3], &["blpop", "q", "0"]));
-    log.push(ask(&mut c[3], &["exec"]));
+    log.push(call(&mut c[3], &["multi"]));
+    log.push(call(&mut c[3], &["blpop", "q", "0"]));
+    log.push(call(&mut c[3], &["exec"]));
     // A pipelined request waits behind the blocked one.
-    send(&mut c[4], &["brpoplpush", "src", "dst", "0"]);
-    send(&mut c[4], &["lrange", "dst", "0", "-1"]);
+    send_command(&mut c[4], &["brpoplpush", "src", "dst", "0"]);
+    send_command(&mut c[4], &["lrange", "dst", "0", "-1"]);
     await_blocked(&mut control, 1);
-    log.push(ask(&mut control, &["lpush", "src", "x"]));
+    log.push(call(&mut control, &["lpush", "src", "x"]));
     log.extend(read_replies(&mut c[4], 2));
     // Sorted sets block too.
-    send(&mut c[4], &["bzpopmin", "z", "0"]);
+    send_command(&mut c[4], &["bzpopmin", "z", "0"]);
     await_blocked(&mut control, 1);
-    log.push(ask(&mut control, &["zadd", "z", "2", "m2", "1", "m1"]));
+    log.push(call(&mut control, &["zadd", "z", "2", "m2", "1", "m1"]));
     log.extend(read_replies(&mut c[4], 1));
-    send(
+    send_command(
         &mut c[4],
         &["bzmpop", "0", "2", "z", "z2", "max", "count", "5"],
     );
     log.extend(read_replies(&mut c[4], 1));
-    send(&mut c[4], &["blmpop", "0", "1", "l", "right", "count", "2"]);
+    send_command(&mut c[4], &["blmpop", "0", "1", "l", "right", "count", "2"]);
     await_blocked(&mut control, 1);
-    log.push(ask(&mut control, &["rpush", "l", "1", "2", "3"]));
+    log.push(call(&mut control, &["rpush", "l", "1", "2", "3"]));
     log.extend(read_replies(&mut c[4], 1));
     // A client that leaves while blocked takes nothing.
-    send(&mut c[5], &["blpop", "d", "0"]);
+    send_command(&mut c[5], &["blpop", "d", "0"]);
     await_blocked(&mut control, 1);
     drop(c.remove(5));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ask(&mut control, &["info", "clients"]).contains("blocked_clients:0\r\n") {
+    while !call(&mut control, &["info", "clients"]).contains("blocked_clients:0\r\n") {
         assert!(
             Instant::now() < deadline,
             "the closed client stayed blocked"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    log.push(ask(&mut control, &["lpush", "d", "v"]));
-    log.push(ask(&mut control, &["llen", "d"]));
+    log.push(call(&mut control, &["lpush", "d", "v"]));
+    log.push(call(&mut control, &["llen", "d"]));
     // A key renamed onto the awaited one serves it.
-    send(&mut c[0], &["blpop", "target", "0"]);
+    send_command(&mut c[0], &["blpop", "target", "0"]);
     await_blocked(&mut control, 1);
-    log.push(ask(&mut control, &["rpush", "source", "r1", "r2"]));
-    log.push(ask(&mut control, &["rename", "source", "target"]));
+    log.push(call(&mut control, &["rpush", "source", "r1", "r2"]));
+    log.push(call(&mut control, &["rename", "source", "target"]));
     log.extend(read_replies(&mut c[0], 1));
-    log.push(ask(&mut control, &["lrange", "target", "0", "-1"]));
+    log.push(call(&mut control, &["lrange", "target", "0", "-1"]));
     log
 }
 
@@ -167,15 +118,7 @@ fn blocking_pops_reply_as_redis_does() {
     if !have("redis-server", &["--version"]) {
         return;
     }
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let redis = Redis(child, port);
+    let redis = Redis::start().expect("starting redis-server");
     let want = blocking_script(redis.1);
     let dir = temp_dir("blocking");
     let served = Served::start_with(&dir.0, &["--cores", "2"]);
@@ -230,7 +173,7 @@ fn collections_survive_sigkill() {
     let n = script.len();
     for cmd in &script {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
-        send(&mut conn, &args);
+        send_command(&mut conn, &args);
     }
     let replies = read_replies(&mut conn, n);
     assert!(replies.iter().all(|r| !r.starts_with('-')), "{replies:?}");
@@ -239,38 +182,38 @@ fn collections_survive_sigkill() {
     let served = Served::start(&dir.0);
     let mut conn = served.connect();
     for k in 0..5 {
-        let h = ask(&mut conn, &["hlen", &format!("h{k}")]);
+        let h = call(&mut conn, &["hlen", &format!("h{k}")]);
         assert_eq!(h, ":200\r\n", "h{k}");
         assert_eq!(
-            ask(&mut conn, &["hget", &format!("h{k}"), "f137"]),
+            call(&mut conn, &["hget", &format!("h{k}"), "f137"]),
             format!("$11\r\nvalue-{k}-137\r\n")
         );
         assert_eq!(
-            ask(&mut conn, &["llen", &format!("l{k}")]),
+            call(&mut conn, &["llen", &format!("l{k}")]),
             ":175\r\n",
             "l{k}"
         );
         assert_eq!(
-            ask(&mut conn, &["lindex", &format!("l{k}"), "0"]),
+            call(&mut conn, &["lindex", &format!("l{k}"), "0"]),
             "$3\r\ne25\r\n"
         );
         assert_eq!(
-            ask(&mut conn, &["zcard", &format!("z{k}")]),
+            call(&mut conn, &["zcard", &format!("z{k}")]),
             ":190\r\n",
             "z{k}"
         );
         assert_eq!(
-            ask(&mut conn, &["scard", &format!("s{k}")]),
+            call(&mut conn, &["scard", &format!("s{k}")]),
             ":200\r\n",
             "s{k}"
         );
         assert_eq!(
-            ask(&mut conn, &["sismember", &format!("s{k}"), "m199"]),
+            call(&mut conn, &["sismember", &format!("s{k}"), "m199"]),
             ":1\r\n"
         );
     }
-    assert_eq!(ask(&mut conn, &["exists", "h5", "l5", "z5"]), ":0\r\n");
-    assert_eq!(ask(&mut conn, &["scard", "s5"]), ":200\r\n");
+    assert_eq!(call(&mut conn, &["exists", "h5", "l5", "z5"]), ":0\r\n");
+    assert_eq!(call(&mut conn, &["scard", "s5"]), ":200\r\n");
     drop(conn);
     let (code, rest) = served.terminate();
     assert_eq!(code, Some(0), "{rest}");
@@ -285,15 +228,6 @@ fn collections_survive_sigkill() {
         "{text}{}",
         String::from_utf8_lossy(&check.stderr)
     );
-}
-
-fn redis_cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// redis-cli, unchanged, on each type: its text for hashes, lists, sets, sorted sets with

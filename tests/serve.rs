@@ -6,38 +6,17 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, read_replies, temp_dir, Served};
-
-fn have_redis_cli() -> bool {
-    let found = Command::new("redis-cli").arg("--version").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
-            "redis-cli is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
-        );
-        eprintln!("SKIPPED: redis-cli is not installed (scripts/install-peers.sh)");
-    }
-    found
-}
-
-fn redis_cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use common::{call, have, read_replies, redis_cli, send_command, temp_dir, Redis, Served};
 
 /// redis-cli talks to it unchanged. Catches a reply framed wrongly for a real client.
 #[test]
 fn redis_cli_works_unchanged() {
-    if !have_redis_cli() {
+    if !have("redis-cli", &["--version"]) {
         return;
     }
     let dir = temp_dir("cli");
@@ -203,67 +182,6 @@ fn acknowledged_writes_survive_sigkill() {
     }
 }
 
-/// A `redis-server` of our own on a free port; killed on drop.
-struct Redis(Child, u16);
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        Some(Redis(child, port))
-    }
-
-    fn connect(&self) -> TcpStream {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match TcpStream::connect(("127.0.0.1", self.1)) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    return s;
-                }
-                Err(e) if Instant::now() > deadline => panic!("redis-server: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have_redis_server() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
-            "redis-server is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
-        );
-        eprintln!("SKIPPED: redis-server is not installed (scripts/install-peers.sh)");
-    }
-    found
-}
-
-fn send(conn: &mut TcpStream, args: &[String]) {
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    conn.write_all(&request).unwrap();
-}
-
 /// One random request of a session: transactions (`MULTI`, `EXEC`, `DISCARD`, `WATCH`,
 /// `UNWATCH`, nested and misplaced), `SELECT`, `PING`, `ECHO`, refused commands, and data
 /// commands over three keys of this case.
@@ -319,7 +237,7 @@ fn random_request(rng: &mut rand::rngs::SmallRng, case: u32) -> Vec<String> {
 #[test]
 fn sessions_reply_as_redis_does() {
     use rand::SeedableRng;
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let seed: u64 = std::env::var("TAMER_TEST_SEED")
@@ -335,8 +253,8 @@ fn sessions_reply_as_redis_does() {
         let mut history = Vec::new();
         for step in 0..60 {
             let args = random_request(&mut rng, case);
-            send(&mut theirs, &args);
-            send(&mut ours, &args);
+            send_command(&mut theirs, &args);
+            send_command(&mut ours, &args);
             let want = read_replies(&mut theirs, 1);
             let got = read_replies(&mut ours, 1);
             history.push(args.join(" "));
@@ -353,7 +271,7 @@ fn sessions_reply_as_redis_does() {
 /// Catches a watch that is not checked, or checked outside the transaction.
 #[test]
 fn watch_aborts_on_another_clients_write() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -362,7 +280,7 @@ fn watch_aborts_on_another_clients_write() {
     let script = |a: &mut TcpStream, b: &mut TcpStream| -> Vec<String> {
         let mut replies = Vec::new();
         let mut on = |conn: &mut TcpStream, words: &[&str]| {
-            send(
+            send_command(
                 conn,
                 &words.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
             );
@@ -474,7 +392,7 @@ fn random_bytes_never_take_the_server_down() {
 /// `HELLO 3`, error texts, `CLIENT` name rules.
 #[test]
 fn hello_and_client_reply_as_redis_does() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -530,8 +448,8 @@ fn replay_against_redis(
     let (mut theirs, mut ours) = (redis.connect(), served.connect());
     for words in script {
         let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        send(&mut theirs, &args);
-        send(&mut ours, &args);
+        send_command(&mut theirs, &args);
+        send_command(&mut ours, &args);
         let (want, got) = (read_replies(&mut theirs, 1), read_replies(&mut ours, 1));
         assert_eq!(mask(words, &got[0]), mask(words, &want[0]), "{words:?}");
     }
@@ -544,7 +462,7 @@ fn replay_against_redis(
 /// as an unknown command), its reply out of place, subcommands not checked at queueing.
 #[test]
 fn client_inside_multi_replies_as_redis_does() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -580,7 +498,7 @@ fn client_inside_multi_replies_as_redis_does() {
 /// RESETSTAT leaves.
 #[test]
 fn keyspace_hits_and_misses_count_as_redis_does() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -631,9 +549,9 @@ fn keyspace_hits_and_misses_count_as_redis_does() {
     std::thread::sleep(Duration::from_millis(20));
     let (mut theirs, mut ours) = (redis.connect(), served.connect());
     let counts = |conn: &mut TcpStream| {
-        send(conn, &["get".to_string(), "short".to_string()]);
+        send_command(conn, &["get".to_string(), "short".to_string()]);
         read_replies(conn, 1);
-        send(conn, &["info".to_string(), "stats".to_string()]);
+        send_command(conn, &["info".to_string(), "stats".to_string()]);
         let info = read_replies(conn, 1).remove(0);
         let field = |name: &str| {
             info.lines()
@@ -647,11 +565,11 @@ fn keyspace_hits_and_misses_count_as_redis_does() {
     assert_eq!(got, want, "(keyspace_hits, keyspace_misses)");
     assert_ne!(want.0, "0", "the script reads keys that exist");
     for conn in [&mut theirs, &mut ours] {
-        send(conn, &["config".to_string(), "resetstat".to_string()]);
+        send_command(conn, &["config".to_string(), "resetstat".to_string()]);
         read_replies(conn, 1);
     }
     let zero = |conn: &mut TcpStream| {
-        send(conn, &["info".to_string(), "stats".to_string()]);
+        send_command(conn, &["info".to_string(), "stats".to_string()]);
         let info = read_replies(conn, 1).remove(0);
         info.lines()
             .filter(|l| l.starts_with("keyspace_"))
@@ -883,7 +801,7 @@ fn redis_py_works_unchanged() {
 /// or confuses redis-benchmark (it hangs or reports errors), SETs acknowledged and not stored.
 #[test]
 fn redis_benchmark_runs_against_it() {
-    if !have_redis_cli() {
+    if !have("redis-cli", &["--version"]) {
         return;
     }
     let dir = temp_dir("redis-benchmark");
@@ -1002,7 +920,7 @@ const ADMIN_REQUESTS: &[&str] = &[
 #[test]
 fn admin_commands_reply_as_redis_does() {
     use rand::{Rng, SeedableRng};
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let seed: u64 = std::env::var("TAMER_TEST_SEED")
@@ -1021,16 +939,16 @@ fn admin_commands_reply_as_redis_does() {
             setup.push("hello 3");
         }
         for request in setup {
-            send(&mut theirs, &words(request));
-            send(&mut ours, &words(request));
+            send_command(&mut theirs, &words(request));
+            send_command(&mut ours, &words(request));
             read_replies(&mut theirs, 1);
             read_replies(&mut ours, 1);
         }
         let mut history = Vec::new();
         for step in 0..40 {
             let request = ADMIN_REQUESTS[rng.gen_range(0..ADMIN_REQUESTS.len())];
-            send(&mut theirs, &words(request));
-            send(&mut ours, &words(request));
+            send_command(&mut theirs, &words(request));
+            send_command(&mut ours, &words(request));
             history.push(request);
             let want = read_replies(&mut theirs, 1);
             let got = read_replies(&mut ours, 1);
@@ -1263,7 +1181,7 @@ fn metrics_endpoint_counters_move() {
 /// Redis's (arity, flags, key specs, ACL categories, arguments) or a wrong reply type.
 #[test]
 fn command_info_and_docs_reply_as_redis_does() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -1285,14 +1203,14 @@ fn command_info_and_docs_reply_as_redis_does() {
     assert!(names.len() > 40, "{names:?}");
     for protocol in ["2", "3"] {
         for conn in [&mut theirs, &mut ours] {
-            send(conn, &["hello".into(), protocol.into()]);
+            send_command(conn, &["hello", protocol]);
             read_replies(conn, 1);
         }
         for name in names.iter().chain([&"nosuch".to_string()]) {
             for sub in ["info", "docs"] {
                 let args = ["command".to_string(), sub.to_string(), name.clone()];
-                send(&mut theirs, &args);
-                send(&mut ours, &args);
+                send_command(&mut theirs, &args);
+                send_command(&mut ours, &args);
                 let want = read_replies(&mut theirs, 1);
                 let got = read_replies(&mut ours, 1);
                 assert_eq!(got, want, "COMMAND {sub} {name}, RESP{protocol}");
@@ -1380,7 +1298,7 @@ fn read_for(fd: i32, until: &str, wait: Duration) -> String {
 #[test]
 fn redis_cli_shows_hints() {
     use std::os::fd::FromRawFd;
-    if !have_redis_cli() {
+    if !have("redis-cli", &["--version"]) {
         return;
     }
     let dir = temp_dir("hints");
@@ -1446,7 +1364,7 @@ fn redis_cli_shows_hints() {
 #[test]
 fn glob_matches_as_redis_keys_does() {
     use rand::{Rng, SeedableRng};
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let seed: u64 = std::env::var("TAMER_TEST_SEED")
@@ -1462,7 +1380,7 @@ fn glob_matches_as_redis_keys_does() {
     names.extend(["a*b", "a?b", "a[b", "a]b", "a\\b", "a-b", "ab", "", "x^y"].map(String::from));
     names.retain(|n| !n.is_empty());
     for name in &names {
-        send(&mut conn, &["set".into(), name.clone(), "1".into()]);
+        send_command(&mut conn, &["set".into(), name.clone(), "1".into()]);
         read_replies(&mut conn, 1);
     }
     let pieces = [
@@ -1474,7 +1392,7 @@ fn glob_matches_as_redis_keys_does() {
         let pattern: String = (0..rng.gen_range(1..5))
             .map(|_| pieces[rng.gen_range(0..pieces.len())])
             .collect();
-        send(&mut conn, &["keys".into(), pattern.clone()]);
+        send_command(&mut conn, &["keys".into(), pattern.clone()]);
         let reply = read_replies(&mut conn, 1).remove(0);
         let mut want: Vec<&str> = reply
             .split("\r\n")
@@ -1503,7 +1421,7 @@ fn glob_matches_as_redis_keys_does() {
 /// an unknown command or subcommand counted as a call, or an error prefix miscounted.
 #[test]
 fn commandstats_count_as_redis_does() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -1588,7 +1506,7 @@ fn latency_monitor_and_slowlog_see_a_slow_command() {
         let value: String = (0..4_000)
             .map(|_| rng.gen_range(b'a'..b'e') as char)
             .collect();
-        send(&mut c, &["set".into(), key.into(), value]);
+        send_command(&mut c, &["set".into(), key.into(), value]);
         assert_eq!(read_replies(&mut c, 1), ["+OK\r\n"]);
     }
     assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n", "off by default");
@@ -1619,21 +1537,12 @@ fn latency_monitor_and_slowlog_see_a_slow_command() {
     assert_eq!(ask(&mut c, "LATENCY LATEST"), "*0\r\n");
 }
 
-/// Sends `words` on `conn` and reads its reply.
-fn call(conn: &mut TcpStream, words: &[&str]) -> String {
-    send(
-        conn,
-        &words.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
-    );
-    read_replies(conn, 1).pop().unwrap()
-}
-
 /// `SWAPDB` by one client is seen at once by another that has `SELECT`ed one of the
 /// databases, and `WATCH`es on a swapped database abort, on both servers alike. Catches a
 /// map kept per connection or read once at connect, a swap not published.
 #[test]
 fn swapdb_is_seen_by_a_client_in_that_database() {
-    if !have_redis_server() {
+    if !have("redis-server", &["--version"]) {
         return;
     }
     let redis = Redis::start().unwrap();
@@ -1704,7 +1613,7 @@ fn scan_returns_every_stable_key_during_concurrent_writes() {
         let mut seen = std::collections::HashSet::new();
         let mut cursor = "0".to_string();
         loop {
-            send(
+            send_command(
                 &mut a,
                 &["scan".into(), cursor.clone(), "count".into(), "20".into()],
             );

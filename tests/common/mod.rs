@@ -2,7 +2,7 @@
 //! free port, and a reader of whole RESP replies. Each test file uses what it needs.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +21,93 @@ pub fn temp_dir(name: &str) -> Dir {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     Dir(dir)
+}
+
+/// Whether `program args` runs and succeeds. Without it the test says SKIPPED and returns,
+/// unless `TAMER_REQUIRE_PEERS` is set (CI), which makes a missing peer a failure.
+pub fn have(program: &str, args: &[&str]) -> bool {
+    let found = Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "{program} is missing (scripts/install-peers.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: {program} is not installed (scripts/install-peers.sh)");
+    }
+    found
+}
+
+/// `redis-cli -p port args…`: its output, trimmed.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Connects to `127.0.0.1:port`, retrying for up to 5 s (a server still starting), with
+/// `read_timeout` on the connection.
+pub fn connect_to(port: u16, read_timeout: Duration) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(read_timeout)).unwrap();
+                return s;
+            }
+            Err(e) if Instant::now() > deadline => panic!("connecting to {port}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A `redis-server` of our own on a free port, without persistence; killed on drop.
+pub struct Redis(pub Child, pub u16);
+
+impl Redis {
+    pub fn start() -> Option<Redis> {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        Some(Redis(child, port))
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        connect_to(self.1, Duration::from_secs(10))
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `args` as one RESP command (an array of bulk strings).
+pub fn send_command(conn: &mut TcpStream, args: &[impl AsRef<str>]) {
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    conn.write_all(&request).unwrap();
+}
+
+/// Sends `args` as one command and reads its reply.
+pub fn call(conn: &mut TcpStream, args: &[impl AsRef<str>]) -> String {
+    send_command(conn, args);
+    read_replies(conn, 1).remove(0)
 }
 
 /// A free port in 18000-18499 (the range this machine's tests share): the next one after a

@@ -6,6 +6,47 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+/// Each figure's value per round, printed as it is recorded; a figure is the median of its
+/// rounds (`rpc` and `types`).
+#[derive(Default)]
+pub struct RoundValues(BTreeMap<String, Vec<f64>>);
+
+impl RoundValues {
+    /// `num ÷ den` (NaN when `den` is not positive), printed with its inputs.
+    pub fn ratio(&mut self, figure: &str, num: f64, den: f64) {
+        let r = crate::durability::ratio(num, den).unwrap_or(f64::NAN);
+        println!("  {figure}: {num:.0} / {den:.0} = {r:.3}");
+        self.0.entry(figure.into()).or_default().push(r);
+    }
+
+    /// A figure that is not a ratio (a fraction, a p99, a size).
+    pub fn record(&mut self, figure: &str, value: f64) {
+        println!("  {figure}: {value:.3}");
+        self.0.entry(figure.into()).or_default().push(value);
+    }
+
+    /// Adds another round's values.
+    pub fn extend(&mut self, other: RoundValues) {
+        for (k, v) in other.0 {
+            self.0.entry(k).or_default().extend(v);
+        }
+    }
+
+    /// The median of `figure`'s rounds (NaNs left out).
+    pub fn median(&self, figure: &str) -> Option<f64> {
+        self.0
+            .get(figure)
+            .and_then(|v| crate::durability::median(v))
+    }
+
+    /// Every figure's median into `result`.
+    pub fn write_figures(&self, result: &mut BenchResult) {
+        for (name, v) in &self.0 {
+            result.figure(name, crate::durability::median(v));
+        }
+    }
+}
+
 /// What a bench run produced.
 #[derive(Debug, Serialize)]
 pub struct BenchResult {

@@ -511,16 +511,8 @@ pub fn get(
     key: &[u8],
     now_ms: u64,
 ) -> Result<Option<Entry>, KeyspaceError> {
-    let skey = store_key(ns, key);
-    let Some(bytes) = tx.get(&skey)? else {
-        return Ok(None);
-    };
-    let entry = Entry::decode(&bytes)?;
-    if entry.expired(now_ms) {
-        remove(tx, ns, key)?;
-        return Ok(None);
-    }
-    Ok(Some(entry))
+    let bytes = tx.get(&store_key(ns, key))?;
+    live_entry(tx, ns, key, bytes, now_ms)
 }
 
 /// As [`get`], through the store's cache of small values first (`Tx::get_cached`): a
@@ -532,8 +524,20 @@ pub fn get_cached(
     key: &[u8],
     now_ms: u64,
 ) -> Result<Option<Entry>, KeyspaceError> {
-    let skey = store_key(ns, key);
-    let Some(bytes) = tx.get_cached(&skey)? else {
+    let bytes = tx.get_cached(&store_key(ns, key))?;
+    live_entry(tx, ns, key, bytes, now_ms)
+}
+
+/// The entry `bytes` (read for `key`) decoded, or `None` when absent or expired at `now_ms`
+/// (an expired one is deleted when `tx` commits).
+fn live_entry(
+    tx: &mut Tx<'_>,
+    ns: u32,
+    key: &[u8],
+    bytes: Option<Vec<u8>>,
+    now_ms: u64,
+) -> Result<Option<Entry>, KeyspaceError> {
+    let Some(bytes) = bytes else {
         return Ok(None);
     };
     let entry = Entry::decode(&bytes)?;

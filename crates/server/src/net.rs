@@ -884,20 +884,10 @@ impl Network {
             blocks.retried(client, false);
             return Ok(());
         };
-        let slot = Arc::new(Mutex::new(Some(session)));
-        let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
-        let me = self.me.clone();
-        let job = move || {
-            let session = job_slot
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-                .expect("the session, once");
-            let done = run_retry(&handle, &shared, c, generation, session);
-            if let Some(poller) = me.upgrade() {
-                poller.finish(done);
-            }
+        let run = move |handle: &DbHandle, shared: &Shared, session| {
+            run_retry(handle, shared, c, generation, session)
         };
+        let (slot, job) = session_job(&self.handle, &self.shared, &self.me, Some(session), run);
         if self.db.runtime().spawn_job(Job::new(job)).is_err() {
             // The runtime's queue is full: it waits for the next write or its timeout.
             conn.session = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -1257,21 +1247,11 @@ impl Network {
         let n = batch.len();
         debug_assert!(n > 0, "a request is at the front");
         let generation = conn.generation;
-        // The session goes to the job through a slot, so that a refused job gives it back.
-        let slot = Arc::new(Mutex::new(conn.session.take()));
-        let (handle, shared, job_slot) = (self.handle.clone(), self.shared.clone(), slot.clone());
-        let me = self.me.clone();
-        let job = move || {
-            let session = job_slot
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-                .expect("the session, once");
-            let done = run_batch(&handle, &shared, c, generation, session, batch);
-            if let Some(poller) = me.upgrade() {
-                poller.finish(done);
-            }
+        let run = move |handle: &DbHandle, shared: &Shared, session| {
+            run_batch(handle, shared, c, generation, session, batch)
         };
+        let session = conn.session.take();
+        let (slot, job) = session_job(&self.handle, &self.shared, &self.me, session, run);
         let runtime = self.db.runtime();
         let spawned = match self.dispatch {
             Dispatch::Shared => runtime.spawn_job(Job::new(job)),
@@ -1455,6 +1435,31 @@ impl Network {
             .store(self.open, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// A job that runs `run` on `session` and hands what it did to the poller `me`, and the slot
+/// the session goes to the job through, so that a refused job gives it back.
+fn session_job(
+    handle: &DbHandle,
+    shared: &Arc<Shared>,
+    me: &Weak<NetPoller>,
+    session: Option<Session>,
+    run: impl FnOnce(&DbHandle, &Shared, Session) -> Done + Send + 'static,
+) -> (Arc<Mutex<Option<Session>>>, impl FnOnce() + Send + 'static) {
+    let slot = Arc::new(Mutex::new(session));
+    let (handle, shared, job_slot, me) = (handle.clone(), shared.clone(), slot.clone(), me.clone());
+    let job = move || {
+        let session = job_slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("the session, once");
+        let done = run(&handle, &shared, session);
+        if let Some(poller) = me.upgrade() {
+            poller.finish(done);
+        }
+    };
+    (slot, job)
 }
 
 /// Runs one connection's batch of requests on the store, in order, through its session.

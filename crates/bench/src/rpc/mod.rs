@@ -20,13 +20,11 @@ pub mod servers;
 pub mod sim;
 pub mod slo;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use plan::Plan;
 
-use crate::durability::{median, ratio};
-use crate::output::BenchResult;
+use crate::output::{BenchResult, RoundValues};
 use crate::BenchOptions;
 
 /// What a round's scenarios write to.
@@ -35,8 +33,8 @@ pub struct Ctx<'a> {
     pub seed: u64,
     pub dir: PathBuf,
     result: &'a mut BenchResult,
-    /// Per-round values of each figure.
-    values: BTreeMap<String, Vec<f64>>,
+    /// This round's values of each figure.
+    values: RoundValues,
 }
 
 impl Ctx<'_> {
@@ -46,15 +44,12 @@ impl Ctx<'_> {
 
     /// `num ÷ den` of this round, printed with its inputs.
     pub fn ratio(&mut self, figure: &str, num: f64, den: f64) {
-        let r = ratio(num, den).unwrap_or(f64::NAN);
-        println!("  {figure}: {num:.0} / {den:.0} = {r:.3}");
-        self.values.entry(figure.into()).or_default().push(r);
+        self.values.ratio(figure, num, den);
     }
 
     /// A figure that is not a ratio (a fraction, a p99, a size).
     pub fn record(&mut self, figure: &str, value: f64) {
-        println!("  {figure}: {value:.3}");
-        self.values.entry(figure.into()).or_default().push(value);
+        self.values.record(figure, value);
     }
 
     pub fn row(&mut self, row: serde_json::Value) {
@@ -87,7 +82,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         ("overload", scenarios2::overload),
         ("durable", scenarios2::durable),
     ];
-    let mut values = BTreeMap::new();
+    let mut values = RoundValues::default();
     let mut failures = Vec::new();
     for round in 0..plan.rounds {
         for (name, scenario) in scenarios {
@@ -100,12 +95,10 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
                 seed: options.seed ^ round as u64,
                 dir: dir.clone(),
                 result: &mut result,
-                values: BTreeMap::new(),
+                values: RoundValues::default(),
             };
             let outcome = scenario(&mut ctx, round);
-            for (k, v) in std::mem::take(&mut ctx.values) {
-                values.entry(k).or_insert_with(Vec::new).extend(v);
-            }
+            values.extend(std::mem::take(&mut ctx.values));
             if let Err(e) = outcome {
                 failures.push(format!("round {round} {name}: {e}"));
             }
@@ -114,9 +107,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     for f in failures {
         result.note(f);
     }
-    for (name, v) in &values {
-        result.figure(name, median(v));
-    }
+    values.write_figures(&mut result);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(result)
 }

@@ -25,12 +25,10 @@ mod cold;
 mod scenarios;
 mod ycsb;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::durability::median;
-use crate::output::BenchResult;
+use crate::output::{BenchResult, RoundValues};
 use crate::rpc::servers;
 use crate::BenchOptions;
 
@@ -101,20 +99,17 @@ pub struct Ctx<'a> {
     pub dir: PathBuf,
     pub poll: bool,
     result: &'a mut BenchResult,
-    values: BTreeMap<String, Vec<f64>>,
+    values: RoundValues,
 }
 
 impl Ctx<'_> {
     /// `num ÷ den` of this round, printed with its inputs.
     pub fn ratio(&mut self, figure: &str, num: f64, den: f64) {
-        let r = if den > 0.0 { num / den } else { f64::NAN };
-        println!("  {figure}: {num:.0} / {den:.0} = {r:.3}");
-        self.values.entry(figure.into()).or_default().push(r);
+        self.values.ratio(figure, num, den);
     }
 
     pub fn record(&mut self, figure: &str, value: f64) {
-        println!("  {figure}: {value:.3}");
-        self.values.entry(figure.into()).or_default().push(value);
+        self.values.record(figure, value);
     }
 
     pub fn row(&mut self, row: serde_json::Value) {
@@ -151,7 +146,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let per_round: [(&str, Scenario); 2] =
         [("vs_redis", scenarios::vs_redis), ("ycsb_e", ycsb::ycsb_e)];
     let once: [(&str, Scenario); 2] = [("cold", cold::cold), ("big_zset", cold::big_zset)];
-    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut values = RoundValues::default();
     let mut failures = Vec::new();
     let wanted = |name: &str| plan.only.is_empty() || plan.only.iter().any(|o| o == name);
     if let Some(unknown) = plan
@@ -172,12 +167,10 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             dir: dir.clone(),
             poll: options.poll,
             result,
-            values: BTreeMap::new(),
+            values: RoundValues::default(),
         };
         let outcome = scenario(&mut ctx, round);
-        for (k, v) in std::mem::take(&mut ctx.values) {
-            values.entry(k).or_default().extend(v);
-        }
+        values.extend(std::mem::take(&mut ctx.values));
         if let Err(e) = outcome {
             eprintln!("types {name}: {e}");
             failures.push(format!("round {round} {name}: {e}"));
@@ -196,15 +189,9 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     }
     let ratios: Vec<f64> = ["leaderboard", "queue", "session", "ycsb_e"]
         .iter()
-        .filter_map(|w| {
-            values
-                .get(&format!("types_vs_redis_{w}"))
-                .and_then(|v| median(v))
-        })
+        .filter_map(|w| values.median(&format!("types_vs_redis_{w}")))
         .collect();
-    for (name, v) in &values {
-        result.figure(name, median(v));
-    }
+    values.write_figures(&mut result);
     if ratios.len() == 4 {
         let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
         result.figure("types_vs_redis_min", Some(min));

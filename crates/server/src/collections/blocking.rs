@@ -124,35 +124,9 @@ pub fn brpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     list_pop(ctx, tx, args, out, End::Right)
 }
 
-fn moved(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    src: &[u8],
-    dst: &[u8],
-    from: End,
-    to: End,
-    out: &mut Vec<u8>,
-) -> Result {
-    match lists::move_one(ctx, tx, src, dst, from, to, out)? {
-        None => {}
-        Some(None) => write::null(out, ctx.protocol),
-        Some(Some(e)) => write::bulk(out, &e),
-    }
-    Ok(())
-}
-
 /// `BLMOVE source destination LEFT | RIGHT LEFT | RIGHT timeout`.
 pub fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let parse = |a: &[u8]| {
-        if a.eq_ignore_ascii_case(b"left") {
-            Some(End::Left)
-        } else if a.eq_ignore_ascii_case(b"right") {
-            Some(End::Right)
-        } else {
-            None
-        }
-    };
-    let (Some(from), Some(to)) = (parse(args[3]), parse(args[4])) else {
+    let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
         write::error(out, "ERR syntax error");
         return Ok(());
     };
@@ -160,7 +134,7 @@ pub fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
         write::error(out, text);
         return Ok(());
     }
-    moved(ctx, tx, args[1], args[2], from, to, out)
+    lists::moved_reply(ctx, tx, args[1], args[2], from, to, out)
 }
 
 /// `BRPOPLPUSH source destination timeout`.
@@ -169,7 +143,7 @@ pub fn brpoplpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
         write::error(out, text);
         return Ok(());
     }
-    moved(ctx, tx, args[1], args[2], End::Right, End::Left, out)
+    lists::moved_reply(ctx, tx, args[1], args[2], End::Right, End::Left, out)
 }
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT | RIGHT [COUNT count]`.
@@ -178,23 +152,7 @@ pub fn blmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
         write::error(out, text);
         return Ok(());
     }
-    let Some((keys, i)) = super::sets::mpop_keys(args, 2, out) else {
-        return Ok(());
-    };
-    let Some((end, count)) = lists::mpop_options(args, i, out) else {
-        return Ok(());
-    };
-    for key in keys {
-        let Some(popped) = lists::pop_from(ctx, tx, key, end, count, out)? else {
-            return Ok(());
-        };
-        if !popped.is_empty() {
-            lists::write_mpop(out, key, &popped);
-            return Ok(());
-        }
-    }
-    write::null_array(out, ctx.protocol);
-    Ok(())
+    lists::mpop_at(ctx, tx, args, 2, out)
 }
 
 fn zset_pop(

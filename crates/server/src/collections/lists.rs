@@ -34,7 +34,7 @@ pub enum End {
 }
 
 impl End {
-    fn parse(arg: &[u8]) -> Option<End> {
+    pub fn parse(arg: &[u8]) -> Option<End> {
         if arg.eq_ignore_ascii_case(b"left") {
             Some(End::Left)
         } else if arg.eq_ignore_ascii_case(b"right") {
@@ -720,7 +720,9 @@ pub fn rpoplpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u
     moved_reply(ctx, tx, args[1], args[2], End::Right, End::Left, out)
 }
 
-fn moved_reply(
+/// Moves one element from `src`'s `from` end to `dst`'s `to` end and replies with it (a null
+/// when `src` is empty).
+pub fn moved_reply(
     ctx: &Context,
     tx: &mut Tx<'_>,
     src: &[u8],
@@ -775,7 +777,19 @@ pub fn write_mpop(out: &mut Vec<u8>, key: &[u8], popped: &[Vec<u8>]) {
 
 /// `LMPOP numkeys key [key ...] LEFT | RIGHT [COUNT count]`.
 pub fn lmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, i)) = super::sets::mpop_keys(args, 1, out) else {
+    mpop_at(ctx, tx, args, 1, out)
+}
+
+/// `LMPOP`'s work on `numkeys key [key ...] LEFT | RIGHT [COUNT count]` from `args[first]`
+/// (`BLMPOP`'s start after its timeout).
+pub fn mpop_at(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    first: usize,
+    out: &mut Vec<u8>,
+) -> Result {
+    let Some((keys, i)) = super::sets::mpop_keys(args, first, out) else {
         return Ok(());
     };
     let Some((end, count)) = mpop_options(args, i, out) else {
