@@ -484,11 +484,6 @@ const KNOWN_CYCLES: &[&str] = &[
     "bench: tier::utilization <-> tier::report <-> tier::os_paging <-> tier::device_run",
     "device: uring <-> open",
     "runtime: runtime <-> executor",
-    "server: expiry <-> stats <-> commands::keys <-> collections <-> commands::databases <-> \
-     commands::strings <-> collections::hashes <-> collections::zsets <-> keyspace <-> \
-     commands::scan <-> collections::sets <-> collections::lists <-> collections::blocking <-> \
-     commands",
-    "server: commands::meta <-> session <-> info <-> admin",
     "store: engine::records <-> engine::compaction",
     "store: device <-> db",
 ];

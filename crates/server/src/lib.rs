@@ -1,29 +1,29 @@
-//! tamer's Redis-protocol server (issue 10): the RESP codec ([`resp`]), the keyspace's layout
-//! in the store ([`keyspace`], with its expiry index and `DBSIZE` counts), the commands
-//! ([`commands`], [`session`], [`admin`]; the collection types in [`collections`]), the database map ([`dbmap`]) and the background
-//! work on the store (active expiry [`expiry`], reclaim of flushed databases [`reclaim`]), the
-//! network core and request path ([`net`], [`admission`], [`prefetch`]), and what the server
-//! reports about itself: settings ([`config`]), counters and logs ([`monitor`], [`info`],
-//! [`metrics`]), connections ([`clients`]). `docs/server.md` walks one request end to end.
+//! tamer's Redis-protocol server. `docs/server.md` walks one request end to end; the layers,
+//! bottom up (each uses only those below it):
+//!
+//! - [`resp`], [`glob`], [`config`]: the protocol's codec, Redis's patterns, the settings.
+//! - [`keyspace`]: keys and their entries in the store (encodings, databases, collections),
+//!   the writes' watchers (`WATCH`, blocked clients), active expiry and reclaim.
+//! - [`stats`]: what the server reports about itself (counters, client list, `INFO`,
+//!   Prometheus metrics).
+//! - [`commands`]: the command table, the gate every request passes, and one file per
+//!   family of commands.
+//! - [`session`]: a connection's state (database, `MULTI`, watches, blocking) and the
+//!   commands that change it.
+//! - [`net`]: the network core on the runtime's cores (io_uring, connections, admission,
+//!   dispatch of jobs).
 
-pub mod admin;
-pub mod admission;
-pub mod blocking;
-pub mod clients;
-pub mod collections;
+/// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
 pub mod commands;
 pub mod config;
-pub mod dbmap;
-pub mod expiry;
 pub mod glob;
-pub mod info;
 pub mod keyspace;
-pub mod metrics;
-pub mod monitor;
 pub mod net;
-pub mod prefetch;
-pub mod reclaim;
 pub mod resp;
 pub mod session;
 pub mod stats;
-pub mod watches;
+
+/// The Prometheus endpoint (`--metrics-addr`), for the binary.
+pub use stats::metrics;

@@ -2,7 +2,7 @@
 //! (`db.c`): `DBSIZE`, `SWAPDB`, `FLUSHDB`, `FLUSHALL`, `MOVE`, `COPY`.
 //!
 //! `SWAPDB`, `FLUSHDB` and `FLUSHALL` change the database map: they run with its gate held
-//! exclusively (`crate::dbmap`), write the `databases` record in their transaction and leave
+//! exclusively (`crate::keyspace::dbmap`), write the `databases` record in their transaction and leave
 //! the new map in [`Context::map`] for the caller to publish once it commits (and for the
 //! rest of a `MULTI`/`EXEC` to use). `FLUSHDB` and `FLUSHALL` take O(1) time whatever the
 //! databases hold, with or without `ASYNC`/`SYNC`: the old keys become unreachable at once and
@@ -10,7 +10,8 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{keyspace_error, Context};
+use super::reply::keyspace_error;
+use super::Context;
 use crate::keyspace::{self, Databases, KeyspaceError, DATABASES};
 use crate::resp::{parse_i64, write};
 
@@ -196,7 +197,7 @@ pub fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
             return Ok(false);
         }
         // A collection in a tree gets a tree of its own.
-        let entry = crate::collections::copied(tx, entry)?;
+        let entry = crate::keyspace::collection::copied(tx, entry)?;
         keyspace::put(tx, dst, args[2], &entry)?;
         ctx.touch_in(db, args[2]);
         Ok(true)

@@ -2,7 +2,9 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{keyspace_error, store_error, Context};
+use super::reply::keyspace_error;
+use super::Context;
+use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
 use crate::resp::{parse_i64, write};
 

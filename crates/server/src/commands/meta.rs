@@ -211,7 +211,7 @@ fn write_info(out: &mut Vec<u8>, info: &Node, protocol: Protocol) {
 
 /// The served commands that have an entry, by name.
 fn served() -> Vec<(&'static str, &'static Node, Option<&'static Node>)> {
-    crate::session::all_command_names()
+    crate::commands::all_command_names()
         .into_iter()
         .filter_map(|n| find(n.as_bytes()).map(|(i, d)| (n, i, d)))
         .collect()
@@ -229,7 +229,7 @@ pub fn command(protocol: Protocol, args: &[Vec<u8>], out: &mut Vec<u8>) {
             }
         }
         (Some(b"count"), 2) => {
-            write::integer(out, crate::session::all_command_names().len() as i64)
+            write::integer(out, crate::commands::all_command_names().len() as i64)
         }
         (Some(b"list"), 2 | 5) => list(args, out),
         (Some(b"info"), _) => info(protocol, &args[2..], out),
@@ -253,7 +253,7 @@ pub fn command(protocol: Protocol, args: &[Vec<u8>], out: &mut Vec<u8>) {
 
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`.
 fn list(args: &[Vec<u8>], out: &mut Vec<u8>) {
-    let names = crate::session::all_command_names();
+    let names = crate::commands::all_command_names();
     let names: Vec<&str> = match args.get(2..5) {
         None => names,
         Some([by, kind, value]) if by.eq_ignore_ascii_case(b"filterby") => {
@@ -303,7 +303,7 @@ fn info(protocol: Protocol, names: &[Vec<u8>], out: &mut Vec<u8>) {
 fn is_served(name: &[u8]) -> bool {
     let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
     let top = lower.split('|').next().unwrap_or_default();
-    crate::session::all_command_names().contains(&top)
+    crate::commands::all_command_names().contains(&top)
 }
 
 /// `COMMAND DOCS [name...]`: a map of each known name's docs; none: every command's.
@@ -339,7 +339,7 @@ mod tests {
     /// engineers' new `COMMANDS` rows will trip until their entries are added).
     #[test]
     fn every_served_command_has_metadata_with_its_arity() {
-        let served_names = crate::session::all_command_names();
+        let served_names = crate::commands::all_command_names();
         for name in &served_names {
             let (info, docs) = find(name.as_bytes())
                 .unwrap_or_else(|| panic!("'{name}' has no entry in meta.json"));

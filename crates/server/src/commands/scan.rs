@@ -11,8 +11,9 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{store_error, Context};
+use super::Context;
 use crate::glob;
+use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
 use crate::resp::write;
 

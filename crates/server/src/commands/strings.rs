@@ -5,7 +5,8 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{store_error, Context};
+use super::Context;
+use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry, Kind};
 use crate::resp::{parse_i64, write};
 

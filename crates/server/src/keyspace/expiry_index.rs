@@ -20,7 +20,7 @@
 //!
 //! Entries may be stale (a TTL changed or removed, the key deleted or renamed): the expirer
 //! deletes a key only when its current header says it has expired, so a stale entry costs
-//! one lookup. The one writer of the cursor is the expirer (`crate::expiry`): it processes whole
+//! one lookup. The one writer of the cursor is the expirer (`crate::keyspace::expiry`): it processes whole
 //! chunks in a transaction (their keys deleted, the chunks deleted and the cursor moved at once),
 //! so a crash mid-pass loses nothing and leaves no entry behind the cursor.
 //!

@@ -153,7 +153,7 @@ fn count(db: &Db, ns: u32) -> u64 {
 /// Runs reclaim steps until idle; how many ran.
 fn reclaim_all(db: &Db) -> usize {
     let mut steps = 0;
-    while crate::reclaim::step(db).unwrap() == Reclaim::Working {
+    while crate::keyspace::reclaim::step(db).unwrap() == Reclaim::Working {
         steps += 1;
         assert!(steps < 1_000_000, "a reclaim pass ends");
     }
@@ -256,7 +256,10 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
     assert_eq!(count(&db, namespace_of(&db, 0)), 0);
     // A few steps, then a reopen mid-pass: the pass resumes from its saved cursor.
     for _ in 0..3 {
-        assert_eq!(crate::reclaim::step(&db).unwrap(), Reclaim::Working);
+        assert_eq!(
+            crate::keyspace::reclaim::step(&db).unwrap(),
+            Reclaim::Working
+        );
     }
     db.close().unwrap();
     let db = open();
@@ -272,7 +275,7 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
         .transaction(move |tx| Ok(get(tx, ns1, b"keep7", 0).unwrap().is_some()))
         .unwrap();
     assert!(still, "another database's keys stay");
-    assert_eq!(crate::reclaim::step(&db).unwrap(), Reclaim::Idle);
+    assert_eq!(crate::keyspace::reclaim::step(&db).unwrap(), Reclaim::Idle);
     db.close().unwrap();
 }
 

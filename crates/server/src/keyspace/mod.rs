@@ -24,9 +24,9 @@
 //! (an overwrite writes no count); a shard at zero is deleted. Counts include expired keys not
 //! yet removed, as Redis's `dbsize` does. Expired keys read as absent (lazy expiry),
 //! and every write of an expiry time also records it in the time-ordered [`expiry_index`], in
-//! the same transaction, from which the expirer (`crate::expiry`) removes keys as they come
+//! the same transaction, from which the expirer (`crate::keyspace::expiry`) removes keys as they come
 //! due (through [`remove_store_key`], so the counts follow).
-//! A collection (hash, list, set, sorted set: `crate::collections`) is packed into its value
+//! A collection (hash, list, set, sorted set: `crate::keyspace::collection`) is packed into its value
 //! while small; past that its value names an ordered tree of the store holding its elements
 //! (payload `[1][tree u64 LE]`). Such a tree belongs to its key's value: replacing or removing
 //! the value drops the tree (reclaimed in the background), moving it (`RENAME`, `MOVE`) keeps
@@ -34,7 +34,14 @@
 
 use tamer_store::{DbError, TreeId, Tx};
 
+pub mod blocked;
+pub mod collection;
+pub mod dbmap;
+pub mod expiry;
 pub mod expiry_index;
+pub mod reclaim;
+pub mod scope;
+pub mod watches;
 
 /// Databases, as Redis's default `databases 16`.
 pub const DATABASES: usize = 16;
@@ -370,7 +377,7 @@ impl Databases {
 /// namespaces flushed before reclaim existed. Nothing to do (no scan) for any other store.
 /// Run it with no other client of the keyspace.
 pub fn upgrade(db: &tamer_store::Db) -> Result<bool, KeyspaceError> {
-    let dbs = db.transaction(|tx| Databases::load(tx).map_err(crate::commands::store_error))?;
+    let dbs = db.transaction(|tx| Databases::load(tx).map_err(crate::keyspace::store_error))?;
     if !dbs.uncounted {
         return Ok(false);
     }
@@ -389,13 +396,13 @@ pub fn upgrade(db: &tamer_store::Db) -> Result<bool, KeyspaceError> {
         cursor = next;
     }
     db.transaction(move |tx| {
-        let mut dbs = Databases::load(tx).map_err(crate::commands::store_error)?;
+        let mut dbs = Databases::load(tx).map_err(crate::keyspace::store_error)?;
         for (&(ns, shard), n) in &counts {
             tx.put(&count_key(ns, shard), &n.to_le_bytes())?;
         }
         dbs.reclaim_target = dbs.next;
         dbs.reclaim_cursor = 0;
-        dbs.save(tx).map_err(crate::commands::store_error)
+        dbs.save(tx).map_err(crate::keyspace::store_error)
     })?;
     Ok(true)
 }
@@ -635,6 +642,15 @@ pub fn delete(tx: &mut Tx<'_>, ns: u32, key: &[u8], now_ms: u64) -> Result<bool,
     let live = get(tx, ns, key, now_ms)?.is_some();
     remove(tx, ns, key)?;
     Ok(live)
+}
+
+/// A keyspace error as a store error, where no reply can carry it (a corrupt keyspace fails
+/// the transaction).
+pub(crate) fn store_error(err: KeyspaceError) -> DbError {
+    match err {
+        KeyspaceError::Store(err) => err,
+        other => DbError::Runtime(other.to_string()),
+    }
 }
 
 #[cfg(test)]

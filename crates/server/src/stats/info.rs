@@ -85,7 +85,7 @@ fn server(stats: &ServerStats) -> String {
          os:{} {}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\n\
          run_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\n\
          hz:{}\r\nexecutable:{}\r\n",
-        crate::session::REDIS_VERSION,
+        crate::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
         std::env::consts::ARCH,

@@ -26,7 +26,7 @@ pub struct Reclaimer {
 
 /// One step in a transaction of its own.
 pub fn step(db: &Db) -> Result<Reclaim, DbError> {
-    db.transaction(|tx| keyspace::reclaim_step(tx).map_err(crate::commands::store_error))
+    db.transaction(|tx| keyspace::reclaim_step(tx).map_err(crate::keyspace::store_error))
 }
 
 impl Reclaimer {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::monitor::BUCKETS_US;
+use crate::stats::monitor::BUCKETS_US;
 use crate::stats::ServerStats;
 
 /// Most bytes of a request's head.
@@ -193,7 +193,7 @@ fn server_rows(stats: &ServerStats) -> [Row; 10] {
             "tamer_resident_memory_bytes",
             "gauge",
             "Resident set size of the process.",
-            crate::info::rss_bytes(),
+            crate::stats::info::rss_bytes(),
         ),
     ]
 }
@@ -202,7 +202,7 @@ fn store_rows(db: &tamer_store::Db) -> [Row; 10] {
     let cache = db.cache_stats();
     let commit = db.commit_stats();
     let cp = db.checkpoint_stats();
-    let writes = crate::info::device_writes(cache.write_backs, &commit, &cp);
+    let writes = crate::stats::info::device_writes(cache.write_backs, &commit, &cp);
     [
         (
             "tamer_cache_hits_total",

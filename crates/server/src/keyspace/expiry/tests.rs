@@ -11,7 +11,6 @@ use super::*;
 use crate::commands::{execute, Context};
 use crate::keyspace::expiry_index::{slot_of, SHARDS};
 use crate::keyspace::{self, store_key};
-use crate::resp::Protocol;
 
 fn store() -> Db {
     let device = DeviceKind::Emulated {
@@ -34,17 +33,7 @@ fn run(db: &Db, now_ms: u64, args: &[&str]) -> String {
     let out = db
         .transaction(move |tx| {
             let map = std::cell::Cell::new([1; crate::keyspace::DATABASES]);
-            let ctx = Context {
-                namespace: 1,
-                db: 0,
-                map: &map,
-                map_exclusive: false,
-                now_ms,
-                protocol: Protocol::Resp2,
-                watches: None,
-                max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
-                lookups: None,
-            };
+            let ctx = Context::bare(1, now_ms, &map);
             let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
             let mut out = Vec::new();
             execute(&ctx, tx, &refs, &mut out)?;

@@ -4,16 +4,17 @@
 //! A handler here makes one attempt, as Redis does for a client that may not block (inside
 //! `MULTI`): it pops if it can, else writes the timeout's reply. Outside `MULTI` the session
 //! blocks a client whose attempt found nothing ([`spec`] names its keys and timeout): the
-//! connection waits in the network's table of blocked clients (`crate::blocking`), holding no
+//! connection waits in the network's table of blocked clients (`crate::keyspace::blocked`), holding no
 //! thread, until a write to one of its keys makes it the first in line to try again, or its
 //! timeout passes.
 
 use tamer_store::{DbError, Tx};
 
 use super::lists::{self, End};
+use super::reply::WRONGTYPE;
 use super::zsets;
-use super::{load_uncounted, Found, WRONGTYPE};
 use crate::commands::Context;
+use crate::keyspace::collection::{load_uncounted, Found};
 use crate::keyspace::Kind;
 use crate::resp::{write, Protocol};
 

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use tamer_store::{Db, DbError, DbHandle, Tx};
 
 use crate::keyspace::expiry_index::{self, chunk_key, head_key, Cursor, SLOT_MS};
+use crate::keyspace::watches::Watches;
 use crate::keyspace::{wall_ms, Entry};
-use crate::watches::Watches;
 
 /// Time between passes (Redis's default `hz 10`).
 pub const PASS_INTERVAL_MS: u64 = 100;

@@ -11,8 +11,10 @@ use std::ops::Bound;
 
 use tamer_store::{DbError, Direction, Tx, MAX_TREE_KEY};
 
-use super::{load_or_new, load_uncounted, Coll, Found, Lookup, WRONGTYPE};
+use super::collections::{load_or_new, Lookup};
+use super::reply::WRONGTYPE;
 use crate::commands::Context;
+use crate::keyspace::collection::{load_uncounted, Coll, Found};
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
@@ -201,7 +203,10 @@ fn read(
     out: &mut Vec<u8>,
     absent: impl FnOnce(&mut Vec<u8>),
 ) -> DbResult<Option<List>> {
-    Ok(super::open(ctx, tx, key, Kind::List, lookup, out, absent)?.map(|coll| List { coll }))
+    Ok(
+        super::collections::open(ctx, tx, key, Kind::List, lookup, out, absent)?
+            .map(|coll| List { coll }),
+    )
 }
 
 /// Saves a changed list (its key deleted when empty).

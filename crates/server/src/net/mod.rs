@@ -23,6 +23,9 @@
 //! steady state a poll that pushed entries (sends, re-arms) submits them with one
 //! `io_uring_enter`, and a poll with nothing new makes no syscall.
 
+pub mod admission;
+pub mod prefetch;
+
 use std::collections::VecDeque;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -34,15 +37,14 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tamer_runtime::{Job, Poller};
 use tamer_store::{Db, DbError, DbHandle};
 
-use crate::admission::{self, Decision, Meter};
-use crate::dbmap::DbMap;
+use crate::keyspace::dbmap::DbMap;
+use crate::keyspace::reclaim::Reclaimer;
+use crate::keyspace::watches::Watches;
 use crate::keyspace::Databases;
-use crate::prefetch;
-use crate::reclaim::Reclaimer;
 use crate::resp::{write, Parsed, RequestParser};
 use crate::session::Session;
 use crate::stats::ServerStats;
-use crate::watches::Watches;
+use admission::{Decision, Meter};
 
 /// Buffers in the shared receive pool.
 pub const RECV_BUFFERS: u16 = 64;
@@ -83,7 +85,7 @@ pub struct ServerOptions {
     /// Which core runs a connection's requests.
     pub dispatch: Dispatch,
     /// The latency objective admission keeps queued work under, µs (`None`: only the hard
-    /// bounds; see [`crate::admission`]).
+    /// bounds; see [`crate::net::admission`]).
     pub slo_us: Option<u64>,
     /// Prefetch the pages of a job's keys before its requests run (seed 004's prefetch on
     /// dispatch; see [`tamer_store::DbHandle::prefetch`]).
@@ -129,7 +131,7 @@ pub struct Server {
     /// What the server shares (settings, counters, connections, the shutdown request).
     pub stats: Arc<ServerStats>,
     /// Active expiry, stopped when the server is (dropped after the network stops).
-    _expirer: crate::expiry::Expirer,
+    _expirer: crate::keyspace::expiry::Expirer,
 }
 
 impl Server {
@@ -151,9 +153,13 @@ impl Server {
             prefetch: options.prefetch,
         });
         let reclaimer = Some(Reclaimer::start(db.clone())?);
-        let expiry = crate::expiry::ExpiryOptions::default();
-        let expirer =
-            crate::expiry::Expirer::start(&db, expiry, shared.stats.expiry.clone(), None)?;
+        let expiry = crate::keyspace::expiry::ExpiryOptions::default();
+        let expirer = crate::keyspace::expiry::Expirer::start(
+            &db,
+            expiry,
+            shared.stats.expiry.clone(),
+            None,
+        )?;
         let routing = Routing {
             dispatch: options.dispatch,
             slo_us: options.slo_us,
@@ -228,7 +234,7 @@ fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<Serv
     let stats = ServerStats::new(
         port,
         options.config.clone(),
-        &crate::session::counted_names(),
+        &crate::commands::counted_names(),
     );
     stats.set_db(db);
     Ok(stats)
@@ -838,7 +844,7 @@ impl Network {
     }
 
     /// Runs again the blocked clients a write made ready, and replies to those whose timeout
-    /// passed (`crate::blocking`); returns how many.
+    /// passed (`crate::keyspace::blocked`); returns how many.
     fn serve_blocked(&mut self) -> Result<usize, String> {
         let blocks = &self.shared.watches.blocks;
         if blocks.is_empty() {
@@ -1502,7 +1508,7 @@ fn run_batch(
     }
 }
 
-/// Runs a blocked command again for its connection (`crate::blocking`).
+/// Runs a blocked command again for its connection (`crate::keyspace::blocked`).
 fn run_retry(
     handle: &DbHandle,
     shared: &Shared,

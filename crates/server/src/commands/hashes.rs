@@ -4,9 +4,12 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{hashed_key, load, load_or_new, scan_hashed, too_long, Coll, Found, Lookup, WRONGTYPE};
+use super::args::too_long;
+use super::collections::{load_or_new, Lookup};
+use super::reply::WRONGTYPE;
 use crate::commands::strings::{add_floats, FloatError};
 use crate::commands::Context;
+use crate::keyspace::collection::{hashed_key, load, scan_hashed, Coll, Found};
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
@@ -20,10 +23,10 @@ fn field_key(tx: &Tx<'_>, field: &[u8]) -> Vec<u8> {
 
 /// The field a map key names.
 fn field_of(key: &[u8]) -> &[u8] {
-    super::element_of(key, 0)
+    crate::keyspace::collection::element_of(key, 0)
 }
 
-/// Loads `key`'s hash (see [`super::open`]).
+/// Loads `key`'s hash (see [`super::collections::open`]).
 fn read(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -32,7 +35,7 @@ fn read(
     out: &mut Vec<u8>,
     absent: impl FnOnce(&mut Vec<u8>),
 ) -> std::result::Result<Option<Coll>, DbError> {
-    super::open(ctx, tx, key, Kind::Hash, lookup, out, absent)
+    super::collections::open(ctx, tx, key, Kind::Hash, lookup, out, absent)
 }
 
 /// `HSET key field value [field value ...]`: the fields added.
@@ -140,17 +143,17 @@ pub fn hmget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
 
 /// `HDEL key field [field ...]`: the fields removed (the key goes with its last field).
 pub fn hdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::remove_hashed(ctx, tx, args, out, Kind::Hash)
+    super::collections::remove_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HEXISTS key field`.
 pub fn hexists(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::contains_hashed(ctx, tx, args, out, Kind::Hash)
+    super::collections::contains_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HLEN key`.
 pub fn hlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::count_entries(ctx, tx, args, out, Kind::Hash)
+    super::collections::count_entries(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HSTRLEN key field`.
@@ -313,24 +316,32 @@ pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
             return Ok(());
         }
     };
-    let Some(count) = super::random_count(args[2], with_values, out) else {
+    let Some(count) = super::args::random_count(args[2], with_values, out) else {
         return Ok(());
     };
     let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
         return Ok(());
     };
     let n = h.len(tx)?;
-    let picked = super::random_entries(tx, &h, n, count)?;
-    super::write_pairs(out, &picked, with_values, p, |k| field_of(k).to_vec());
+    let picked = crate::keyspace::collection::random_entries(tx, &h, n, count)?;
+    super::reply::write_pairs(out, &picked, with_values, p, |k| field_of(k).to_vec());
     Ok(())
 }
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn hscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((cursor, count, pattern)) = super::scan_args(args, out) else {
+    let Some((cursor, count, pattern)) = super::args::scan_args(args, out) else {
         return Ok(());
     };
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, super::empty_scan)? else {
+    let Some(h) = read(
+        ctx,
+        tx,
+        args[1],
+        Lookup::Read,
+        out,
+        super::reply::empty_scan,
+    )?
+    else {
         return Ok(());
     };
     let (found, next) = if h.in_tree() {

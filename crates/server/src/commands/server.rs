@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use tamer_store::{DbError, Tx, MAX_SMALL_RECORD};
 
-use crate::clients::KillFilter;
 use crate::config::Origin;
 use crate::resp::{parse_i64, write, Protocol};
+use crate::stats::clients::KillFilter;
 use crate::stats::ServerStats;
 
 fn arity(out: &mut Vec<u8>, name: &str) {
@@ -197,14 +197,14 @@ pub fn memory(
                 write::error(out, text);
                 return Ok(());
             }
-            let now = crate::session::now_ms();
+            let now = crate::keyspace::wall_ms();
             match crate::keyspace::get(tx, namespace, &args[2], now) {
                 Ok(Some(entry)) => {
                     let key_bytes = 4 + args[2].len();
                     write::integer(out, record_bytes(key_bytes, entry.encode().len()) as i64)
                 }
                 Ok(None) => write::null(out, protocol),
-                Err(e) => return crate::commands::keyspace_error(out, e),
+                Err(e) => return crate::commands::reply::keyspace_error(out, e),
             }
         }
         _ if args.len() < 2 => arity(out, "memory"),
@@ -408,7 +408,7 @@ fn kill_filter(args: &[Vec<u8>]) -> Result<KillFilter, String> {
 
 /// `LASTSAVE`.
 pub fn lastsave(stats: &ServerStats, out: &mut Vec<u8>) {
-    write::integer(out, crate::info::last_save_unix(stats) as i64);
+    write::integer(out, crate::stats::info::last_save_unix(stats) as i64);
 }
 
 #[cfg(test)]

@@ -31,25 +31,15 @@
 //! A command holds its key's lock for its whole transaction, which guards the collection's
 //! tree: tree operations take no lock per element (`Tx::tree_*_unlocked`).
 
-pub mod blocking;
-pub mod hashes;
-pub mod lists;
-pub mod sets;
-pub mod zsets;
-
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use tamer_store::{DbError, Direction, TreeId, Tx, MAX_TREE_KEY};
 
-use crate::commands::{store_error, Context};
+use super::scope::Scope;
+use super::store_error;
 use crate::keyspace::{self, Entry, KeyspaceError, Kind, IN_TREE, PACKED};
-use crate::resp::write;
 
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-/// Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` error (a count of i64::MIN).
-pub const OUT_OF_LONG_RANGE: &str =
-    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 /// Elements a packed collection holds at most (fields, members or list elements).
 pub const PACKED_MAX_ELEMENTS: u64 = 128;
 /// Bytes a packed collection's encoding takes at most.
@@ -90,15 +80,15 @@ pub struct Coll {
 }
 
 /// Loads `key`'s collection of `kind` (a read lookup, counted in `keyspace_hits`/`misses`).
-pub fn load(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
-    let found = load_uncounted(ctx, tx, key, kind)?;
-    ctx.count_lookup(!matches!(found, Found::Absent));
+pub fn load(scope: &Scope, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
+    let found = load_uncounted(scope, tx, key, kind)?;
+    scope.count_lookup(!matches!(found, Found::Absent));
     Ok(found)
 }
 
 /// [`load`] without counting a lookup (a write command's `lookupKeyWrite`).
-pub fn load_uncounted(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
-    let entry = match keyspace::get_cached(tx, ctx.namespace, key, ctx.now_ms) {
+pub fn load_uncounted(scope: &Scope, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
+    let entry = match keyspace::get_cached(tx, scope.namespace, key, scope.now_ms) {
         Ok(None) => return Ok(Found::Absent),
         Ok(Some(e)) => e,
         Err(KeyspaceError::Store(err)) => return Err(err),
@@ -109,62 +99,6 @@ pub fn load_uncounted(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) ->
         return Ok(Found::WrongType);
     }
     Coll::from_entry(entry, true).map(Found::Coll)
-}
-
-/// How a command looks its key up, as Redis counts it in `keyspace_hits`/`misses`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    /// `lookupKeyRead`: counted.
-    Read,
-    /// `lookupKeyWrite`: not counted.
-    Write,
-}
-
-/// Loads `key`'s collection of `kind`: `None` when the reply is written (absent: what `absent`
-/// writes; another type: `WRONGTYPE`).
-pub fn open(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    kind: Kind,
-    lookup: Lookup,
-    out: &mut Vec<u8>,
-    absent: impl FnOnce(&mut Vec<u8>),
-) -> Result<Option<Coll>> {
-    let found = match lookup {
-        Lookup::Read => load(ctx, tx, key, kind)?,
-        Lookup::Write => load_uncounted(ctx, tx, key, kind)?,
-    };
-    match found {
-        Found::Absent => {
-            absent(out);
-            Ok(None)
-        }
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            Ok(None)
-        }
-        Found::Coll(c) => Ok(Some(c)),
-    }
-}
-
-/// Loads `key`'s collection of `kind`, or a new empty one (a write command's lookup); `None`
-/// when the key holds another kind (`WRONGTYPE` written to `out`).
-pub fn load_or_new(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    kind: Kind,
-    out: &mut Vec<u8>,
-) -> Result<Option<Coll>> {
-    match load_uncounted(ctx, tx, key, kind)? {
-        Found::Absent => Ok(Some(Coll::new(kind))),
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            Ok(None)
-        }
-        Found::Coll(c) => Ok(Some(c)),
-    }
 }
 
 /// A key of a tree-backed value copied for `COPY`: a new tree with every entry (within the
@@ -432,14 +366,14 @@ impl Coll {
     /// Writes what changed: a packed map's new value (moved into a tree when it outgrew the
     /// packed bounds), or the key deleted when the collection is empty. `elements` is the
     /// collection's size in the type's elements (a sorted set's map holds two entries each).
-    pub fn save(self, ctx: &Context, tx: &mut Tx<'_>, key: &[u8], elements: u64) -> Result<()> {
+    pub fn save(self, scope: &Scope, tx: &mut Tx<'_>, key: &[u8], elements: u64) -> Result<()> {
         if !self.changed {
             return Ok(());
         }
-        ctx.touch(key);
+        scope.touch(key);
         if elements == 0 {
             if self.stored {
-                keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
+                keyspace::remove(tx, scope.namespace, key).map_err(store_error)?;
             }
             return Ok(());
         }
@@ -464,9 +398,9 @@ impl Coll {
             }
         };
         let saved = if self.stored {
-            keyspace::put_kept_ttl(tx, ctx.namespace, key, &entry)
+            keyspace::put_kept_ttl(tx, scope.namespace, key, &entry)
         } else {
-            keyspace::put(tx, ctx.namespace, key, &entry)
+            keyspace::put(tx, scope.namespace, key, &entry)
         };
         saved.map_err(store_error)
     }
@@ -484,96 +418,6 @@ pub fn hashed_key(tx: &Tx<'_>, prefix: &[u8], element: &[u8]) -> Vec<u8> {
 /// The element a hashed key names (after its prefix and hash).
 pub fn element_of(key: &[u8], prefix_len: usize) -> &[u8] {
     &key[(prefix_len + 8).min(key.len())..]
-}
-
-/// `HDEL`/`SREM key element [element ...]` on a collection of `kind` keyed by
-/// [`hashed_key`] with no prefix: the elements removed (the key goes with its last one).
-pub fn remove_hashed(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-    kind: Kind,
-) -> Result<()> {
-    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
-    let Some(mut c) = open(ctx, tx, args[1], kind, Lookup::Write, out, absent)? else {
-        return Ok(());
-    };
-    let mut removed = 0;
-    for e in &args[2..] {
-        removed += i64::from(c.del(tx, &hashed_key(tx, b"", e))?);
-    }
-    let n = c.len(tx)?;
-    c.save(ctx, tx, args[1], n)?;
-    write::integer(out, removed);
-    Ok(())
-}
-
-/// `HEXISTS`/`SISMEMBER key element` on a collection of `kind` (as [`remove_hashed`]).
-pub fn contains_hashed(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-    kind: Kind,
-) -> Result<()> {
-    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
-    let Some(c) = open(ctx, tx, args[1], kind, Lookup::Read, out, absent)? else {
-        return Ok(());
-    };
-    let found = c.get(tx, &hashed_key(tx, b"", args[2]))?.is_some();
-    write::integer(out, i64::from(found));
-    Ok(())
-}
-
-/// `HLEN`/`SCARD key`: the entries of `key`'s collection of `kind` (0 when absent).
-pub fn count_entries(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-    kind: Kind,
-) -> Result<()> {
-    let absent = |o: &mut Vec<u8>| write::integer(o, 0);
-    let Some(c) = open(ctx, tx, args[1], kind, Lookup::Read, out, absent)? else {
-        return Ok(());
-    };
-    write::integer(out, c.len(tx)? as i64);
-    Ok(())
-}
-
-/// The count of `HRANDFIELD`, `SRANDMEMBER`, `ZRANDMEMBER` (Redis's
-/// `getRangeLongFromObjectOrReply`), its error written when it has none; `pairs` (with
-/// values or scores) bounds it to ±`i64::MAX / 2` as Redis does.
-pub fn random_count(arg: &[u8], pairs: bool, out: &mut Vec<u8>) -> Option<i64> {
-    let count = match crate::resp::parse_i64(arg) {
-        None => {
-            write::error(out, "ERR value is not an integer or out of range");
-            return None;
-        }
-        Some(i64::MIN) => {
-            write::error(out, OUT_OF_LONG_RANGE);
-            return None;
-        }
-        Some(c) => c,
-    };
-    if pairs && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        write::error(out, "ERR value is out of range");
-        return None;
-    }
-    Some(count)
-}
-
-/// Writes the error for a field or member too long for a tree key; true when `element` is.
-pub fn too_long(element: &[u8], out: &mut Vec<u8>) -> bool {
-    if element.len() <= MAX_ELEMENT_KEY {
-        return false;
-    }
-    write::error(
-        out,
-        &format!("ERR tamer: fields and members are at most {MAX_ELEMENT_KEY} bytes"),
-    );
-    true
 }
 
 /// A `SCAN`-family cursor over hashed keys under `prefix`: the cursor is the next hash to
@@ -636,51 +480,6 @@ pub fn scan_hashed(
     Ok((got, cursor))
 }
 
-/// The reply of a scan of an absent key: cursor 0, nothing.
-pub fn empty_scan(out: &mut Vec<u8>) {
-    write::array(out, 2);
-    write::bulk(out, b"0");
-    write::array(out, 0);
-}
-
-/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`: (cursor, count, pattern;
-/// `None` for `*`), or `None` with the error written.
-pub fn scan_args<'a>(
-    args: &[&'a [u8]],
-    out: &mut Vec<u8>,
-) -> Option<(u64, usize, Option<&'a [u8]>)> {
-    let Some(cursor) = crate::commands::scan::parse_cursor(args[2]) else {
-        write::error(out, "ERR invalid cursor");
-        return None;
-    };
-    let (mut count, mut pattern) = (10usize, None);
-    let mut i = 3;
-    // Bounded: every pass consumes two arguments or fails.
-    while i < args.len() {
-        let more = args.len() - i - 1;
-        match &args[i].to_ascii_lowercase()[..] {
-            b"count" if more >= 1 => match crate::resp::parse_i64(args[i + 1]) {
-                None => {
-                    write::error(out, "ERR value is not an integer or out of range");
-                    return None;
-                }
-                Some(n) if n < 1 => {
-                    write::error(out, "ERR syntax error");
-                    return None;
-                }
-                Some(n) => count = usize::try_from(n).unwrap_or(usize::MAX),
-            },
-            b"match" if more >= 1 => pattern = (args[i + 1] != b"*").then_some(args[i + 1]),
-            _ => {
-                write::error(out, "ERR syntax error");
-                return None;
-            }
-        }
-        i += 2;
-    }
-    Some((cursor, count, pattern))
-}
-
 /// Random entries of a collection's first `size` map entries, as Redis's `*RANDFIELD`/
 /// `*RANDMEMBER` with a count choose them: `count ≥ size`, all of them; `0 ≤ count < size`,
 /// `count` distinct; `count < 0`, `-count` with repeats.
@@ -724,32 +523,3 @@ pub fn random_entries(
     }
     Ok(out)
 }
-
-/// Writes picked entries as `*RANDFIELD`/`*RANDMEMBER` replies them: names only, or names with
-/// values (RESP2: one flat array; RESP3: an array of pairs).
-pub fn write_pairs(
-    out: &mut Vec<u8>,
-    pairs: &[(Vec<u8>, Vec<u8>)],
-    with_values: bool,
-    protocol: crate::resp::Protocol,
-    name: impl Fn(&[u8]) -> Vec<u8>,
-) {
-    let resp3 = protocol == crate::resp::Protocol::Resp3;
-    match (with_values, resp3) {
-        (false, _) => write::array(out, pairs.len()),
-        (true, false) => write::array(out, 2 * pairs.len()),
-        (true, true) => write::array(out, pairs.len()),
-    }
-    for (k, v) in pairs {
-        if with_values && resp3 {
-            write::array(out, 2);
-        }
-        write::bulk(out, &name(k));
-        if with_values {
-            write::bulk(out, v);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests;

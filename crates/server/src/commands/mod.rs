@@ -10,92 +10,27 @@
 //! keyspace-wide reads of [`scan`] and the database commands of [`databases`]
 //! (`docs/commands.md` lists them); the session's own commands are in `crate::session`.
 
+pub mod args;
+pub mod blocking_pops;
+pub mod collections;
+pub mod context;
 pub mod databases;
+pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod meta;
+pub mod reply;
 pub mod scan;
+pub mod server;
+pub mod sets;
 pub mod strings;
-
-use std::cell::Cell;
+pub mod zsets;
 
 use tamer_store::{DbError, Tx};
 
-use crate::collections::{blocking, hashes, lists, sets, zsets};
-use crate::keyspace::{KeyspaceError, DATABASES};
-use crate::resp::{write, Protocol};
-use crate::watches::Watches;
+use crate::resp::write;
 
-/// What a command runs with besides its arguments.
-#[derive(Clone, Copy, Debug)]
-pub struct Context<'a> {
-    /// The namespace of the client's database.
-    pub namespace: u32,
-    /// The client's database.
-    pub db: usize,
-    /// The database map as this transaction sees it. A map command ([`changes_map`]) changes
-    /// it here and in the `databases` record; the caller publishes it once the transaction
-    /// commits.
-    pub map: &'a Cell<[u32; DATABASES]>,
-    /// The caller holds the map's gate exclusively (`crate::dbmap`): required by the map
-    /// commands.
-    pub map_exclusive: bool,
-    /// The command's time (Unix ms; one reading per command, as Redis caches it).
-    pub now_ms: u64,
-    pub protocol: Protocol,
-    /// The server's watched keys, told of every write (`None`: nobody can watch).
-    pub watches: Option<&'a Watches>,
-    /// The largest value the store takes: a command refuses to build a longer one.
-    pub max_value_bytes: usize,
-    /// Where read lookups are counted (`INFO stats` `keyspace_hits`/`misses`; `None`: not).
-    pub lookups: Option<&'a crate::stats::Lookups>,
-}
-
-impl Context<'_> {
-    /// One read lookup (Redis's `lookupKeyRead`) that found its key or not.
-    pub fn count_lookup(&self, found: bool) {
-        if let Some(lookups) = self.lookups {
-            lookups.count(found);
-        }
-    }
-
-    /// A write to `key` of this database: watchers' `EXEC` will abort.
-    pub fn touch(&self, key: &[u8]) {
-        self.touch_in(self.db, key);
-    }
-
-    /// A write to `key` of database `db` (watches are by database, as Redis's).
-    pub fn touch_in(&self, db: usize, key: &[u8]) {
-        if let Some(w) = self.watches {
-            w.touch(&crate::keyspace::store_key(db as u32, key));
-        }
-    }
-
-    /// The watched keys of database `db` (namespace `ns`) that a swap with namespace `other`
-    /// (or a flush: `None`) changes, bumped as Redis's `touchAllWatchedKeysInDb` does: those
-    /// stored in `ns` or in `other`. Each is read (locked) in `tx`.
-    pub fn touch_swapped(
-        &self,
-        tx: &mut Tx<'_>,
-        db: usize,
-        ns: u32,
-        other: Option<u32>,
-    ) -> Result<(), DbError> {
-        let Some(w) = self.watches else {
-            return Ok(());
-        };
-        for watched in w.watched_in(db as u32) {
-            let key = &watched[4..];
-            let mut stored = tx.contains(&crate::keyspace::store_key(ns, key))?;
-            if let Some(other) = other {
-                stored |= tx.contains(&crate::keyspace::store_key(other, key))?;
-            }
-            if stored {
-                w.touch(&watched);
-            }
-        }
-        Ok(())
-    }
-}
+pub use context::Context;
 
 /// Whether the command named `name` (lowercase) changes the database map: it runs with the
 /// map's gate held exclusively.
@@ -120,14 +55,14 @@ pub struct Command {
 /// Every command built, sorted by name.
 pub const COMMANDS: &[Command] = &[
     cmd("append", 3, strings::append),
-    cmd("blmove", 6, blocking::blmove),
-    cmd("blmpop", -5, blocking::blmpop),
-    cmd("blpop", -3, blocking::blpop),
-    cmd("brpop", -3, blocking::brpop),
-    cmd("brpoplpush", 4, blocking::brpoplpush),
-    cmd("bzmpop", -5, blocking::bzmpop),
-    cmd("bzpopmax", -3, blocking::bzpopmax),
-    cmd("bzpopmin", -3, blocking::bzpopmin),
+    cmd("blmove", 6, blocking_pops::blmove),
+    cmd("blmpop", -5, blocking_pops::blmpop),
+    cmd("blpop", -3, blocking_pops::blpop),
+    cmd("brpop", -3, blocking_pops::brpop),
+    cmd("brpoplpush", 4, blocking_pops::brpoplpush),
+    cmd("bzmpop", -5, blocking_pops::bzmpop),
+    cmd("bzpopmax", -3, blocking_pops::bzpopmax),
+    cmd("bzpopmin", -3, blocking_pops::bzpopmin),
     cmd("copy", -3, databases::copy),
     cmd("dbsize", 1, databases::dbsize),
     cmd("decr", 2, strings::decr),
@@ -274,6 +209,44 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
         .map(|i| &COMMANDS[i])
 }
 
+/// The commands a session answers itself, besides the table's.
+const SESSION_COMMANDS: &[&str] = &[
+    "auth", "client", "command", "config", "discard", "echo", "exec", "hello", "info", "lastsave",
+    "latency", "memory", "multi", "ping", "quit", "reset", "select", "shutdown", "slowlog", "time",
+    "unwatch", "watch",
+];
+
+/// Every name commandstats counts: each served command, and each served subcommand of a
+/// container (`config|get`), as Redis 7.0 counts them.
+pub fn counted_names() -> Vec<&'static str> {
+    let mut names = all_command_names();
+    for (name, entry) in meta::table() {
+        if !CONTAINERS.contains(&name.as_str()) {
+            continue;
+        }
+        let subs = entry.get("info").and_then(|i| i.get("subcommands"));
+        for sub in subs.map_or(&[][..], meta::Node::list) {
+            if let Some(meta::Node::Str(full)) = sub.get("name") {
+                names.push(full.as_str());
+            }
+        }
+    }
+    names
+}
+
+/// Every command name tamer serves: the table's and the session's.
+pub fn all_command_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = COMMANDS.iter().map(|c| c.name).collect();
+    names.extend(SESSION_COMMANDS);
+    names.sort_unstable();
+    names
+}
+
+/// The commands whose first argument is a subcommand.
+pub const CONTAINERS: &[&str] = &[
+    "client", "command", "config", "latency", "memory", "slowlog",
+];
+
 /// Runs the request `args` in `tx`, appending its reply to `out`: Redis's error for an
 /// unknown command or a wrong number of arguments.
 pub fn execute(
@@ -314,26 +287,6 @@ pub fn unknown_command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
         text.push_str(&format!("'{}' ", show(a)));
     }
     text
-}
-
-/// A keyspace error as the command's reply, or the store error to hand back.
-pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
-    match err {
-        KeyspaceError::Store(err) => Err(err),
-        other => {
-            write::error(out, &format!("ERR {other}"));
-            Ok(())
-        }
-    }
-}
-
-/// A keyspace error as a store error, where no reply can carry it (a corrupt keyspace fails
-/// the transaction).
-pub(crate) fn store_error(err: KeyspaceError) -> DbError {
-    match err {
-        KeyspaceError::Store(err) => err,
-        other => DbError::Runtime(other.to_string()),
-    }
 }
 
 #[cfg(test)]

@@ -22,16 +22,17 @@ use tamer_store::{DbError, DbHandle, Tx};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::clients::ClientEntry;
+use crate::stats::clients::ClientEntry;
 use std::cell::Cell;
 
 use crate::commands::{self, Context};
-use crate::dbmap::DbMap;
+use crate::keyspace::dbmap::DbMap;
+use crate::keyspace::scope::Scope;
+use crate::keyspace::watches::Watches;
 use crate::keyspace::{store_key, DATABASES};
-use crate::monitor::{Outcome, SlowEntry};
 use crate::resp::{parse_i64, write, Protocol};
+use crate::stats::monitor::{Outcome, SlowEntry};
 use crate::stats::ServerStats;
-use crate::watches::Watches;
 
 /// Most commands `MULTI` queues (past it the transaction is refused at `EXEC`).
 pub const MAX_QUEUED: usize = 65_536;
@@ -61,7 +62,7 @@ pub struct Session {
     entry: Option<Arc<ClientEntry>>,
     /// `CLIENT NO-EVICT`.
     no_evict: bool,
-    /// A blocking pop that found nothing and waits (`crate::blocking`; the network keeps the
+    /// A blocking pop that found nothing and waits (`crate::keyspace::blocked`; the network keeps the
     /// connection's other requests until it replies).
     pub blocked: Option<Blocked>,
 }
@@ -77,9 +78,6 @@ pub struct Blocked {
     /// Its reply then.
     pub timeout_reply: Vec<u8>,
 }
-
-/// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
-pub const REDIS_VERSION: &str = "7.0.15";
 
 impl Drop for Session {
     fn drop(&mut self) {
@@ -107,39 +105,6 @@ fn fingerprint(
     }
 }
 
-/// The commands a session answers itself, besides the table's.
-const SESSION_COMMANDS: &[&str] = &[
-    "auth", "client", "command", "config", "discard", "echo", "exec", "hello", "info", "lastsave",
-    "latency", "memory", "multi", "ping", "quit", "reset", "select", "shutdown", "slowlog", "time",
-    "unwatch", "watch",
-];
-
-/// Every name commandstats counts: each served command, and each served subcommand of a
-/// container (`config|get`), as Redis 7.0 counts them.
-pub fn counted_names() -> Vec<&'static str> {
-    let mut names = all_command_names();
-    for (name, entry) in commands::meta::table() {
-        if !CONTAINERS.contains(&name.as_str()) {
-            continue;
-        }
-        let subs = entry.get("info").and_then(|i| i.get("subcommands"));
-        for sub in subs.map_or(&[][..], commands::meta::Node::list) {
-            if let Some(commands::meta::Node::Str(full)) = sub.get("name") {
-                names.push(full.as_str());
-            }
-        }
-    }
-    names
-}
-
-/// Every command name tamer serves: the table's and the session's.
-pub fn all_command_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = commands::COMMANDS.iter().map(|c| c.name).collect();
-    names.extend(SESSION_COMMANDS);
-    names.sort_unstable();
-    names
-}
-
 /// Redis's error for a client name with spaces or special characters.
 const NAME_ERROR: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
 
@@ -153,12 +118,6 @@ fn arity_error(out: &mut Vec<u8>, name: &str) {
         out,
         &format!("ERR wrong number of arguments for '{name}' command"),
     );
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Session {
@@ -272,7 +231,7 @@ impl Session {
         }
         self.protocol = protocol;
         write::map(out, 7, protocol);
-        for (k, v) in [("server", "tamer"), ("version", REDIS_VERSION)] {
+        for (k, v) in [("server", "tamer"), ("version", crate::REDIS_VERSION)] {
             write::bulk(out, k.as_bytes());
             write::bulk(out, v.as_bytes());
         }
@@ -307,7 +266,8 @@ impl Session {
                 write::simple(out, "OK");
             }
             (b"list" | b"info" | b"kill" | b"no-evict", _) => {
-                let effect = crate::admin::client(&self.stats, self.protocol, self.id, args, out);
+                let effect =
+                    crate::commands::server::client(&self.stats, self.protocol, self.id, args, out);
                 let effect = effect.expect("a CLIENT subcommand admin serves");
                 self.quit |= effect.close_me;
                 if let Some(on) = effect.no_evict {
@@ -429,7 +389,7 @@ impl Session {
         if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {
             let entry = SlowEntry {
                 id: 0,
-                unix_secs: now_ms() / 1000,
+                unix_secs: crate::keyspace::wall_ms() / 1000,
                 duration_us: us,
                 args,
                 addr: self
@@ -443,7 +403,7 @@ impl Session {
         let threshold_ms = config.latency_threshold_ms();
         let ms = took.as_millis() as u64;
         if threshold_ms > 0 && ms >= threshold_ms {
-            monitor.latency_add("command", now_ms() / 1000, ms);
+            monitor.latency_add("command", crate::keyspace::wall_ms() / 1000, ms);
         }
     }
 
@@ -487,7 +447,7 @@ impl Session {
                 write::error(out, "ERR Command not allowed inside a transaction");
             }
             b"shutdown" => {
-                crate::admin::shutdown(&self.stats, args, out);
+                crate::commands::server::shutdown(&self.stats, args, out);
             }
             _ => return false,
         }
@@ -546,7 +506,7 @@ impl Session {
                 self.unwatch_all();
                 write::simple(out, "OK");
             }
-            _ if crate::collections::blocking::is_blocking(&name) => {
+            _ if crate::commands::blocking_pops::is_blocking(&name) => {
                 self.blocking(handle, map, &name, args, out)
             }
             _ => self.one(handle, map, &name, args, out),
@@ -566,11 +526,11 @@ impl Session {
         let before = out.len();
         self.one(handle, map, name, args, out);
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let Some(spec) = crate::collections::blocking::spec(&refs) else {
+        let Some(spec) = crate::commands::blocking_pops::spec(&refs) else {
             return;
         };
         let timeout_reply =
-            crate::collections::blocking::timeout_reply(spec.null_bulk, self.protocol);
+            crate::commands::blocking_pops::timeout_reply(spec.null_bulk, self.protocol);
         if out[before..] != timeout_reply[..] {
             return; // served, or an error
         }
@@ -695,7 +655,7 @@ impl Session {
         }
         let gate = map.shared();
         let namespace = gate.namespaces[self.db];
-        let now = now_ms();
+        let now = crate::keyspace::wall_ms();
         // Watched by database, as Redis watches them: a swap or flush moves the database to
         // another namespace, and the watch follows the database.
         let keys: Vec<Vec<u8>> = keys.iter().map(|k| store_key(self.db as u32, k)).collect();
@@ -736,7 +696,7 @@ impl Session {
             return;
         }
         let (start_db, protocol) = (self.db, self.protocol);
-        let now = now_ms();
+        let now = crate::keyspace::wall_ms();
         let watches = self.watches.clone();
         let stats = self.stats.clone();
         let watched = &self.watched;
@@ -846,8 +806,8 @@ impl Session {
 
 /// The database map's gate as a command holds it.
 enum MapGate<'a> {
-    Shared(crate::dbmap::Shared<'a>),
-    Exclusive(crate::dbmap::Exclusive<'a>),
+    Shared(crate::keyspace::dbmap::Shared<'a>),
+    Exclusive(crate::keyspace::dbmap::Exclusive<'a>),
 }
 
 impl<'a> MapGate<'a> {
@@ -931,7 +891,7 @@ impl Run<'_> {
                 write::bulk(out, now.subsec_micros().to_string().as_bytes());
             }
             b"info" => {
-                let keyspace = if crate::info::wants(&args[1..], "keyspace") {
+                let keyspace = if crate::stats::info::wants(&args[1..], "keyspace") {
                     let namespaces = self.map.get();
                     let mut counts = [0u64; DATABASES];
                     for (count, ns) in counts.iter_mut().zip(namespaces) {
@@ -945,18 +905,18 @@ impl Run<'_> {
                 } else {
                     None
                 };
-                let text = crate::info::text(self.stats, &args[1..], keyspace.as_ref());
+                let text = crate::stats::info::text(self.stats, &args[1..], keyspace.as_ref());
                 write::verbatim(out, b"txt", text.as_bytes(), self.protocol);
             }
             b"command" => commands::meta::command(self.protocol, args, out),
-            b"config" => crate::admin::config(self.stats, self.protocol, args, out),
-            b"slowlog" => crate::admin::slowlog(self.stats, args, out),
-            b"latency" => crate::admin::latency(self.stats, args, out),
+            b"config" => crate::commands::server::config(self.stats, self.protocol, args, out),
+            b"slowlog" => crate::commands::server::slowlog(self.stats, args, out),
+            b"latency" => crate::commands::server::latency(self.stats, args, out),
             b"lastsave" if args.len() != 1 => arity_error(out, "lastsave"),
-            b"lastsave" => crate::admin::lastsave(self.stats, out),
+            b"lastsave" => crate::commands::server::lastsave(self.stats, out),
             b"memory" => {
                 let namespace = self.map.get()[*db];
-                crate::admin::memory(tx, namespace, self.protocol, args, out)?;
+                crate::commands::server::memory(tx, namespace, self.protocol, args, out)?;
             }
             b"select" if args.len() != 2 => arity_error(out, "select"),
             b"select" => match parse_i64(&args[1]) {
@@ -969,15 +929,17 @@ impl Run<'_> {
             },
             _ => {
                 let ctx = Context {
-                    namespace: self.map.get()[*db],
-                    db: *db,
+                    scope: Scope {
+                        namespace: self.map.get()[*db],
+                        db: *db,
+                        now_ms: crate::keyspace::wall_ms(),
+                        watches: Some(self.watches),
+                        lookups: Some(&self.stats.lookups),
+                    },
                     map: self.map,
                     map_exclusive: self.map_exclusive,
-                    now_ms: now_ms(),
                     protocol: self.protocol,
-                    watches: Some(self.watches),
                     max_value_bytes: self.max_value_bytes,
-                    lookups: Some(&self.stats.lookups),
                 };
                 let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
                 commands::execute(&ctx, tx, &refs, out)?;
@@ -986,11 +948,6 @@ impl Run<'_> {
         Ok(())
     }
 }
-
-/// The commands whose first argument is a subcommand.
-pub const CONTAINERS: &[&str] = &[
-    "client", "command", "config", "latency", "memory", "slowlog",
-];
 
 /// The error Redis gives when queueing container command `name` (lowercase) with `args`: an
 /// unknown subcommand, or a subcommand's wrong arity; `None` for anything else.
@@ -1017,7 +974,7 @@ fn subcommand_error(name: &[u8], args: &[Vec<u8>]) -> Option<String> {
 fn command_label(name: &[u8], args: &[Vec<u8>]) -> String {
     let name = String::from_utf8_lossy(name).into_owned();
     match args.get(1) {
-        Some(sub) if CONTAINERS.contains(&name.as_str()) => {
+        Some(sub) if commands::CONTAINERS.contains(&name.as_str()) => {
             let sub = String::from_utf8_lossy(&sub[..sub.len().min(32)]).to_ascii_lowercase();
             format!("{name}|{sub}")
         }

@@ -4,11 +4,11 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::{
-    hashed_key, load, load_or_new, load_uncounted, scan_hashed, too_long, Coll, Found, Lookup,
-    WRONGTYPE,
-};
+use super::args::too_long;
+use super::collections::{load_or_new, Lookup};
+use super::reply::WRONGTYPE;
 use crate::commands::Context;
+use crate::keyspace::collection::{hashed_key, load, load_uncounted, scan_hashed, Coll, Found};
 use crate::keyspace::{self, Kind};
 use crate::resp::{parse_i64, write};
 
@@ -19,10 +19,10 @@ fn member_key(tx: &Tx<'_>, member: &[u8]) -> Vec<u8> {
 }
 
 fn member_of(key: &[u8]) -> &[u8] {
-    super::element_of(key, 0)
+    crate::keyspace::collection::element_of(key, 0)
 }
 
-/// Loads `key`'s set (see [`super::open`]).
+/// Loads `key`'s set (see [`super::collections::open`]).
 fn read(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -31,7 +31,7 @@ fn read(
     out: &mut Vec<u8>,
     absent: impl FnOnce(&mut Vec<u8>),
 ) -> std::result::Result<Option<Coll>, DbError> {
-    super::open(ctx, tx, key, Kind::Set, lookup, out, absent)
+    super::collections::open(ctx, tx, key, Kind::Set, lookup, out, absent)
 }
 
 /// Every member of a set.
@@ -66,12 +66,12 @@ pub fn sadd(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
 
 /// `SREM key member [member ...]`: the members removed.
 pub fn srem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::remove_hashed(ctx, tx, args, out, Kind::Set)
+    super::collections::remove_hashed(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SISMEMBER key member`.
 pub fn sismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::contains_hashed(ctx, tx, args, out, Kind::Set)
+    super::collections::contains_hashed(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SMISMEMBER key member [member ...]`.
@@ -97,7 +97,7 @@ pub fn smismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 
 /// `SCARD key`.
 pub fn scard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::count_entries(ctx, tx, args, out, Kind::Set)
+    super::collections::count_entries(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SMEMBERS key`.
@@ -133,15 +133,15 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
         write::error(out, "ERR syntax error");
         return Ok(());
     }
-    let Some(count) = super::random_count(args[2], false, out) else {
+    let Some(count) = super::args::random_count(args[2], false, out) else {
         return Ok(());
     };
     let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
         return Ok(());
     };
     let n = s.len(tx)?;
-    let picked = super::random_entries(tx, &s, n, count)?;
-    super::write_pairs(out, &picked, false, p, |k| member_of(k).to_vec());
+    let picked = crate::keyspace::collection::random_entries(tx, &s, n, count)?;
+    super::reply::write_pairs(out, &picked, false, p, |k| member_of(k).to_vec());
     Ok(())
 }
 
@@ -168,7 +168,7 @@ pub fn spop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         return Ok(());
     };
     let n = s.len(tx)?;
-    let picked = super::random_entries(tx, &s, n, count.unwrap_or(1))?;
+    let picked = crate::keyspace::collection::random_entries(tx, &s, n, count.unwrap_or(1))?;
     for (k, _) in &picked {
         s.del(tx, k)?;
     }
@@ -335,7 +335,7 @@ fn store_members(
     out: &mut Vec<u8>,
 ) -> Result {
     ctx.touch(dst);
-    keyspace::remove(tx, ctx.namespace, dst).map_err(crate::commands::store_error)?;
+    keyspace::remove(tx, ctx.namespace, dst).map_err(crate::keyspace::store_error)?;
     let mut s = Coll::new(Kind::Set);
     for m in members {
         s.put(tx, &member_key(tx, m), b"")?;
@@ -470,10 +470,18 @@ pub fn sintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn sscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((cursor, count, pattern)) = super::scan_args(args, out) else {
+    let Some((cursor, count, pattern)) = super::args::scan_args(args, out) else {
         return Ok(());
     };
-    let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, super::empty_scan)? else {
+    let Some(s) = read(
+        ctx,
+        tx,
+        args[1],
+        Lookup::Read,
+        out,
+        super::reply::empty_scan,
+    )?
+    else {
         return Ok(());
     };
     let (found, next) = if s.in_tree() {

@@ -2,15 +2,20 @@
 //! `INFO` and the metrics endpoint report (updated by the network core and the sessions),
 //! the connection registry, and the shutdown request.
 
+pub mod clients;
+pub mod info;
+pub mod metrics;
+pub mod monitor;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use tamer_store::Db;
 
-use crate::clients::Clients;
 use crate::config::Config;
-use crate::monitor::Monitor;
+use clients::Clients;
+use monitor::Monitor;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -30,37 +35,19 @@ pub struct ServerStats {
     pub admitted: AtomicU64,
     pub busy: AtomicU64,
     /// Admission's measurements and its refusals by cause.
-    pub admission: crate::admission::AdmissionStats,
+    pub admission: crate::net::admission::AdmissionStats,
     /// `SHUTDOWN` asked: the process closes the store and exits.
     pub shutdown: AtomicBool,
     /// The store, for its statistics (weak: the process closes it at exit).
     db: Mutex<Weak<Db>>,
     /// The replication id `INFO replication` shows (random per start, as Redis's).
     pub replid: String,
-    /// Active expiry's counters (`crate::expiry`).
-    pub expiry: Arc<crate::expiry::ExpiryStats>,
+    /// Active expiry's counters (`crate::keyspace::expiry`).
+    pub expiry: Arc<crate::keyspace::expiry::ExpiryStats>,
     /// Read lookups that found their key, and those that did not (`keyspace_hits`/`misses`).
-    pub lookups: Lookups,
+    pub lookups: crate::keyspace::scope::Lookups,
     /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
     pub blocked_clients: AtomicUsize,
-}
-
-/// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a
-/// key (`GET`, `MGET`, `EXISTS`, `TYPE`, `TTL`, ...) count one per key; writes do not. A key
-/// of another type is a hit; an expired one a miss. A transaction the store retries after a
-/// conflict counts its lookups again.
-#[derive(Debug, Default)]
-pub struct Lookups {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-}
-
-impl Lookups {
-    /// One read lookup of a key that was there (`found`) or not.
-    pub fn count(&self, found: bool) {
-        let counter = if found { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 impl ServerStats {
@@ -98,7 +85,7 @@ impl ServerStats {
             db: Mutex::new(Weak::new()),
             replid,
             expiry: Arc::default(),
-            lookups: Lookups::default(),
+            lookups: crate::keyspace::scope::Lookups::default(),
             blocked_clients: AtomicUsize::new(0),
         }
     }

@@ -20,7 +20,7 @@ pub struct Watches {
     /// `keys.len()`, readable without the lock.
     tracked: AtomicUsize,
     /// Clients blocked on keys (`BLPOP` ...): a write readies the first in line.
-    pub blocks: crate::blocking::BlockTable,
+    pub blocks: crate::keyspace::blocked::BlockTable,
 }
 
 impl Watches {

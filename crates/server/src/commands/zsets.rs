@@ -11,8 +11,11 @@ use std::ops::Bound;
 
 use tamer_store::{DbError, Direction, Tx};
 
-use super::{hashed_key, load_uncounted, too_long, Coll, Found, Lookup, WRONGTYPE};
+use super::args::too_long;
+use super::collections::Lookup;
+use super::reply::WRONGTYPE;
 use crate::commands::Context;
+use crate::keyspace::collection::{hashed_key, load_uncounted, Coll, Found};
 use crate::keyspace::{self, Kind};
 use crate::resp::{parse_i64, write, Protocol};
 
@@ -88,7 +91,7 @@ fn order(x: f64) -> u64 {
 
 fn score_of(value: &[u8]) -> DbResult<f64> {
     let bits: [u8; 8] = value.try_into().map_err(|_| {
-        crate::commands::store_error(keyspace::KeyspaceError::Corrupt("a score".into()))
+        crate::keyspace::store_error(keyspace::KeyspaceError::Corrupt("a score".into()))
     })?;
     Ok(f64::from_le_bytes(bits))
 }
@@ -363,7 +366,10 @@ fn read(
     out: &mut Vec<u8>,
     absent: impl FnOnce(&mut Vec<u8>),
 ) -> DbResult<Option<ZSet>> {
-    Ok(super::open(ctx, tx, key, Kind::ZSet, lookup, out, absent)?.map(|coll| ZSet { coll }))
+    Ok(
+        super::collections::open(ctx, tx, key, Kind::ZSet, lookup, out, absent)?
+            .map(|coll| ZSet { coll }),
+    )
 }
 
 /// Saves a changed sorted set (its key deleted when empty).
@@ -605,7 +611,7 @@ pub fn zscore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
 /// `ZMSCORE key member [member ...]`.
 pub fn zmscore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let p = ctx.protocol;
-    let z = match super::load(ctx, tx, args[1], Kind::ZSet)? {
+    let z = match crate::keyspace::collection::load(ctx, tx, args[1], Kind::ZSet)? {
         Found::WrongType => {
             write::error(out, WRONGTYPE);
             return Ok(());
@@ -922,7 +928,7 @@ fn store_members(
     out: &mut Vec<u8>,
 ) -> Result {
     ctx.touch(dst);
-    keyspace::remove(tx, ctx.namespace, dst).map_err(crate::commands::store_error)?;
+    keyspace::remove(tx, ctx.namespace, dst).map_err(crate::keyspace::store_error)?;
     let mut z = ZSet {
         coll: Coll::new(Kind::ZSet),
     };
@@ -939,7 +945,7 @@ pub fn zrangestore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
     let Some(spec) = range_spec(args, 3, RangeForm::Any, false, true, out) else {
         return Ok(());
     };
-    let z = match super::load(ctx, tx, args[2], Kind::ZSet)? {
+    let z = match crate::keyspace::collection::load(ctx, tx, args[2], Kind::ZSet)? {
         Found::WrongType => {
             write::error(out, WRONGTYPE);
             return Ok(());
@@ -1165,7 +1171,7 @@ pub fn zrandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
             return Ok(());
         }
     };
-    let Some(count) = super::random_count(args[2], with_scores, out) else {
+    let Some(count) = super::args::random_count(args[2], with_scores, out) else {
         return Ok(());
     };
     let Some(z) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
@@ -1173,10 +1179,15 @@ pub fn zrandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
     };
     let n = z.card(tx)?;
     // The member order holds the first `n` map entries: random picks among them.
-    let picked = super::random_entries(tx, &z.coll, n, count)?;
+    let picked = crate::keyspace::collection::random_entries(tx, &z.coll, n, count)?;
     let members: Vec<(Vec<u8>, f64)> = picked
         .into_iter()
-        .map(|(k, v)| Ok((super::element_of(&k, 1).to_vec(), score_of(&v)?)))
+        .map(|(k, v)| {
+            Ok((
+                crate::keyspace::collection::element_of(&k, 1).to_vec(),
+                score_of(&v)?,
+            ))
+        })
         .collect::<DbResult<_>>()?;
     write_members(out, &members, with_scores, p);
     Ok(())
@@ -1184,20 +1195,28 @@ pub fn zrandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn zscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((cursor, count, pattern)) = super::scan_args(args, out) else {
+    let Some((cursor, count, pattern)) = super::args::scan_args(args, out) else {
         return Ok(());
     };
-    let Some(z) = read(ctx, tx, args[1], Lookup::Read, out, super::empty_scan)? else {
+    let Some(z) = read(
+        ctx,
+        tx,
+        args[1],
+        Lookup::Read,
+        out,
+        super::reply::empty_scan,
+    )?
+    else {
         return Ok(());
     };
     let (found, next) = if z.coll.in_tree() {
-        super::scan_hashed(tx, &z.coll, &[MEMBERS], cursor, count)?
+        crate::keyspace::collection::scan_hashed(tx, &z.coll, &[MEMBERS], cursor, count)?
     } else {
         (z.coll.all(tx, &[MEMBERS])?, 0)
     };
     let mut kept = Vec::new();
     for (k, v) in &found {
-        let m = super::element_of(k, 1);
+        let m = crate::keyspace::collection::element_of(k, 1);
         if pattern.is_none_or(|p| crate::glob::matches(p, m)) {
             kept.push((m.to_vec(), score_of(v)?));
         }
@@ -1250,7 +1269,7 @@ fn operand(
             let all = coll.all(tx, b"")?;
             Ok(Ok(Some(
                 all.into_iter()
-                    .map(|(k, _)| (super::element_of(&k, 0).to_vec(), 1.0))
+                    .map(|(k, _)| (crate::keyspace::collection::element_of(&k, 0).to_vec(), 1.0))
                     .collect(),
             )))
         }

@@ -13,6 +13,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tamer_store::{Db, DbOptions, DeviceKind};
 
+mod collections;
+
 use super::*;
 use crate::resp::reply_len;
 
@@ -36,17 +38,7 @@ pub(crate) fn run(db: &Db, namespace: u32, now_ms: u64, args: &[Vec<u8>]) -> Vec
     let args = args.to_vec();
     db.transaction(move |tx| {
         let map = std::cell::Cell::new(map_of(namespace));
-        let ctx = Context {
-            namespace,
-            db: 0,
-            map: &map,
-            map_exclusive: false,
-            now_ms,
-            protocol: Protocol::Resp2,
-            watches: None,
-            max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
-            lookups: None,
-        };
+        let ctx = Context::bare(namespace, now_ms, &map);
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         let mut out = Vec::new();
         execute(&ctx, tx, &refs, &mut out)?;

@@ -1,0 +1,56 @@
+//! What a command runs with besides its arguments: the keyspace's [`Scope`] (its database,
+//! its time, who is told of its reads and writes), which it derefs to, and what only commands
+//! need (the database map, the protocol, the value bound).
+
+use std::cell::Cell;
+use std::ops::Deref;
+
+use crate::keyspace::scope::Scope;
+use crate::keyspace::DATABASES;
+use crate::resp::Protocol;
+
+/// See the module docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The client's database, the command's time, its watchers and counters.
+    pub scope: Scope<'a>,
+    /// The database map as this transaction sees it. A map command (one the table flags as
+    /// changing the map) changes it here and in the `databases` record; the caller publishes
+    /// it once the transaction commits.
+    pub map: &'a Cell<[u32; DATABASES]>,
+    /// The caller holds the map's gate exclusively (`crate::keyspace::dbmap`): required by
+    /// the map commands.
+    pub map_exclusive: bool,
+    /// The client's protocol (RESP2 or RESP3), for the replies' types.
+    pub protocol: Protocol,
+    /// The largest value the store takes: a command refuses to build a longer one.
+    pub max_value_bytes: usize,
+}
+
+impl<'a> Deref for Context<'a> {
+    type Target = Scope<'a>;
+
+    fn deref(&self) -> &Scope<'a> {
+        &self.scope
+    }
+}
+
+impl<'a> Context<'a> {
+    /// A context in database 0 (namespace `namespace`) with no watchers or counters, in
+    /// RESP2, with the store's default value bound: for tests and work outside any client.
+    pub fn bare(namespace: u32, now_ms: u64, map: &'a Cell<[u32; DATABASES]>) -> Self {
+        Context {
+            scope: Scope {
+                namespace,
+                db: 0,
+                now_ms,
+                watches: None,
+                lookups: None,
+            },
+            map,
+            map_exclusive: false,
+            protocol: Protocol::Resp2,
+            max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
+}

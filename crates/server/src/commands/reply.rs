@@ -1,0 +1,56 @@
+//! Reply texts and shapes the command families share.
+
+use tamer_store::DbError;
+
+use crate::keyspace::KeyspaceError;
+use crate::resp::write;
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` error (a count of i64::MIN).
+pub const OUT_OF_LONG_RANGE: &str =
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
+/// The reply of a scan of an absent key: cursor 0, nothing.
+pub fn empty_scan(out: &mut Vec<u8>) {
+    write::array(out, 2);
+    write::bulk(out, b"0");
+    write::array(out, 0);
+}
+
+/// Writes picked entries as `*RANDFIELD`/`*RANDMEMBER` replies them: names only, or names with
+/// values (RESP2: one flat array; RESP3: an array of pairs).
+pub fn write_pairs(
+    out: &mut Vec<u8>,
+    pairs: &[(Vec<u8>, Vec<u8>)],
+    with_values: bool,
+    protocol: crate::resp::Protocol,
+    name: impl Fn(&[u8]) -> Vec<u8>,
+) {
+    let resp3 = protocol == crate::resp::Protocol::Resp3;
+    match (with_values, resp3) {
+        (false, _) => write::array(out, pairs.len()),
+        (true, false) => write::array(out, 2 * pairs.len()),
+        (true, true) => write::array(out, pairs.len()),
+    }
+    for (k, v) in pairs {
+        if with_values && resp3 {
+            write::array(out, 2);
+        }
+        write::bulk(out, &name(k));
+        if with_values {
+            write::bulk(out, v);
+        }
+    }
+}
+
+/// A keyspace error as the command's reply, or the store error to hand back.
+pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
+    match err {
+        KeyspaceError::Store(err) => Err(err),
+        other => {
+            write::error(out, &format!("ERR {other}"));
+            Ok(())
+        }
+    }
+}

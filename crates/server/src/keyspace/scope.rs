@@ -1,0 +1,90 @@
+//! What a keyspace operation runs with: the namespace of the client's database, the
+//! command's time, and who is told of its reads and writes (the lookup counters, the
+//! watchers). A command's `Context` (`crate::commands::Context`) derefs to it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tamer_store::{DbError, Tx};
+
+use super::store_key;
+use super::watches::Watches;
+
+/// See the module docs.
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    /// The namespace of the client's database.
+    pub namespace: u32,
+    /// The client's database.
+    pub db: usize,
+    /// The command's time (Unix ms; one reading per command, as Redis caches it).
+    pub now_ms: u64,
+    /// The server's watched keys, told of every write (`None`: nobody can watch).
+    pub watches: Option<&'a Watches>,
+    /// Where read lookups are counted (`INFO stats` `keyspace_hits`/`misses`; `None`: not).
+    pub lookups: Option<&'a Lookups>,
+}
+
+/// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a
+/// key (`GET`, `MGET`, `EXISTS`, `TYPE`, `TTL`, ...) count one per key; writes do not. A key
+/// of another type is a hit; an expired one a miss. A transaction the store retries after a
+/// conflict counts its lookups again.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+impl Lookups {
+    /// One read lookup of a key that was there (`found`) or not.
+    pub fn count(&self, found: bool) {
+        let counter = if found { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Scope<'_> {
+    /// One read lookup (Redis's `lookupKeyRead`) that found its key or not.
+    pub fn count_lookup(&self, found: bool) {
+        if let Some(lookups) = self.lookups {
+            lookups.count(found);
+        }
+    }
+
+    /// A write to `key` of this database: watchers' `EXEC` will abort.
+    pub fn touch(&self, key: &[u8]) {
+        self.touch_in(self.db, key);
+    }
+
+    /// A write to `key` of database `db` (watches are by database, as Redis's).
+    pub fn touch_in(&self, db: usize, key: &[u8]) {
+        if let Some(w) = self.watches {
+            w.touch(&store_key(db as u32, key));
+        }
+    }
+
+    /// The watched keys of database `db` (namespace `ns`) that a swap with namespace `other`
+    /// (or a flush: `None`) changes, bumped as Redis's `touchAllWatchedKeysInDb` does: those
+    /// stored in `ns` or in `other`. Each is read (locked) in `tx`.
+    pub fn touch_swapped(
+        &self,
+        tx: &mut Tx<'_>,
+        db: usize,
+        ns: u32,
+        other: Option<u32>,
+    ) -> Result<(), DbError> {
+        let Some(w) = self.watches else {
+            return Ok(());
+        };
+        for watched in w.watched_in(db as u32) {
+            let key = &watched[4..];
+            let mut stored = tx.contains(&store_key(ns, key))?;
+            if let Some(other) = other {
+                stored |= tx.contains(&store_key(other, key))?;
+            }
+            if stored {
+                w.touch(&watched);
+            }
+        }
+        Ok(())
+    }
+}
