@@ -34,7 +34,7 @@ zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
     "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],
-    "command": ["count", "docs", "info", "list"],
+    "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],

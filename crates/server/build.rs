@@ -1,4 +1,9 @@
-//! Compiles `csrc/long_double.c`: `INCRBYFLOAT`'s `long double` arithmetic, as Redis does it.
+//! Compiles `csrc/long_double.c` (`INCRBYFLOAT`'s `long double` arithmetic, as Redis does it)
+//! and generates the command table from `src/commands/meta.json` and
+//! `src/commands/table.toml` (see `build/table.rs`).
+
+#[path = "build/table.rs"]
+mod table;
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/long_double.c");
@@ -6,4 +11,13 @@ fn main() {
         .file("csrc/long_double.c")
         .warnings(true)
         .compile("tamer_long_double");
+
+    println!("cargo:rerun-if-changed=build/table.rs");
+    println!("cargo:rerun-if-changed=src/commands/meta.json");
+    println!("cargo:rerun-if-changed=src/commands/table.toml");
+    let meta = std::fs::read_to_string("src/commands/meta.json").expect("meta.json");
+    let toml = std::fs::read_to_string("src/commands/table.toml").expect("table.toml");
+    let out = std::env::var("OUT_DIR").expect("OUT_DIR");
+    let path = std::path::Path::new(&out).join("command_table.rs");
+    std::fs::write(path, table::generate(&meta, &toml)).expect("writing the table");
 }

@@ -324,93 +324,11 @@ impl Config {
             .filter(|(s, _)| {
                 patterns
                     .iter()
-                    .any(|p| glob_match(p, s.name.as_bytes(), true))
+                    .any(|p| crate::glob::matches_nocase(p, s.name.as_bytes()))
             })
             .map(|(s, v)| (s.name, v.clone()))
             .collect()
     }
-}
-
-/// Redis's `stringmatchlen`: `*`, `?`, `[abc]`, `[^a-z]`, `\x`; `nocase` folds ASCII case.
-/// Bounded: O(pattern × string) steps whatever the pattern (a mismatch backtracks only to the
-/// last `*`, which is enough for these patterns), so a client's pattern of many stars cannot
-/// make it exponential as a recursive matcher would be.
-pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    let (mut p, mut s) = (0, 0);
-    // After the last star seen: (the pattern past it, the string position it resumes from).
-    let mut star: Option<(usize, usize)> = None;
-    while s < string.len() {
-        if pattern.get(p) == Some(&b'*') {
-            while pattern.get(p) == Some(&b'*') {
-                p += 1;
-            }
-            star = Some((p, s));
-            continue;
-        }
-        if let Some(next) = match_one(pattern, p, string[s], nocase) {
-            p = next;
-            s += 1;
-            continue;
-        }
-        // A mismatch: the last star takes one more byte, or the match fails.
-        let Some((after, from)) = star else {
-            return false;
-        };
-        star = Some((after, from + 1));
-        p = after;
-        s = from + 1;
-    }
-    pattern[p.min(pattern.len())..].iter().all(|&b| b == b'*')
-}
-
-/// Matches the pattern element at `p` (not a star) against `c`: the index after it.
-fn match_one(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<usize> {
-    let eq = |a: u8, b: u8| {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    match *pattern.get(p)? {
-        b'?' => Some(p + 1),
-        b'[' => {
-            let (matched, next) = class_match(pattern, p + 1, c, nocase);
-            matched.then_some(next)
-        }
-        b'\\' if p + 1 < pattern.len() => eq(pattern[p + 1], c).then_some(p + 2),
-        literal => eq(literal, c).then_some(p + 1),
-    }
-}
-
-/// A `[...]` class starting at `p` (after the `[`) against `c`: (matched, the index after
-/// the class's `]`, or the pattern's end as Redis treats an unclosed class).
-fn class_match(pattern: &[u8], mut p: usize, c: u8, nocase: bool) -> (bool, usize) {
-    let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
-    let c = fold(c);
-    let not = pattern.get(p) == Some(&b'^');
-    if not {
-        p += 1;
-    }
-    let mut matched = false;
-    while p < pattern.len() && pattern[p] != b']' {
-        if pattern[p] == b'\\' && p + 1 < pattern.len() {
-            p += 1;
-            matched |= fold(pattern[p]) == c;
-        } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
-            let (mut lo, mut hi) = (fold(pattern[p]), fold(pattern[p + 2]));
-            if lo > hi {
-                std::mem::swap(&mut lo, &mut hi);
-            }
-            matched |= (lo..=hi).contains(&c);
-            p += 2;
-        } else {
-            matched |= fold(pattern[p]) == c;
-        }
-        p += 1;
-    }
-    // Past the `]` (or at the end, for an unclosed class).
-    (matched != not, (p + 1).min(pattern.len()))
 }
 
 /// Most bytes of a `--config` file.

@@ -14,11 +14,11 @@ const MAX_NESTING: u32 = 1000;
 /// Whether `string` matches glob `pattern` (case-sensitive). Runs the recursive port only
 /// when the pattern's stars fit [`STACK_SAFE_STARS`] (its depth is one frame per star, on a
 /// user-level thread's 64 KiB stack); a pattern with more runs the iterative matcher of
-/// `CONFIG GET` (`crate::config::glob_match`, checked against Redis's `KEYS` in its tests),
+/// `CONFIG GET` ([`matches_iterative`], checked against Redis's `KEYS` in its tests),
 /// which needs no stack.
 pub fn matches(pattern: &[u8], string: &[u8]) -> bool {
     if pattern.iter().filter(|&&b| b == b'*').count() > STACK_SAFE_STARS {
-        return crate::config::glob_match(pattern, string, false);
+        return matches_iterative(pattern, string, false);
     }
     let mut skip_longer = false;
     match_from(pattern, 0, string, &mut skip_longer, 0)
@@ -128,6 +128,94 @@ fn class(p: &[u8], mut pi: usize, c: u8) -> (bool, usize) {
         pi += 1;
     }
     (matched != not, pi)
+}
+
+/// Redis's `stringmatchlen`: `*`, `?`, `[abc]`, `[^a-z]`, `\x`; `nocase` folds ASCII case.
+/// Bounded: O(pattern × string) steps whatever the pattern (a mismatch backtracks only to the
+/// last `*`, which is enough for these patterns), so a client's pattern of many stars cannot
+/// make it exponential as a recursive matcher would be.
+pub fn matches_iterative(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let (mut p, mut s) = (0, 0);
+    // After the last star seen: (the pattern past it, the string position it resumes from).
+    let mut star: Option<(usize, usize)> = None;
+    while s < string.len() {
+        if pattern.get(p) == Some(&b'*') {
+            while pattern.get(p) == Some(&b'*') {
+                p += 1;
+            }
+            star = Some((p, s));
+            continue;
+        }
+        if let Some(next) = match_one(pattern, p, string[s], nocase) {
+            p = next;
+            s += 1;
+            continue;
+        }
+        // A mismatch: the last star takes one more byte, or the match fails.
+        let Some((after, from)) = star else {
+            return false;
+        };
+        star = Some((after, from + 1));
+        p = after;
+        s = from + 1;
+    }
+    pattern[p.min(pattern.len())..].iter().all(|&b| b == b'*')
+}
+
+/// Matches the pattern element at `p` (not a star) against `c`: the index after it.
+fn match_one(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<usize> {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    match *pattern.get(p)? {
+        b'?' => Some(p + 1),
+        b'[' => {
+            let (matched, next) = class_match(pattern, p + 1, c, nocase);
+            matched.then_some(next)
+        }
+        b'\\' if p + 1 < pattern.len() => eq(pattern[p + 1], c).then_some(p + 2),
+        literal => eq(literal, c).then_some(p + 1),
+    }
+}
+
+/// A `[...]` class starting at `p` (after the `[`) against `c`: (matched, the index after
+/// the class's `]`, or the pattern's end as Redis treats an unclosed class).
+fn class_match(pattern: &[u8], mut p: usize, c: u8, nocase: bool) -> (bool, usize) {
+    let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
+    let c = fold(c);
+    let not = pattern.get(p) == Some(&b'^');
+    if not {
+        p += 1;
+    }
+    let mut matched = false;
+    while p < pattern.len() && pattern[p] != b']' {
+        if pattern[p] == b'\\' && p + 1 < pattern.len() {
+            p += 1;
+            matched |= fold(pattern[p]) == c;
+        } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
+            let (mut lo, mut hi) = (fold(pattern[p]), fold(pattern[p + 2]));
+            if lo > hi {
+                std::mem::swap(&mut lo, &mut hi);
+            }
+            matched |= (lo..=hi).contains(&c);
+            p += 2;
+        } else {
+            matched |= fold(pattern[p]) == c;
+        }
+        p += 1;
+    }
+    // Past the `]` (or at the end, for an unclosed class).
+    (matched != not, (p + 1).min(pattern.len()))
+}
+
+/// Whether `string` matches glob `pattern`, ASCII case folded (`CONFIG GET`, `COMMAND LIST
+/// FILTERBY PATTERN`, as Redis's `stringmatchlen(..., nocase=1)`).
+pub fn matches_nocase(pattern: &[u8], string: &[u8]) -> bool {
+    matches_iterative(pattern, string, true)
 }
 
 #[cfg(test)]
@@ -242,5 +330,65 @@ mod tests {
         ) {
             prop_assert_eq!(matches(&p, &s), reference(&p, 0, &s, 0), "pattern {:?}", p);
         }
+    }
+
+    /// Catches a glob that mishandles a class, a range, negation, an escape, `?` or a star in
+    /// the middle (each case is Redis's `stringmatchlen` answer).
+    #[test]
+    fn glob_matches_as_redis() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "", true),
+            ("*", "maxclients", true),
+            ("max*", "maxclients", true),
+            ("max*", "maxmemory", true),
+            ("*max*", "maxmemory", true),
+            ("m?xclients", "maxclients", true),
+            ("m?xclients", "mxclients", false),
+            ("slowlog-*-len", "slowlog-max-len", true),
+            ("slowlog-*-len", "slowlog-log-slower-than", false),
+            ("[mp]ort", "port", true),
+            ("[mp]ort", "sort", false),
+            ("[^p]ort", "port", false),
+            ("[^p]ort", "sort", true),
+            ("[a-c]at", "bat", true),
+            ("[c-a]at", "bat", true),
+            ("[a-c]at", "dat", false),
+            ("a\\*b", "a*b", true),
+            ("a\\*b", "axb", false),
+            ("MAXCLIENTS", "maxclients", true),
+            ("port", "ports", false),
+            ("ports", "port", false),
+            ("[abc", "a", true),
+            ("**x", "abx", true),
+        ];
+        for &(pattern, string, want) in cases {
+            assert_eq!(
+                matches_iterative(pattern.as_bytes(), string.as_bytes(), true),
+                want,
+                "{pattern} vs {string}"
+            );
+        }
+        assert!(
+            !matches_iterative(b"MAX*", b"maxclients", false),
+            "case matters without nocase"
+        );
+    }
+
+    /// Catches a matcher that backtracks exponentially: 10,000 stars between `a`s against a
+    /// 60-byte string that cannot match takes O(pattern × string), well under a second.
+    #[test]
+    fn glob_is_linear_in_stars() {
+        let mut pattern = b"a*".repeat(10_000);
+        pattern.push(b'b');
+        let string = vec![b'a'; 60];
+        let started = std::time::Instant::now();
+        assert!(!matches_iterative(&pattern, &string, true));
+        assert!(matches_iterative(
+            &pattern[..pattern.len() - 1],
+            &[b'a'; 10_000],
+            true
+        ));
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A handler here makes one attempt, as Redis does for a client that may not block (inside
 //! `MULTI`): it pops if it can, else writes the timeout's reply. Outside `MULTI` the session
-//! blocks a client whose attempt found nothing ([`spec`] names its keys and timeout): the
+//! blocks a client whose attempt found nothing (the table names its keys and timeout): the
 //! connection waits in the network's table of blocked clients (`crate::keyspace::blocked`), holding no
 //! thread, until a write to one of its keys makes it the first in line to try again, or its
 //! timeout passes.
@@ -16,20 +16,9 @@ use super::zsets;
 use crate::commands::Context;
 use crate::keyspace::collection::{load_uncounted, Found};
 use crate::keyspace::Kind;
-use crate::resp::{write, Protocol};
+use crate::resp::write;
 
 type Result = std::result::Result<(), DbError>;
-
-/// What a blocked client waits for.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockSpec<'a> {
-    /// The keys a write to which may serve it, in its order.
-    pub keys: Vec<&'a [u8]>,
-    /// Seconds (0: for ever).
-    pub timeout_s: f64,
-    /// Its reply when the timeout passes: a null array (a null bulk for the moves).
-    pub null_bulk: bool,
-}
 
 /// Parses a timeout as Redis's `getTimeoutFromObjectOrReply` (seconds, a float).
 pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
@@ -43,56 +32,6 @@ pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
         return Err("ERR timeout is out of range");
     }
     Ok(t)
-}
-
-/// Whether `name` (lowercase) is a blocking command.
-pub fn is_blocking(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"blpop"
-            | b"brpop"
-            | b"blmove"
-            | b"brpoplpush"
-            | b"blmpop"
-            | b"bzpopmin"
-            | b"bzpopmax"
-            | b"bzmpop"
-    )
-}
-
-/// The keys and timeout of a blocking request whose attempt found nothing (its arguments
-/// were checked by that attempt); `None` for anything else.
-pub fn spec<'a>(args: &[&'a [u8]]) -> Option<BlockSpec<'a>> {
-    let name = args.first()?.to_ascii_lowercase();
-    let last = args.len() - 1;
-    let (keys, timeout, null_bulk) = match &name[..] {
-        b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => {
-            (args[1..last].to_vec(), args[last], false)
-        }
-        b"blmove" => (vec![args[1]], args[5], true),
-        b"brpoplpush" => (vec![args[1]], args[3], true),
-        b"blmpop" | b"bzmpop" => {
-            let n = crate::resp::parse_i64(args[2])? as usize;
-            (args.get(3..3 + n)?.to_vec(), args[1], false)
-        }
-        _ => return None,
-    };
-    Some(BlockSpec {
-        keys,
-        timeout_s: parse_timeout(timeout).ok()?,
-        null_bulk,
-    })
-}
-
-/// The timeout's reply.
-pub fn timeout_reply(null_bulk: bool, protocol: Protocol) -> Vec<u8> {
-    let mut out = Vec::new();
-    if null_bulk {
-        write::null(&mut out, protocol);
-    } else {
-        write::null_array(&mut out, protocol);
-    }
-    out
 }
 
 fn list_pop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>, end: End) -> Result {

@@ -8,6 +8,7 @@ use std::ops::Deref;
 use crate::keyspace::scope::Scope;
 use crate::keyspace::DATABASES;
 use crate::resp::Protocol;
+use crate::stats::ServerStats;
 
 /// See the module docs.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +26,8 @@ pub struct Context<'a> {
     pub protocol: Protocol,
     /// The largest value the store takes: a command refuses to build a longer one.
     pub max_value_bytes: usize,
+    /// The server's settings and counters (`INFO`, `CONFIG`, `SLOWLOG` ...).
+    pub stats: &'a ServerStats,
 }
 
 impl<'a> Deref for Context<'a> {
@@ -36,9 +39,14 @@ impl<'a> Deref for Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    /// A context in database 0 (namespace `namespace`) with no watchers or counters, in
-    /// RESP2, with the store's default value bound: for tests and work outside any client.
-    pub fn bare(namespace: u32, now_ms: u64, map: &'a Cell<[u32; DATABASES]>) -> Self {
+    /// A context in database 0 (namespace `namespace`) with no watchers or lookup counters,
+    /// in RESP2, with the store's default value bound: for tests and work outside any client.
+    pub fn bare(
+        namespace: u32,
+        now_ms: u64,
+        map: &'a Cell<[u32; DATABASES]>,
+        stats: &'a ServerStats,
+    ) -> Self {
         Context {
             scope: Scope {
                 namespace,
@@ -51,6 +59,7 @@ impl<'a> Context<'a> {
             map_exclusive: false,
             protocol: Protocol::Resp2,
             max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
+            stats,
         }
     }
 }

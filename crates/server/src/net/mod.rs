@@ -234,7 +234,9 @@ fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<Serv
     let stats = ServerStats::new(
         port,
         options.config.clone(),
-        &crate::commands::counted_names(),
+        &crate::commands::table::all_with_subcommands()
+            .map(|c| c.name)
+            .collect::<Vec<_>>(),
     );
     stats.set_db(db);
     Ok(stats)
@@ -551,9 +553,8 @@ fn clear_pending(conn: &mut Conn) -> usize {
 /// Whether command `name` starts or ends a transaction (admission refuses it only at the
 /// hard bound).
 fn is_transaction_boundary(name: &[u8]) -> bool {
-    [&b"multi"[..], b"exec", b"discard", b"reset", b"quit"]
-        .iter()
-        .any(|n| n.eq_ignore_ascii_case(name))
+    use crate::commands::table::{lookup, TamerFlags};
+    lookup(name).is_some_and(|c| c.tamer.contains(TamerFlags::TRANSACTION_BOUNDARY))
 }
 
 /// The reply to a request admission refused.
@@ -1484,18 +1485,20 @@ fn run_batch(
     }
     let mut replies = Vec::new();
     let mut batch = batch.into_iter();
+    let mut waiting = None;
     // Bounded by the batch.
     for args in batch.by_ref() {
         // Past the reply cap the connection is closed when the job ends: run no more.
         if session.quit || replies.len() > MAX_REPLY_BYTES {
             break;
         }
-        session.run(handle, &shared.map, args, &mut replies);
-        if session.blocked.is_some() {
-            break; // the rest wait until it replies
+        // After a command that blocked, the gate keeps the rest until it replies.
+        if let Some(args) = session.run(handle, &shared.map, args, &mut replies) {
+            waiting = Some(args);
+            break;
         }
     }
-    let rest: Vec<_> = batch.collect();
+    let rest: Vec<_> = waiting.into_iter().chain(batch).collect();
     Done {
         conn,
         generation,

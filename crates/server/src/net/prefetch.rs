@@ -1,5 +1,5 @@
 //! Prefetch on dispatch (seed 004): before a job runs its requests one by one, the index and
-//! record pages of every key they name are read into the cache with their misses overlapped
+//! record pages of every key they name (the command table's key specs find them) are read into the cache with their misses overlapped
 //! ([`tamer_store::DbHandle::prefetch`]), so a pipelined batch of requests on cold keys pays
 //! about one device latency instead of one per request. A batch naming fewer than two keys is
 //! not prefetched (its one access would miss all the same).
@@ -32,73 +32,14 @@ pub fn batch(handle: &DbHandle, namespace: u32, batch: &[Vec<Vec<u8>>]) {
     let _ = handle.prefetch(&refs);
 }
 
-/// The keys request `args` names (Redis's first key, last key and step for the commands
-/// that take keys; none for the others).
+/// The keys request `args` names, as its command's key specs find them (none for a request
+/// the table does not know or whose arity is wrong).
 pub fn keys_of(args: &[Vec<u8>]) -> impl Iterator<Item = &[u8]> {
-    let (first, last, step) = match args.first() {
-        Some(name) => key_spec(name),
-        None => (0, 0, 1),
-    };
-    let end = if last < 0 {
-        (args.len() as i64 + 1 + last).max(0) as usize
-    } else {
-        (last as usize + 1).min(args.len())
-    };
-    let first = if first == 0 { end } else { first };
-    args.get(first..end.max(first))
-        .unwrap_or(&[])
-        .iter()
-        .step_by(step)
-        .map(Vec::as_slice)
-}
-
-/// (first key, last key (negative: from the end), step) of command `name`; first 0: none.
-fn key_spec(name: &[u8]) -> (usize, i64, usize) {
-    const ONE: &[&str] = &[
-        "get",
-        "set",
-        "setnx",
-        "setex",
-        "psetex",
-        "getset",
-        "getdel",
-        "getex",
-        "incr",
-        "decr",
-        "incrby",
-        "decrby",
-        "incrbyfloat",
-        "append",
-        "strlen",
-        "getrange",
-        "setrange",
-        "type",
-        "ttl",
-        "pttl",
-        "expire",
-        "pexpire",
-        "expireat",
-        "pexpireat",
-        "expiretime",
-        "pexpiretime",
-        "persist",
-        "move",
-    ];
-    const ALL: &[&str] = &["mget", "del", "unlink", "exists", "touch"];
-    const PAIRS: &[&str] = &["mset", "msetnx"];
-    const TWO: &[&str] = &["rename", "renamenx", "lcs", "copy"];
-    let is = |list: &[&str]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name));
-    if is(ONE) {
-        (1, 1, 1)
-    } else if is(ALL) {
-        (1, -1, 1)
-    } else if is(PAIRS) {
-        (1, -1, 2)
-    } else if is(TWO) {
-        (1, 2, 1)
-    } else {
-        (0, 0, 1)
-    }
+    let keys = crate::commands::table::lookup_request(args)
+        .filter(|c| c.arity_fits(args.len()))
+        .and_then(|c| c.keys(args, true).ok())
+        .unwrap_or_default();
+    keys.into_iter().map(|(i, _)| args[i].as_slice())
 }
 
 #[cfg(test)]
@@ -118,7 +59,7 @@ mod tests {
 
     /// Mutations caught: the value of SET taken for a key, MSET's values taken for keys,
     /// MGET's keys after the first dropped, a key found in a command that names none, a
-    /// short request read past its end.
+    /// short request read past its end, a keynum spec's count taken for a key.
     #[test]
     fn keys_are_found_where_redis_puts_them() {
         assert_eq!(keys(&["SET", "k", "v", "EX", "10"]), ["k"]);
@@ -128,7 +69,11 @@ mod tests {
         assert_eq!(keys(&["copy", "a", "b", "DB", "2"]), ["a", "b"]);
         assert!(keys(&["ping", "x"]).is_empty());
         assert!(keys(&["get"]).is_empty());
-        assert!(keys(&["rename", "a"]) == ["a"]);
+        // A wrong arity names nothing: the gate refuses the request.
+        assert!(keys(&["rename", "a"]).is_empty());
+        assert_eq!(keys(&["hset", "h", "f", "v"]), ["h"]);
+        assert_eq!(keys(&["zunionstore", "d", "2", "a", "b"]), ["d", "a", "b"]);
+        assert_eq!(keys(&["memory", "usage", "k"]), ["k"]);
         assert!(keys(&[]).is_empty());
     }
 }

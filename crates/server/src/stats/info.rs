@@ -29,7 +29,7 @@ const SECTIONS: &[(&str, bool)] = &[
 ];
 
 /// Which sections `args` ask for.
-fn wanted(args: &[Vec<u8>]) -> Vec<&'static str> {
+fn wanted(args: &[&[u8]]) -> Vec<&'static str> {
     let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_ascii_lowercase()).collect();
     let has = |w: &[u8]| args.iter().any(|a| a == w);
     let all = has(b"all") || has(b"everything");
@@ -42,13 +42,13 @@ fn wanted(args: &[Vec<u8>]) -> Vec<&'static str> {
 }
 
 /// Whether `args` ask for section `name`.
-pub fn wants(args: &[Vec<u8>], name: &str) -> bool {
+pub fn wants(args: &[&[u8]], name: &str) -> bool {
     wanted(args).contains(&name)
 }
 
 /// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line;
 /// `keyspace` holds each database's key count when that section is asked for.
-pub fn text(stats: &ServerStats, args: &[Vec<u8>], keyspace: Option<&[u64; 16]>) -> String {
+pub fn text(stats: &ServerStats, args: &[&[u8]], keyspace: Option<&[u64; 16]>) -> String {
     let parts: Vec<String> = wanted(args)
         .into_iter()
         .map(|name| match name {
@@ -313,7 +313,7 @@ mod tests {
     use super::*;
 
     fn ask(args: &[&str]) -> Vec<&'static str> {
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         wanted(&args)
     }
 
@@ -332,11 +332,7 @@ mod tests {
         assert_eq!(ask(&["commandstats", "nosuch"]), ["commandstats"]);
         assert!(ask(&["nosuch"]).is_empty());
         let stats = ServerStats::new(1, std::sync::Arc::default(), &["get"]);
-        let text = text(
-            &stats,
-            &[b"clients".to_vec(), b"replication".to_vec()],
-            None,
-        );
+        let text = text(&stats, &[&b"clients"[..], &b"replication"[..]], None);
         assert!(
             text.starts_with("# Clients\r\nconnected_clients:0\r\n"),
             "{text}"

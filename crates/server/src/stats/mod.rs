@@ -48,6 +48,12 @@ pub struct ServerStats {
     pub lookups: crate::keyspace::scope::Lookups,
     /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
     pub blocked_clients: AtomicUsize,
+    /// The store refused a write for want of device space and no write has succeeded since:
+    /// the gate refuses the commands that take space (`-OOM`).
+    pub out_of_space: AtomicBool,
+    /// The store is loading while the server serves: the gate lets only the `loading`
+    /// commands run. tamer recovers its store before it listens, so nothing sets it yet.
+    pub loading: AtomicBool,
 }
 
 impl ServerStats {
@@ -87,6 +93,8 @@ impl ServerStats {
             expiry: Arc::default(),
             lookups: crate::keyspace::scope::Lookups::default(),
             blocked_clients: AtomicUsize::new(0),
+            out_of_space: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
         }
     }
 

@@ -8,7 +8,8 @@ use rand::{Rng, SeedableRng};
 use tamer_store::{Db, DbOptions, DeviceKind};
 
 use super::*;
-use crate::commands::{execute, Context};
+use crate::commands::tests::{execute, test_stats};
+use crate::commands::Context;
 use crate::keyspace::expiry_index::{slot_of, SHARDS};
 use crate::keyspace::{self, store_key};
 
@@ -33,7 +34,7 @@ fn run(db: &Db, now_ms: u64, args: &[&str]) -> String {
     let out = db
         .transaction(move |tx| {
             let map = std::cell::Cell::new([1; crate::keyspace::DATABASES]);
-            let ctx = Context::bare(1, now_ms, &map);
+            let ctx = Context::bare(1, now_ms, &map, test_stats());
             let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
             let mut out = Vec::new();
             execute(&ctx, tx, &refs, &mut out)?;

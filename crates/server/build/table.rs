@@ -1,0 +1,609 @@
+//! Generates the command table from Redis 7.0's metadata of the commands tamer serves
+//! (`src/commands/meta.json`: each command's `COMMAND INFO` and `COMMAND DOCS`, captured from
+//! a redis-server 7.0 by `scripts/gen-command-meta.py`) and tamer's side of it
+//! (`src/commands/table.toml`: what runs each command, and tamer's own flags).
+//!
+//! The output (`$OUT_DIR/command_table.rs`, included by `src/commands/table.rs`) holds, for
+//! every command and subcommand: its name, arity, Redis's flags, ACL categories and key specs
+//! as Rust values; its handler; its `COMMAND INFO` entry and `COMMAND DOCS` value rendered as
+//! RESP2 and RESP3 bytes (so that `COMMAND` replies copy them); and a `match` that finds a
+//! command by its lowercase name. It also defines the flag constants, from the name lists
+//! below, so that the generator is the one place that knows them. A command in one input and
+//! not the other, an unknown flag or category, or a malformed handler fails the build.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Redis 7.0's command flags, in the order `COMMAND INFO` lists them.
+const COMMAND_FLAGS: &[&str] = &[
+    "write",
+    "readonly",
+    "denyoom",
+    "module",
+    "admin",
+    "pubsub",
+    "noscript",
+    "blocking",
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "asking",
+    "fast",
+    "no_auth",
+    "may_replicate",
+    "sentinel",
+    "only_sentinel",
+    "no_mandatory_keys",
+    "protected",
+    "module_no_cluster",
+    "no_async_loading",
+    "no_multi",
+    "movablekeys",
+    "allow_busy",
+];
+
+/// Redis 7.0's ACL categories.
+const ACL_CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// Redis 7.0's key spec flags, in the order `COMMAND GETKEYSANDFLAGS` lists them.
+const KEY_FLAGS: &[&str] = &[
+    "RO",
+    "RW",
+    "OW",
+    "RM",
+    "access",
+    "update",
+    "insert",
+    "delete",
+    "not_key",
+    "incomplete",
+    "variable_flags",
+];
+
+/// tamer's own flags (documented in `table.toml`).
+const TAMER_FLAGS: &[&str] = &[
+    "runs_in_multi",
+    "transaction_boundary",
+    "changes_map",
+    "secret_args",
+];
+
+/// A JSON value with its maps' order kept (clients read `COMMAND DOCS` maps in Redis's order).
+#[derive(Clone, Debug)]
+enum Node {
+    Int(i64),
+    Str(String),
+    List(Vec<Node>),
+    Map(Vec<(String, Node)>),
+}
+
+impl Node {
+    fn get(&self, key: &str) -> Option<&Node> {
+        match self {
+            Node::Map(pairs) => pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn int(&self) -> i64 {
+        match self {
+            Node::Int(n) => *n,
+            other => panic!("meta.json: {other:?} is not an integer"),
+        }
+    }
+
+    fn str(&self) -> &str {
+        match self {
+            Node::Str(s) => s,
+            other => panic!("meta.json: {other:?} is not a string"),
+        }
+    }
+
+    fn list(&self) -> &[Node] {
+        match self {
+            Node::List(items) => items,
+            other => panic!("meta.json: {other:?} is not a list"),
+        }
+    }
+
+    fn field(&self, key: &str) -> &Node {
+        self.get(key)
+            .unwrap_or_else(|| panic!("meta.json: no '{key}' in {self:?}"))
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an integer, a string, an array or an object")
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Node, E> {
+        Ok(Node::Int(n))
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Node, E> {
+        i64::try_from(n).map(Node::Int).map_err(E::custom)
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Node, E> {
+        Ok(Node::Str(s.to_string()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Node::List(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut pairs = Vec::new();
+        while let Some((k, v)) = map.next_entry::<String, Node>()? {
+            pairs.push((k, v));
+        }
+        Ok(Node::Map(pairs))
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+/// RESP encoding of the metadata, for both protocols (`resp3`: sets and maps typed).
+struct Resp {
+    out: Vec<u8>,
+    resp3: bool,
+}
+
+impl Resp {
+    fn header(&mut self, kind: u8, n: usize) {
+        self.out.push(kind);
+        self.out.extend_from_slice(format!("{n}\r\n").as_bytes());
+    }
+    fn array(&mut self, n: usize) {
+        self.header(b'*', n);
+    }
+    fn set(&mut self, n: usize) {
+        if self.resp3 {
+            self.header(b'~', n);
+        } else {
+            self.array(n);
+        }
+    }
+    fn map(&mut self, n: usize) {
+        if self.resp3 {
+            self.header(b'%', n);
+        } else {
+            self.array(2 * n);
+        }
+    }
+    fn bulk(&mut self, s: &str) {
+        self.header(b'$', s.len());
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+    fn simple(&mut self, s: &str) {
+        self.out.push(b'+');
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+    fn integer(&mut self, n: i64) {
+        self.out.extend_from_slice(format!(":{n}\r\n").as_bytes());
+    }
+
+    /// A metadata node as Redis 7.0 replies it: `key` is the map key it is the value of
+    /// (`flags` and `doc_flags` are sets of simple strings, `history` a set).
+    fn node(&mut self, node: &Node, key: &str) {
+        match node {
+            Node::Int(n) => self.integer(*n),
+            Node::Str(s) => self.bulk(s),
+            Node::List(items) if key == "flags" || key == "doc_flags" => {
+                self.set(items.len());
+                for item in items {
+                    self.simple(item.str());
+                }
+            }
+            Node::List(items) => {
+                if key == "history" {
+                    self.set(items.len());
+                } else {
+                    self.array(items.len());
+                }
+                for item in items {
+                    self.node(item, "");
+                }
+            }
+            Node::Map(pairs) => {
+                self.map(pairs.len());
+                for (k, v) in pairs {
+                    self.bulk(k);
+                    self.node(v, k);
+                }
+            }
+        }
+    }
+
+    /// One command's `COMMAND INFO` entry: Redis 7.0's ten fields.
+    fn info(&mut self, info: &Node) {
+        self.array(10);
+        self.bulk(info.field("name").str());
+        self.integer(info.field("arity").int());
+        self.simple_set(info.field("flags"));
+        for k in ["first_key", "last_key", "step"] {
+            self.integer(info.field(k).int());
+        }
+        self.simple_set(info.field("acl"));
+        let tips = info.field("tips").list();
+        self.set(tips.len());
+        for t in tips {
+            self.bulk(t.str());
+        }
+        let specs = info.field("key_specs").list();
+        self.set(specs.len());
+        for spec in specs {
+            self.node(spec, "");
+        }
+        let subs = info.field("subcommands").list();
+        self.set(subs.len());
+        for s in subs {
+            self.info(s);
+        }
+    }
+
+    fn simple_set(&mut self, node: &Node) {
+        let items = node.list();
+        self.set(items.len());
+        for f in items {
+            self.simple(f.str());
+        }
+    }
+}
+
+/// `bytes` rendered once per protocol: `[RESP2, RESP3]`.
+fn both(render: impl Fn(&mut Resp)) -> [Vec<u8>; 2] {
+    [false, true].map(|resp3| {
+        let mut r = Resp {
+            out: Vec::new(),
+            resp3,
+        };
+        render(&mut r);
+        r.out
+    })
+}
+
+/// A byte string literal.
+fn bytes_literal(bytes: &[u8]) -> String {
+    let mut s = String::from("b\"");
+    for &b in bytes {
+        match b {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            0x20..=0x7e => s.push(b as char),
+            _ => {
+                let _ = write!(s, "\\x{b:02x}");
+            }
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// The bit set of `names` in `all` (named `kind` in errors), as `Type(bits)`.
+fn bits(ty: &str, kind: &str, all: &[&str], names: &[&str], context: &str) -> String {
+    let mut value: u64 = 0;
+    for name in names {
+        let i = all
+            .iter()
+            .position(|n| n == name)
+            .unwrap_or_else(|| panic!("{context}: unknown {kind} '{name}'"));
+        value |= 1 << i;
+    }
+    format!("{ty}({value:#x})")
+}
+
+/// Constants for each name of `all`, as `impl Type { pub const NAME: Type = Type(1 << i); }`.
+fn constants(out: &mut String, ty: &str, all: &[&str], what: &str) {
+    let _ = writeln!(out, "impl {ty} {{");
+    for (i, name) in all.iter().enumerate() {
+        let ident = name.to_ascii_uppercase();
+        let _ = writeln!(out, "    /// {what} `{name}`.");
+        let _ = writeln!(out, "    pub const {ident}: {ty} = {ty}(1 << {i});");
+    }
+    let names: Vec<String> = all.iter().map(|n| format!("{n:?}")).collect();
+    let _ = writeln!(out, "    /// Every {what}'s name, by bit.");
+    let _ = writeln!(
+        out,
+        "    pub const NAMES: [&'static str; {}] = [{}];",
+        all.len(),
+        names.join(", ")
+    );
+    let _ = writeln!(out, "}}\n");
+}
+
+/// tamer's side of one entry (`table.toml`).
+struct Tamer {
+    run: String,
+    flags: Vec<String>,
+}
+
+fn tamer_entries(toml_text: &str) -> BTreeMap<String, Tamer> {
+    let table: toml::Table = toml_text.parse().expect("table.toml parses");
+    let mut out = BTreeMap::new();
+    for (name, value) in table {
+        let entry = value
+            .as_table()
+            .unwrap_or_else(|| panic!("table.toml: '{name}' is not a table"));
+        let handler = |key: &str| entry.get(key).and_then(|v| v.as_str());
+        let path_ok = |p: &str| {
+            p.split("::").count() == 2
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == ':')
+        };
+        // A container may run a handler of its own when sent alone (`COMMAND`).
+        let run = if let Some(path) = handler("run") {
+            assert!(path_ok(path), "table.toml: '{name}': bad handler '{path}'");
+            format!("Run::Tx(super::{path})")
+        } else if let Some(path) = handler("table") {
+            assert!(path_ok(path), "table.toml: '{name}': bad handler '{path}'");
+            format!("Run::WithTable(super::{path})")
+        } else if let Some(op) = handler("session") {
+            assert!(
+                op.chars().all(|c| c.is_ascii_alphanumeric()),
+                "table.toml: '{name}': bad session op '{op}'"
+            );
+            format!("Run::Session(SessionOp::{op})")
+        } else if entry.get("container").and_then(toml::Value::as_bool) == Some(true) {
+            "Run::Container".to_string()
+        } else {
+            panic!("table.toml: '{name}' has no run, table, session or container");
+        };
+        let flags = entry
+            .get("flags")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .map(|f| f.as_str().expect("a flag is a string").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.insert(name, Tamer { run, flags });
+    }
+    out
+}
+
+/// One key spec as a Rust value.
+fn key_spec(spec: &Node, context: &str) -> String {
+    let flags: Vec<&str> = spec.field("flags").list().iter().map(Node::str).collect();
+    let begin = spec.field("begin_search");
+    let begin = match begin.field("type").str() {
+        "index" => format!(
+            "BeginSearch::Index({})",
+            begin.field("spec").field("index").int()
+        ),
+        "keyword" => {
+            let s = begin.field("spec");
+            format!(
+                "BeginSearch::Keyword {{ keyword: {:?}, start_from: {} }}",
+                s.field("keyword").str(),
+                s.field("startfrom").int()
+            )
+        }
+        _ => "BeginSearch::Unknown".to_string(),
+    };
+    let find = spec.field("find_keys");
+    let find = match find.field("type").str() {
+        "range" => {
+            let s = find.field("spec");
+            format!(
+                "FindKeys::Range {{ last_key: {}, key_step: {}, limit: {} }}",
+                s.field("lastkey").int(),
+                s.field("keystep").int(),
+                s.field("limit").int()
+            )
+        }
+        "keynum" => {
+            let s = find.field("spec");
+            format!(
+                "FindKeys::Keynum {{ keynum_index: {}, first_key: {}, key_step: {} }}",
+                s.field("keynumidx").int(),
+                s.field("firstkey").int(),
+                s.field("keystep").int()
+            )
+        }
+        _ => "FindKeys::Unknown".to_string(),
+    };
+    let names: Vec<String> = flags.iter().map(|f| format!("{f:?}")).collect();
+    format!(
+        "KeySpec {{ flags: {}, flag_names: &[{}], begin: {begin}, find: {find} }}",
+        bits("KeyFlags", "key spec flag", KEY_FLAGS, &flags, context),
+        names.join(", ")
+    )
+}
+
+/// One entry as a Rust value; `subcommands` names the static of its subcommands.
+fn entry(info: &Node, docs: &Node, tamer: &Tamer, subcommands: &str) -> String {
+    let name = info.field("name").str();
+    let flags: Vec<&str> = info.field("flags").list().iter().map(Node::str).collect();
+    let acl: Vec<&str> = info
+        .field("acl")
+        .list()
+        .iter()
+        .map(|a| a.str().trim_start_matches('@'))
+        .collect();
+    let tamer_flags: Vec<&str> = tamer.flags.iter().map(String::as_str).collect();
+    let specs: Vec<String> = info
+        .field("key_specs")
+        .list()
+        .iter()
+        .map(|s| key_spec(s, name))
+        .collect();
+    let timeout_at = timeout_position(docs, flags.contains(&"blocking"), name);
+    let rendered_info = both(|r| r.info(info));
+    let rendered_docs = both(|r| r.node(docs, ""));
+    format!(
+        "Command {{\n        name: {name:?},\n        arity: {},\n        flags: {},\n        \
+         acl: {},\n        key_specs: &[{}],\n        subcommands: {subcommands},\n        \
+         run: {},\n        tamer: {},\n        block_timeout_at: {timeout_at},\n        \
+         info: [{}, {}],\n        docs: [{}, {}],\n    }}",
+        info.field("arity").int(),
+        bits("Flags", "command flag", COMMAND_FLAGS, &flags, name),
+        bits("AclCategories", "ACL category", ACL_CATEGORIES, &acl, name),
+        specs.join(", "),
+        tamer.run,
+        bits("TamerFlags", "tamer flag", TAMER_FLAGS, &tamer_flags, name),
+        bytes_literal(&rendered_info[0]),
+        bytes_literal(&rendered_info[1]),
+        bytes_literal(&rendered_docs[0]),
+        bytes_literal(&rendered_docs[1]),
+    )
+}
+
+/// Where a blocking command's timeout is: its argument named `timeout` in the docs, as an
+/// index (when only single arguments come before it) or -1 (when it is the last); 0 for a
+/// command that does not block.
+fn timeout_position(docs: &Node, blocking: bool, name: &str) -> i64 {
+    if !blocking {
+        return 0;
+    }
+    let args = docs.field("arguments").list();
+    let i = args
+        .iter()
+        .position(|a| a.field("name").str() == "timeout")
+        .unwrap_or_else(|| panic!("meta.json: blocking '{name}' has no timeout argument"));
+    if i + 1 == args.len() {
+        return -1;
+    }
+    assert!(
+        args[..i].iter().all(|a| a.get("flags").is_none()),
+        "meta.json: '{name}''s timeout follows an optional or repeated argument"
+    );
+    i as i64 + 1
+}
+
+/// The generated source (see the module docs).
+pub fn generate(meta_json: &str, table_toml: &str) -> String {
+    let meta = match serde_json::from_str::<Node>(meta_json).expect("meta.json parses") {
+        Node::Map(pairs) => pairs,
+        other => panic!("meta.json is not a map of commands: {other:?}"),
+    };
+    let mut tamer = tamer_entries(table_toml);
+    let mut out = String::from("// @generated by build.rs from meta.json and table.toml.\n\n");
+    constants(&mut out, "Flags", COMMAND_FLAGS, "Redis's command flag");
+    constants(
+        &mut out,
+        "AclCategories",
+        ACL_CATEGORIES,
+        "the ACL category",
+    );
+    constants(&mut out, "KeyFlags", KEY_FLAGS, "the key spec flag");
+    constants(&mut out, "TamerFlags", TAMER_FLAGS, "tamer's flag");
+    let mut sorted = meta;
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut tops = Vec::new();
+    let mut session_ops = std::collections::BTreeSet::new();
+    for (name, node) in &sorted {
+        let info = node.field("info");
+        let docs = node.field("docs");
+        let mut subs: Vec<&Node> = info.field("subcommands").list().iter().collect();
+        subs.sort_by(|a, b| a.field("name").str().cmp(b.field("name").str()));
+        let subs_static = if subs.is_empty() {
+            "&[]".to_string()
+        } else {
+            let ident = format!("SUBCOMMANDS_{}", name.to_ascii_uppercase());
+            let mut rows = Vec::new();
+            for sub in &subs {
+                let full = sub.field("name").str();
+                let sub_docs = docs
+                    .get("subcommands")
+                    .and_then(|d| d.get(full))
+                    .unwrap_or_else(|| panic!("meta.json: no docs of '{full}'"));
+                let t = tamer
+                    .remove(full)
+                    .unwrap_or_else(|| panic!("table.toml has no '{full}'"));
+                rows.push(entry(sub, sub_docs, &t, "&[]"));
+                record_op(&t, &mut session_ops);
+            }
+            let _ = writeln!(
+                out,
+                "static {ident}: [Command; {}] = [\n    {},\n];\n",
+                rows.len(),
+                rows.join(",\n    ")
+            );
+            format!("&{ident}")
+        };
+        let t = tamer
+            .remove(name.as_str())
+            .unwrap_or_else(|| panic!("table.toml has no '{name}'"));
+        record_op(&t, &mut session_ops);
+        tops.push(entry(info, docs, &t, &subs_static));
+    }
+    assert!(
+        tamer.is_empty(),
+        "table.toml names commands meta.json lacks: {:?}",
+        tamer.keys().collect::<Vec<_>>()
+    );
+    let _ = writeln!(
+        out,
+        "/// Every command tamer serves, sorted by name.\npub static COMMANDS: [Command; {}] = [\n    {},\n];\n",
+        tops.len(),
+        tops.join(",\n    ")
+    );
+    let _ = writeln!(
+        out,
+        "/// The index in [`COMMANDS`] of the command named `lower` (lowercase).\n\
+         fn index_of(lower: &[u8]) -> Option<usize> {{\n    match lower {{"
+    );
+    for (i, (name, _)) in sorted.iter().enumerate() {
+        let _ = writeln!(out, "        b{name:?} => Some({i}),");
+    }
+    let _ = writeln!(out, "        _ => None,\n    }}\n}}\n");
+    let _ = writeln!(
+        out,
+        "/// What a command that runs on the session does (the session matches it).\n\
+         #[derive(Clone, Copy, Debug, PartialEq, Eq)]\npub enum SessionOp {{"
+    );
+    for op in &session_ops {
+        let _ = writeln!(out, "    /// The session's `{op}`.\n    {op},");
+    }
+    let _ = writeln!(out, "}}");
+    out
+}
+
+fn record_op(t: &Tamer, ops: &mut std::collections::BTreeSet<String>) {
+    if let Some(op) = t
+        .run
+        .strip_prefix("Run::Session(SessionOp::")
+        .and_then(|r| r.strip_suffix(')'))
+    {
+        ops.insert(op.to_string());
+    }
+}

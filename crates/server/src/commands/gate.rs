@@ -1,0 +1,490 @@
+//! The gate every request passes before a handler runs (Redis's `processCommand`): one pure
+//! function of the request's arguments, the table, and a [`Snapshot`] of the client and the
+//! server, tested rule by rule below. In Redis's order:
+//!
+//! 1. A blocked client's next request waits (its connection holds it until the blocked
+//!    command replies).
+//! 2. The command is looked up: an unknown command, or an unknown subcommand of a
+//!    container, is refused with Redis's text.
+//! 3. Its arity (a subcommand's own) is checked.
+//! 4. A client that has not authenticated may run only the `no_auth` commands.
+//! 5. A `no_multi` command is refused inside `MULTI`.
+//! 6. While the store's device is full, a `denyoom` command is refused with `-OOM` (and
+//!    inside `MULTI` every command but the ones that end it, as Redis refuses them over
+//!    `maxmemory`).
+//! 7. While the store loads, only the `loading` commands run.
+//! 8. Inside `MULTI`, every command but the ones that run in it is queued.
+//!
+//! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
+//! `flagTransaction`. ACL permissions and cluster slots will be rules between 5 and 6.
+//! Admission's `-BUSY` is decided earlier, by the network as a request arrives
+//! (`crate::net::admission`).
+
+use super::table::{self, Command, Flags, Run, SessionOp, TamerFlags};
+use crate::resp::write;
+
+/// What the gate knows of the client and the server when a request arrives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The client passed `AUTH` (or no password is set).
+    pub authenticated: bool,
+    /// The client is inside `MULTI`.
+    pub in_multi: bool,
+    /// The client waits in a blocking command.
+    pub blocked: bool,
+    /// The store is loading (recovering) while the server serves.
+    pub loading: bool,
+    /// The store's device refused a write for want of space, and no write has succeeded
+    /// since.
+    pub out_of_space: bool,
+}
+
+/// What happens to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it now.
+    Run(&'static Command),
+    /// Queue it (inside `MULTI`: the reply is `QUEUED`).
+    Queue(&'static Command),
+    /// Keep it until the client's blocked command replies.
+    Wait,
+    /// Refuse it with [`Refusal::write`]'s error.
+    Refuse(Refusal),
+}
+
+/// Why a request is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such command.
+    UnknownCommand,
+    /// No such subcommand of this container.
+    UnknownSubcommand(&'static Command),
+    /// The command (or subcommand) takes another number of arguments.
+    Arity(&'static Command),
+    /// The client must authenticate first.
+    NoAuth(&'static Command),
+    /// The command cannot run inside `MULTI`.
+    NoMulti(&'static Command),
+    /// The device is full and the command may take more of it.
+    OutOfSpace(&'static Command),
+    /// The store is loading and the command needs it.
+    Loading(&'static Command),
+}
+
+/// Redis's error for a command refused while the device is full (`OOM`, as over
+/// `maxmemory`: clients treat the prefix alike).
+pub const OUT_OF_SPACE: &str = "OOM command not allowed when the store's device is full";
+
+/// The gate (see the module docs): `args[0]` is the command's name.
+pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
+    assert!(!args.is_empty(), "a request has a name");
+    if s.blocked {
+        return Verdict::Wait;
+    }
+    let command = match find(args) {
+        Ok(command) => command,
+        Err(refusal) => return Verdict::Refuse(refusal),
+    };
+    if !command.arity_fits(args.len()) {
+        return Verdict::Refuse(Refusal::Arity(command));
+    }
+    if !s.authenticated && !command.flags.contains(Flags::NO_AUTH) {
+        return Verdict::Refuse(Refusal::NoAuth(command));
+    }
+    if s.in_multi && command.flags.contains(Flags::NO_MULTI) {
+        return Verdict::Refuse(Refusal::NoMulti(command));
+    }
+    // Redis lets `EXEC`, `DISCARD`, `QUIT` and `RESET` end a transaction over `maxmemory`.
+    let ends_multi = command.tamer.contains(TamerFlags::TRANSACTION_BOUNDARY)
+        && !matches!(command.run, Run::Session(SessionOp::Multi));
+    let takes_space = command.flags.contains(Flags::DENYOOM) || (s.in_multi && !ends_multi);
+    if s.out_of_space && takes_space {
+        return Verdict::Refuse(Refusal::OutOfSpace(command));
+    }
+    if s.loading && !command.flags.contains(Flags::LOADING) {
+        return Verdict::Refuse(Refusal::Loading(command));
+    }
+    if s.in_multi && !command.tamer.contains(TamerFlags::RUNS_IN_MULTI) {
+        return Verdict::Queue(command);
+    }
+    Verdict::Run(command)
+}
+
+/// The command or subcommand `args` names (Redis's `lookupCommand`: a container sent alone is
+/// the container itself).
+fn find(args: &[&[u8]]) -> Result<&'static Command, Refusal> {
+    let command = table::lookup(args[0]).ok_or(Refusal::UnknownCommand)?;
+    if command.subcommands.is_empty() || args.len() < 2 {
+        return Ok(command);
+    }
+    command
+        .subcommand(args[1])
+        .ok_or(Refusal::UnknownSubcommand(command))
+}
+
+/// Most bytes of the arguments Redis quotes in an unknown command's error.
+const QUOTED_BYTES_MAX: usize = 128;
+
+impl Refusal {
+    /// Writes the refusal's error reply for the request `args`, as Redis 7.0 words it.
+    pub fn write(self, args: &[&[u8]], out: &mut Vec<u8>) {
+        match self {
+            Refusal::UnknownCommand => write::error(out, &unknown_command_text(args)),
+            Refusal::UnknownSubcommand(container) => {
+                let sub = &args[1][..args[1].len().min(QUOTED_BYTES_MAX)];
+                write::error(
+                    out,
+                    &format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        String::from_utf8_lossy(sub),
+                        container.name.to_ascii_uppercase()
+                    ),
+                );
+            }
+            Refusal::Arity(command) => write::error(
+                out,
+                &format!(
+                    "ERR wrong number of arguments for '{}' command",
+                    command.name
+                ),
+            ),
+            Refusal::NoAuth(_) => write::error(out, "NOAUTH Authentication required."),
+            Refusal::NoMulti(_) => {
+                write::error(out, "ERR Command not allowed inside a transaction")
+            }
+            Refusal::OutOfSpace(_) => write::error(out, OUT_OF_SPACE),
+            Refusal::Loading(_) => {
+                write::error(out, "LOADING Redis is loading the dataset in memory")
+            }
+        }
+    }
+}
+
+/// Redis 7.0's reply to an unknown command: its name, then its arguments quoted while the
+/// quoted text is under 128 bytes, each cut to what is left of them.
+pub fn unknown_command_text(args: &[&[u8]]) -> String {
+    let mut quoted = String::new();
+    for a in &args[1..] {
+        if quoted.len() >= QUOTED_BYTES_MAX {
+            break;
+        }
+        let room = QUOTED_BYTES_MAX - quoted.len();
+        quoted.push('\'');
+        quoted.push_str(&String::from_utf8_lossy(&a[..a.len().min(room)]));
+        quoted.push_str("' ");
+    }
+    format!(
+        "ERR unknown command '{}', with args beginning with: {quoted}",
+        String::from_utf8_lossy(args[0])
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    fn decide_line(line: &str, s: Snapshot) -> Verdict {
+        decide(&args(line), s)
+    }
+
+    fn reply(line: &str, s: Snapshot) -> String {
+        let a = args(line);
+        match decide(&a, s) {
+            Verdict::Refuse(r) => {
+                let mut out = Vec::new();
+                r.write(&a, &mut out);
+                String::from_utf8(out).unwrap()
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    const OK: Snapshot = Snapshot {
+        authenticated: true,
+        in_multi: false,
+        blocked: false,
+        loading: false,
+        out_of_space: false,
+    };
+
+    /// Rule 1. Catches a blocked client's next request run (or refused) before its blocked
+    /// command replied.
+    #[test]
+    fn a_blocked_client_waits() {
+        let blocked = Snapshot {
+            blocked: true,
+            ..OK
+        };
+        assert_eq!(decide_line("get a", blocked), Verdict::Wait);
+        assert_eq!(decide_line("nosuch", blocked), Verdict::Wait);
+    }
+
+    /// Rule 2. Catches a case-sensitive lookup, a container's unknown subcommand treated as an
+    /// unknown command (or run as the container), and Redis's texts changed.
+    #[test]
+    fn unknown_commands_and_subcommands() {
+        assert!(matches!(decide_line("GeT a", OK), Verdict::Run(c) if c.name == "get"));
+        assert!(
+            matches!(decide_line("CONFIG GET x", OK), Verdict::Run(c) if c.name == "config|get")
+        );
+        assert_eq!(
+            reply("foo bar", OK),
+            "-ERR unknown command 'foo', with args beginning with: 'bar' \r\n"
+        );
+        assert_eq!(
+            reply("config foo", OK),
+            "-ERR unknown subcommand 'foo'. Try CONFIG HELP.\r\n"
+        );
+        // A container alone is the container: its own arity decides.
+        assert_eq!(
+            reply("config", OK),
+            "-ERR wrong number of arguments for 'config' command\r\n"
+        );
+        assert!(matches!(decide_line("command", OK), Verdict::Run(c) if c.name == "command"));
+    }
+
+    /// Rule 2's text. Catches each argument cut to 128 bytes on its own instead of the quoted
+    /// text as a whole (Redis stops quoting at 128 bytes).
+    #[test]
+    fn unknown_command_text_stops_at_128_bytes() {
+        let long = "a".repeat(200);
+        let line = format!("foo {long} b c");
+        let a = args(&line);
+        assert_eq!(
+            unknown_command_text(&a),
+            format!(
+                "ERR unknown command 'foo', with args beginning with: '{}' ",
+                "a".repeat(128)
+            )
+        );
+        let a = args("foo x y");
+        assert_eq!(
+            unknown_command_text(&a),
+            "ERR unknown command 'foo', with args beginning with: 'x' 'y' "
+        );
+    }
+
+    /// Rule 3, for every command and subcommand of the table: one argument short, and one
+    /// too many for a fixed arity. Catches an arity checked as `>=` for a fixed arity, `-n`
+    /// read as exactly `n`, or a subcommand checked against its container's arity; and the
+    /// blocking pops that once panicked on too few arguments.
+    #[test]
+    fn arity_of_every_command() {
+        for command in table::all_with_subcommands() {
+            let words: Vec<&str> = command.name.split('|').collect();
+            let min = command.arity.unsigned_abs() as usize;
+            let with = |n: usize| -> Vec<&[u8]> {
+                let mut a: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+                a.resize(n.max(a.len()), b"x");
+                a
+            };
+            if min > words.len() {
+                let a = with(min - 1);
+                assert_eq!(
+                    decide(&a, OK),
+                    Verdict::Refuse(Refusal::Arity(command)),
+                    "{} with {} arguments",
+                    command.name,
+                    a.len()
+                );
+            }
+            if command.arity > 0 {
+                assert_eq!(
+                    decide(&with(min + 1), OK),
+                    Verdict::Refuse(Refusal::Arity(command)),
+                    "{} with {} arguments",
+                    command.name,
+                    min + 1
+                );
+            }
+            if !command.subcommands.is_empty() && min > 1 {
+                continue; // a container fits only with one of its subcommands
+            }
+            let fits = decide(&with(min), OK);
+            assert!(
+                matches!(fits, Verdict::Run(c) if std::ptr::eq(c, command)),
+                "{}: {fits:?}",
+                command.name
+            );
+        }
+    }
+
+    /// Rule 4. Catches a command run before `AUTH`, or `AUTH`/`HELLO`/`QUIT`/`RESET` refused
+    /// (the `no_auth` commands); the arity is checked first, as in Redis.
+    #[test]
+    fn authentication_first() {
+        let anonymous = Snapshot {
+            authenticated: false,
+            ..OK
+        };
+        assert!(matches!(
+            decide_line("get a", anonymous),
+            Verdict::Refuse(Refusal::NoAuth(_))
+        ));
+        for line in ["auth pw", "hello 3", "quit", "reset"] {
+            assert!(
+                matches!(decide_line(line, anonymous), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+        assert!(matches!(
+            decide_line("get", anonymous),
+            Verdict::Refuse(Refusal::Arity(_))
+        ));
+        assert_eq!(
+            reply("get a", anonymous),
+            "-NOAUTH Authentication required.\r\n"
+        );
+    }
+
+    /// Rules 5 and 8. Catches `SHUTDOWN` queued, a command run inside `MULTI` instead of
+    /// queued, or one of `EXEC`, `DISCARD`, `MULTI`, `WATCH`, `QUIT`, `RESET` queued.
+    #[test]
+    fn inside_multi() {
+        let multi = Snapshot {
+            in_multi: true,
+            ..OK
+        };
+        assert!(matches!(
+            decide_line("shutdown", multi),
+            Verdict::Refuse(Refusal::NoMulti(_))
+        ));
+        assert!(matches!(decide_line("set a b", multi), Verdict::Queue(_)));
+        for line in ["hello 3", "auth pw", "client id", "select 1", "ping"] {
+            assert!(
+                matches!(decide_line(line, multi), Verdict::Queue(_)),
+                "{line}"
+            );
+        }
+        for line in ["exec", "discard", "multi", "watch a", "quit", "reset"] {
+            assert!(
+                matches!(decide_line(line, multi), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+        assert!(matches!(decide_line("shutdown", OK), Verdict::Run(_)));
+    }
+
+    /// Rule 6. Catches a `denyoom` write run on a full device, a read or a delete refused
+    /// there, or (inside `MULTI`) a queued read let through where Redis refuses every
+    /// command but those that end the transaction.
+    #[test]
+    fn a_full_device_refuses_what_takes_space() {
+        let full = Snapshot {
+            out_of_space: true,
+            ..OK
+        };
+        assert!(matches!(
+            decide_line("set a b", full),
+            Verdict::Refuse(Refusal::OutOfSpace(_))
+        ));
+        assert!(matches!(
+            decide_line("rpush l a", full),
+            Verdict::Refuse(Refusal::OutOfSpace(_))
+        ));
+        for line in ["get a", "del a", "lpop l", "flushall", "ping"] {
+            assert!(matches!(decide_line(line, full), Verdict::Run(_)), "{line}");
+        }
+        let full_multi = Snapshot {
+            in_multi: true,
+            ..full
+        };
+        assert!(matches!(
+            decide_line("get a", full_multi),
+            Verdict::Refuse(Refusal::OutOfSpace(_))
+        ));
+        for line in ["exec", "discard", "quit", "reset"] {
+            assert!(
+                matches!(decide_line(line, full_multi), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+        assert!(reply("set a b", full).starts_with("-OOM "));
+    }
+
+    /// Rule 7. Catches a command without the `loading` flag run while the store loads (`GET`,
+    /// and `PING`, which Redis refuses too), or `INFO`/`AUTH`/`SELECT` (which have it)
+    /// refused.
+    #[test]
+    fn loading_allows_only_loading_commands() {
+        let loading = Snapshot {
+            loading: true,
+            ..OK
+        };
+        assert!(matches!(
+            decide_line("get a", loading),
+            Verdict::Refuse(Refusal::Loading(_))
+        ));
+        for line in ["info", "auth pw", "select 1"] {
+            assert!(
+                matches!(decide_line(line, loading), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+        assert!(matches!(
+            decide_line("ping", loading),
+            Verdict::Refuse(Refusal::Loading(_))
+        ));
+        assert!(reply("get a", loading).starts_with("-LOADING "));
+    }
+
+    /// The rules' order. Catches a later rule decided first: an unauthenticated client's
+    /// unknown command is unknown (not `NOAUTH`), a bad arity inside `MULTI` is refused (not
+    /// queued), and a blocked client waits whatever it sent.
+    #[test]
+    fn rules_apply_in_redis_order() {
+        let everything = Snapshot {
+            authenticated: false,
+            in_multi: true,
+            blocked: false,
+            loading: true,
+            out_of_space: true,
+        };
+        assert_eq!(
+            decide_line("nosuch", everything),
+            Verdict::Refuse(Refusal::UnknownCommand)
+        );
+        assert!(matches!(
+            decide_line("get", everything),
+            Verdict::Refuse(Refusal::Arity(_))
+        ));
+        assert!(matches!(
+            decide_line("get a", everything),
+            Verdict::Refuse(Refusal::NoAuth(_))
+        ));
+        let authenticated = Snapshot {
+            authenticated: true,
+            ..everything
+        };
+        assert!(matches!(
+            decide_line("shutdown", authenticated),
+            Verdict::Refuse(Refusal::NoMulti(_))
+        ));
+        assert!(matches!(
+            decide_line("get a", authenticated),
+            Verdict::Refuse(Refusal::OutOfSpace(_))
+        ));
+        let room = Snapshot {
+            out_of_space: false,
+            ..authenticated
+        };
+        assert!(matches!(
+            decide_line("ping", room),
+            Verdict::Refuse(Refusal::Loading(_))
+        ));
+        let loaded = Snapshot {
+            loading: false,
+            ..room
+        };
+        assert!(matches!(decide_line("ping", loaded), Verdict::Queue(_)));
+        let blocked = Snapshot {
+            blocked: true,
+            ..everything
+        };
+        assert_eq!(decide_line("nosuch", blocked), Verdict::Wait);
+    }
+}

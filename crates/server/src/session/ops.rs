@@ -1,0 +1,219 @@
+//! The commands that run on the session (the table's `SessionOp`s): `HELLO`, `AUTH`,
+//! `RESET`, `SELECT`, `QUIT`, `SHUTDOWN`, `MULTI`/`EXEC`/`DISCARD`/`WATCH`/`UNWATCH` (in
+//! `super::transaction`), and `CLIENT`'s subcommands (`super::clients` for the registry's).
+
+use tamer_store::DbHandle;
+
+use super::state::Session;
+use crate::commands::table::SessionOp;
+use crate::keyspace::dbmap::DbMap;
+use crate::resp::{parse_i64, write, Protocol};
+
+/// Redis's error for a client name with spaces or special characters.
+const NAME_ERROR: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// A client name as Redis accepts it: printable ASCII without spaces.
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+impl Session {
+    /// Runs session operation `op` (the gate checked its arity).
+    pub(super) fn op(
+        &mut self,
+        op: SessionOp,
+        handle: &DbHandle,
+        map: &DbMap,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
+        match op {
+            SessionOp::Auth => self.auth(args, out),
+            SessionOp::Hello => self.hello(args, out),
+            SessionOp::Reset => self.reset(out),
+            SessionOp::Select => super::transaction::select(&mut self.db, args, out),
+            SessionOp::Quit => {
+                write::simple(out, "OK");
+                self.quit = true;
+            }
+            SessionOp::Shutdown => {
+                crate::commands::server::shutdown(&self.stats, args, out);
+            }
+            SessionOp::Multi => self.multi(out),
+            SessionOp::Exec => self.exec(handle, map, out),
+            SessionOp::Discard => self.discard(out),
+            SessionOp::Watch => self.watch(handle, map, &args[1..], out),
+            SessionOp::Unwatch => {
+                self.unwatch_all();
+                write::simple(out, "OK");
+            }
+            SessionOp::ClientId => write::integer(out, self.id as i64),
+            SessionOp::ClientGetname => match &self.name {
+                Some(name) => write::bulk(out, name),
+                None => write::null(out, self.protocol),
+            },
+            SessionOp::ClientSetname => self.set_name(args[2], out),
+            SessionOp::ClientList => self.client_list(args, out),
+            SessionOp::ClientInfo => self.client_info(out),
+            SessionOp::ClientKill => self.client_kill(args, out),
+            SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
+        }
+    }
+
+    /// `CLIENT SETNAME name`.
+    fn set_name(&mut self, name: &[u8], out: &mut Vec<u8>) {
+        if !valid_name(name) {
+            return write::error(out, NAME_ERROR);
+        }
+        self.name = (!name.is_empty()).then(|| name.to_vec());
+        write::simple(out, "OK");
+    }
+
+    /// `AUTH [username] password`.
+    fn auth(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let (user, pass) = match args {
+            [_, pass] => (None, *pass),
+            [_, user, pass] => (Some(*user), *pass),
+            _ => return write::error(out, "ERR syntax error"),
+        };
+        match self.check_password(user, pass) {
+            Some(text) => write::error(out, text),
+            None => write::simple(out, "OK"),
+        }
+    }
+
+    /// `AUTH [username] password` (`user` is `None` in the one-argument form) and `HELLO`'s
+    /// `AUTH`, as Redis 7.0's `default` user (the only one): `None` when it passed, else the
+    /// error reply's text.
+    fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Option<&'static str> {
+        const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+        if user.is_some_and(|u| u != b"default") {
+            return Some(WRONGPASS);
+        }
+        match &self.stats.config.requirepass() {
+            // No password: the default user takes any (`nopass`), but the old one-argument
+            // form is refused, as Redis refuses it.
+            None if user.is_none() => Some(
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            ),
+            None => {
+                self.authenticated = true;
+                None
+            }
+            Some(password) if pass == password.as_slice() => {
+                self.authenticated = true;
+                None
+            }
+            Some(_) => Some(WRONGPASS),
+        }
+    }
+
+    /// `HELLO [protover [AUTH username password] [SETNAME name]]`.
+    fn hello(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let protocol = match args.get(1).map(|v| parse_i64(v)) {
+            None => self.protocol,
+            Some(Some(2)) => Protocol::Resp2,
+            Some(Some(3)) => Protocol::Resp3,
+            Some(Some(_)) => return write::error(out, "NOPROTO unsupported protocol version"),
+            Some(None) => {
+                return write::error(
+                    out,
+                    "ERR Protocol version is not an integer or out of range",
+                )
+            }
+        };
+        let name = match self.hello_options(args, out) {
+            Ok(name) => name,
+            Err(()) => return,
+        };
+        if !self.authenticated {
+            return write::error(
+                out,
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise \
+                 the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the \
+                 client and select the RESP protocol version at the same time",
+            );
+        }
+        if let Some(name) = name {
+            if !valid_name(name) {
+                return write::error(out, NAME_ERROR);
+            }
+            self.name = (!name.is_empty()).then(|| name.to_vec());
+        }
+        self.protocol = protocol;
+        self.hello_reply(out);
+    }
+
+    /// `HELLO`'s `AUTH` (checked at once) and `SETNAME` (its name returned), or `Err` with the
+    /// error written.
+    fn hello_options<'a>(
+        &mut self,
+        args: &[&'a [u8]],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<&'a [u8]>, ()> {
+        let (mut j, mut name) = (2, None);
+        // Bounded: every pass consumes two or three arguments, or fails.
+        while j < args.len() {
+            let more = args.len() - j - 1;
+            match &args[j].to_ascii_lowercase()[..] {
+                b"auth" if more >= 2 => {
+                    if let Some(text) = self.check_password(Some(args[j + 1]), args[j + 2]) {
+                        write::error(out, text);
+                        return Err(());
+                    }
+                    j += 3;
+                }
+                b"setname" if more >= 1 => {
+                    name = Some(args[j + 1]);
+                    j += 2;
+                }
+                _ => {
+                    let opt = String::from_utf8_lossy(args[j]);
+                    write::error(out, &format!("ERR Syntax error in HELLO option '{opt}'"));
+                    return Err(());
+                }
+            }
+        }
+        Ok(name)
+    }
+
+    /// `HELLO`'s map of the server and the connection.
+    fn hello_reply(&self, out: &mut Vec<u8>) {
+        write::map(out, 7, self.protocol);
+        for (k, v) in [("server", "tamer"), ("version", crate::REDIS_VERSION)] {
+            write::bulk(out, k.as_bytes());
+            write::bulk(out, v.as_bytes());
+        }
+        write::bulk(out, b"proto");
+        write::integer(
+            out,
+            if self.protocol == Protocol::Resp3 {
+                3
+            } else {
+                2
+            },
+        );
+        write::bulk(out, b"id");
+        write::integer(out, self.id as i64);
+        for (k, v) in [("mode", "standalone"), ("role", "master")] {
+            write::bulk(out, k.as_bytes());
+            write::bulk(out, v.as_bytes());
+        }
+        write::bulk(out, b"modules");
+        write::array(out, 0);
+    }
+
+    /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
+    /// no `MULTI`, nothing watched, `NO-EVICT` off, authenticated only without a password).
+    fn reset(&mut self, out: &mut Vec<u8>) {
+        self.multi = None;
+        self.unwatch_all();
+        self.db = 0;
+        self.protocol = Protocol::Resp2;
+        self.name = None;
+        self.no_evict = false;
+        self.authenticated = self.stats.config.requirepass().is_none();
+        write::simple(out, "RESET");
+    }
+}

@@ -1,0 +1,366 @@
+//! The session's state and its entry point: [`Session::run`] passes a request through the
+//! gate, runs it where the table says, and records it (command counters, errors, slow log,
+//! latency monitor, the client registry's entry).
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tamer_store::DbHandle;
+
+use crate::commands::gate::{self, Refusal, Snapshot, Verdict};
+use crate::commands::table::{Command, Flags, Run, TamerFlags};
+use crate::keyspace::dbmap::DbMap;
+use crate::keyspace::watches::Watches;
+use crate::resp::{write, Protocol};
+use crate::stats::clients::ClientEntry;
+use crate::stats::monitor::{Outcome, SlowEntry};
+use crate::stats::ServerStats;
+
+/// Most commands `MULTI` queues (past it the transaction is refused at `EXEC`).
+pub const MAX_QUEUED: usize = 65_536;
+/// Most keys one connection watches.
+pub const MAX_WATCHED: usize = 4_096;
+/// Most bytes of an unknown command's name (or subcommand) in its label.
+const LABEL_BYTES_MAX: usize = 32;
+
+/// A connection's state (see the module docs).
+#[derive(Debug)]
+pub struct Session {
+    /// The selected database.
+    pub db: usize,
+    /// RESP2 or RESP3 (`HELLO`).
+    pub protocol: Protocol,
+    /// Inside `MULTI`: the queued commands.
+    pub(super) multi: Option<Multi>,
+    /// Watched keys: ([database u32 BE][key], fingerprint, version when watched).
+    pub(super) watched: Vec<(Vec<u8>, Option<u64>, u64)>,
+    /// `QUIT` was asked (or the client killed itself): reply, then close.
+    pub quit: bool,
+    pub(super) watches: Arc<Watches>,
+    /// `CLIENT ID`.
+    pub id: u64,
+    /// `CLIENT SETNAME`.
+    pub(super) name: Option<Vec<u8>>,
+    /// Whether this client passed the server's `requirepass` (read from its settings).
+    pub(super) authenticated: bool,
+    pub(super) stats: Arc<ServerStats>,
+    /// Its entry in the connection registry (`None` for a session without a connection).
+    pub(super) entry: Option<Arc<ClientEntry>>,
+    /// `CLIENT NO-EVICT`.
+    pub(super) no_evict: bool,
+    /// A blocking pop that found nothing and waits (the network keeps the connection's other
+    /// requests until it replies).
+    pub blocked: Option<Blocked>,
+}
+
+/// `MULTI`'s queue, and whether a command was refused while queueing (`EXEC` then fails).
+#[derive(Debug, Default)]
+pub(super) struct Multi {
+    pub(super) queued: Vec<(&'static Command, Vec<Vec<u8>>)>,
+    pub(super) dirty: bool,
+}
+
+/// A blocked command (`BLPOP` ...) of this session.
+#[derive(Debug)]
+pub struct Blocked {
+    /// The command and its arguments, run again when a write readies it.
+    pub command: &'static Command,
+    /// Its arguments (the name first).
+    pub args: Vec<Vec<u8>>,
+    /// Its keys as the watches name them (`[database u32 BE][key]`).
+    pub keys: Vec<Vec<u8>>,
+    /// When it times out (`tamer_device::now_ns`); `None`: never.
+    pub deadline_ns: Option<u64>,
+    /// Its reply then (what its attempt replied when it found nothing).
+    pub timeout_reply: Vec<u8>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.unwatch_all();
+    }
+}
+
+impl Session {
+    /// A new connection's session, in database 0, on the server's `watches` (its registry
+    /// entry, if the connection `id` is registered, found in `stats`).
+    pub fn new(watches: Arc<Watches>, id: u64, stats: Arc<ServerStats>) -> Self {
+        Self {
+            db: 0,
+            protocol: Protocol::Resp2,
+            multi: None,
+            blocked: None,
+            watched: Vec::new(),
+            quit: false,
+            watches,
+            id,
+            name: None,
+            authenticated: stats.config.requirepass().is_none(),
+            entry: stats.clients.get(id),
+            stats,
+            no_evict: false,
+        }
+    }
+
+    /// What the gate knows of this client and the server now.
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            authenticated: self.authenticated,
+            in_multi: self.multi.is_some(),
+            blocked: self.blocked.is_some(),
+            loading: self.stats.loading.load(Ordering::Relaxed),
+            out_of_space: self.stats.out_of_space.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs one request, appending its reply, and records it. The request comes back when
+    /// the gate keeps it waiting (this client is blocked): the caller runs it later.
+    pub fn run(
+        &mut self,
+        handle: &DbHandle,
+        map: &DbMap,
+        args: Vec<Vec<u8>>,
+        out: &mut Vec<u8>,
+    ) -> Option<Vec<Vec<u8>>> {
+        let started = Instant::now();
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let verdict = gate::decide(&refs, self.snapshot());
+        if verdict == Verdict::Wait {
+            return Some(args);
+        }
+        self.stats.commands.fetch_add(1, Ordering::Relaxed);
+        let label = label(verdict, &refs);
+        if let Some(entry) = &self.entry {
+            let cmd = label.to_string();
+            entry.update(|s| {
+                s.cmd = cmd;
+                s.last_active = started;
+            });
+        }
+        let before = out.len();
+        let rejected = match verdict {
+            Verdict::Refuse(refusal) => {
+                refusal.write(&refs, out);
+                self.flag_multi();
+                true
+            }
+            Verdict::Queue(command) => self.queue(command, &refs, out),
+            Verdict::Run(command) => {
+                self.execute(handle, map, command, &refs, out);
+                false
+            }
+            Verdict::Wait => unreachable!("returned above"),
+        };
+        let queued = matches!(verdict, Verdict::Queue(_)) && !rejected;
+        let secret = command_of(verdict).is_some_and(|c| c.tamer.contains(TamerFlags::SECRET_ARGS));
+        // The slow log leaves out what may carry a password.
+        let logged = (!secret).then(|| args.clone());
+        self.update_entry();
+        if !queued {
+            self.record(&label, logged, started, &out[before..], rejected);
+        }
+        None
+    }
+
+    /// Runs a command the gate let through, as the table says.
+    fn execute(
+        &mut self,
+        handle: &DbHandle,
+        map: &DbMap,
+        command: &'static Command,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
+        match command.run {
+            Run::Session(op) => self.op(op, handle, map, args, out),
+            Run::Container => unreachable!("a container alone is refused by its arity"),
+            Run::Tx(_) | Run::WithTable(_) if command.flags.contains(Flags::BLOCKING) => {
+                self.blocking(handle, map, command, args, out);
+            }
+            Run::Tx(_) | Run::WithTable(_) => self.one(handle, map, command, args, out),
+        }
+    }
+
+    /// A refusal inside `MULTI` makes `EXEC` fail.
+    pub(super) fn flag_multi(&mut self) {
+        if let Some(multi) = self.multi.as_mut() {
+            multi.dirty = true;
+        }
+    }
+
+    /// The client registry's view of this session, after a command.
+    fn update_entry(&self) {
+        let Some(entry) = &self.entry else {
+            return;
+        };
+        let (name, db, resp) = (self.name.clone(), self.db, self.protocol);
+        let (multi, no_evict) = (self.multi.as_ref().map(|m| m.queued.len()), self.no_evict);
+        entry.update(|s| {
+            s.name = name.unwrap_or_default();
+            s.db = db;
+            s.resp = if resp == Protocol::Resp3 { 3 } else { 2 };
+            s.multi = multi;
+            s.no_evict = no_evict;
+        });
+    }
+
+    /// What `run` records once a command replied: `label` names it as commandstats does
+    /// (`get`, `config|get`); `rejected`: the gate (or `MULTI`'s queue) refused it.
+    fn record(
+        &self,
+        label: &str,
+        args: Option<Vec<Vec<u8>>>,
+        started: Instant,
+        reply: &[u8],
+        rejected: bool,
+    ) {
+        let took = started.elapsed();
+        let monitor = &self.stats.monitor;
+        let outcome = match reply.first() {
+            Some(b'-') if rejected => Outcome::Rejected,
+            Some(b'-') => Outcome::Failed,
+            _ => Outcome::Ok,
+        };
+        if outcome != Outcome::Ok {
+            monitor.record_error(reply);
+        }
+        monitor.record_call(label.as_bytes(), took, outcome);
+        let config = &self.stats.config;
+        let us = took.as_micros() as u64;
+        let threshold_us = config.slowlog_slower_than_us();
+        if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {
+            let entry = SlowEntry {
+                id: 0,
+                unix_secs: crate::keyspace::wall_ms() / 1000,
+                duration_us: us,
+                args,
+                addr: self
+                    .entry
+                    .as_ref()
+                    .map_or(String::new(), |e| e.addr.clone()),
+                name: self.name.clone().unwrap_or_default(),
+            };
+            monitor.slowlog_push(entry, config.slowlog_max_len());
+        }
+        let threshold_ms = config.latency_threshold_ms();
+        let ms = took.as_millis() as u64;
+        if threshold_ms > 0 && ms >= threshold_ms {
+            monitor.latency_add("command", crate::keyspace::wall_ms() / 1000, ms);
+        }
+    }
+
+    /// The network core refused one of this client's requests with `-BUSY` (admission):
+    /// inside `MULTI` the transaction will abort at `EXEC` (`EXECABORT`), as after a queueing
+    /// error; a refused `EXEC`, `DISCARD` or `RESET` (`ends_multi`) ends it unrun.
+    pub fn refused(&mut self, ends_multi: bool) {
+        if ends_multi && self.multi.is_some() {
+            self.multi = None;
+            self.unwatch_all();
+        } else {
+            self.flag_multi();
+        }
+    }
+
+    pub(super) fn unwatch_all(&mut self) {
+        for (key, _, _) in self.watched.drain(..) {
+            self.watches.unwatch(&key);
+        }
+    }
+}
+
+/// The command a verdict is about, if the table has it.
+fn command_of(verdict: Verdict) -> Option<&'static Command> {
+    match verdict {
+        Verdict::Run(c) | Verdict::Queue(c) => Some(c),
+        Verdict::Refuse(
+            Refusal::Arity(c)
+            | Refusal::NoAuth(c)
+            | Refusal::NoMulti(c)
+            | Refusal::OutOfSpace(c)
+            | Refusal::Loading(c),
+        ) => Some(c),
+        _ => None,
+    }
+}
+
+/// A request as `CLIENT LIST`'s `cmd=` and commandstats name it: the table's name of its
+/// command or subcommand, else its name as sent (lowercase, cut short).
+fn label(verdict: Verdict, args: &[&[u8]]) -> Cow<'static, str> {
+    let cut =
+        |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(LABEL_BYTES_MAX)]).to_ascii_lowercase();
+    match verdict {
+        Verdict::Refuse(Refusal::UnknownCommand) => Cow::Owned(cut(args[0])),
+        Verdict::Refuse(Refusal::UnknownSubcommand(c)) => {
+            Cow::Owned(format!("{}|{}", c.name, cut(args[1])))
+        }
+        _ => match command_of(verdict) {
+            Some(c) => Cow::Borrowed(c.name),
+            None => Cow::Owned(cut(args[0])),
+        },
+    }
+}
+
+/// Redis's wrong-arity error for a command its handler checks itself.
+pub(super) fn arity_error(out: &mut Vec<u8>, name: &str) {
+    write::error(
+        out,
+        &format!("ERR wrong number of arguments for '{name}' command"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::dbmap::DbMap;
+    use tamer_store::{Db, DbOptions, DeviceKind};
+
+    fn reply(s: &mut Session, db: &Db, map: &Arc<DbMap>, words: &[&str]) -> String {
+        let args: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        let map = map.clone();
+        let mut session = std::mem::replace(
+            s,
+            Session::new(
+                Arc::default(),
+                0,
+                Arc::new(ServerStats::new(0, Arc::default(), &[])),
+            ),
+        );
+        let (session, out) = db
+            .run(move |h| {
+                let mut out = Vec::new();
+                assert!(session.run(h, &map, args, &mut out).is_none());
+                (session, out)
+            })
+            .unwrap();
+        *s = session;
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A request refused with `-BUSY` inside `MULTI` aborts the transaction at `EXEC`, and a
+    /// refused `EXEC` ends it unrun, so the session never runs what the client was told was
+    /// refused. Mutations caught: `refused` ignored (EXEC commits the queued SET without the
+    /// refused command, or later commands reply QUEUED after a refused EXEC).
+    #[test]
+    fn a_busy_refusal_inside_multi_aborts_or_ends_it() {
+        let device = DeviceKind::Emulated {
+            latency_ns: 1_000,
+            capacity_bytes: 64 << 20,
+        };
+        let db = Db::open("unused", DbOptions::new(16 << 20).device(device).cores(1)).unwrap();
+        let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
+        let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
+        let mut s = Session::new(Arc::default(), 1, stats);
+        assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
+        s.refused(false); // INCR b, refused on arrival
+        assert!(reply(&mut s, &db, &map, &["EXEC"]).starts_with("-EXECABORT"));
+        assert_eq!(reply(&mut s, &db, &map, &["GET", "a"]), "$-1\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
+        s.refused(true); // EXEC, refused on arrival
+        assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "2"]), "+OK\r\n");
+        assert_eq!(reply(&mut s, &db, &map, &["GET", "a"]), "$1\r\n2\r\n");
+    }
+}
