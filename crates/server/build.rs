@@ -18,6 +18,8 @@ fn main() {
     let meta = std::fs::read_to_string("src/commands/meta.json").expect("meta.json");
     let toml = std::fs::read_to_string("src/commands/table.toml").expect("table.toml");
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
-    let path = std::path::Path::new(&out).join("command_table.rs");
-    std::fs::write(path, table::generate(&meta, &toml)).expect("writing the table");
+    let (spec, table) = table::generate(&meta, &toml);
+    let out = std::path::Path::new(&out);
+    std::fs::write(out.join("command_spec.rs"), spec).expect("writing the flags");
+    std::fs::write(out.join("command_table.rs"), table).expect("writing the table");
 }

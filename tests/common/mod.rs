@@ -2,6 +2,8 @@
 //! free port, and a reader of whole RESP replies. Each test file uses what it needs.
 #![allow(dead_code)]
 
+pub mod table;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -16,11 +16,12 @@
 //! 8. Inside `MULTI`, every command but the ones that run in it is queued.
 //!
 //! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
-//! `flagTransaction`. ACL permissions and cluster slots will be rules between 5 and 6.
+//! `flagTransaction`; a refused `EXEC` discards it and says why. ACL permissions and cluster slots will be rules between 5 and 6.
 //! Admission's `-BUSY` is decided earlier, by the network as a request arrives
 //! (`crate::net::admission`).
 
-use super::table::{self, Command, Flags, Run, SessionOp, TamerFlags};
+use super::spec::{Command, Flags, Run, SessionOp, TamerFlags};
+use super::table;
 use crate::resp::write;
 
 /// What the gate knows of the client and the server when a request arrives.
@@ -126,36 +127,58 @@ fn find(args: &[&[u8]]) -> Result<&'static Command, Refusal> {
 const QUOTED_BYTES_MAX: usize = 128;
 
 impl Refusal {
+    /// The command refused, when the table has it.
+    pub fn command(self) -> Option<&'static Command> {
+        match self {
+            Refusal::UnknownCommand | Refusal::UnknownSubcommand(_) => None,
+            Refusal::Arity(c)
+            | Refusal::NoAuth(c)
+            | Refusal::NoMulti(c)
+            | Refusal::OutOfSpace(c)
+            | Refusal::Loading(c) => Some(c),
+        }
+    }
+
+    /// Whether the refusal discards the client's transaction: a refused `EXEC` (Redis's
+    /// `execCommandAbort`); any other refusal inside `MULTI` makes `EXEC` fail.
+    pub fn discards_multi(self) -> bool {
+        self.command()
+            .is_some_and(|c| matches!(c.run, Run::Session(SessionOp::Exec)))
+    }
+
     /// Writes the refusal's error reply for the request `args`, as Redis 7.0 words it.
     pub fn write(self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let text = self.text(args);
+        if self.discards_multi() {
+            let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+            write::error(
+                out,
+                &format!("EXECABORT Transaction discarded because of: {reason}"),
+            );
+        } else {
+            write::error(out, &text);
+        }
+    }
+
+    fn text(self, args: &[&[u8]]) -> String {
         match self {
-            Refusal::UnknownCommand => write::error(out, &unknown_command_text(args)),
+            Refusal::UnknownCommand => unknown_command_text(args),
             Refusal::UnknownSubcommand(container) => {
                 let sub = &args[1][..args[1].len().min(QUOTED_BYTES_MAX)];
-                write::error(
-                    out,
-                    &format!(
-                        "ERR unknown subcommand '{}'. Try {} HELP.",
-                        String::from_utf8_lossy(sub),
-                        container.name.to_ascii_uppercase()
-                    ),
-                );
+                format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    String::from_utf8_lossy(sub),
+                    container.name.to_ascii_uppercase()
+                )
             }
-            Refusal::Arity(command) => write::error(
-                out,
-                &format!(
-                    "ERR wrong number of arguments for '{}' command",
-                    command.name
-                ),
+            Refusal::Arity(command) => format!(
+                "ERR wrong number of arguments for '{}' command",
+                command.name
             ),
-            Refusal::NoAuth(_) => write::error(out, "NOAUTH Authentication required."),
-            Refusal::NoMulti(_) => {
-                write::error(out, "ERR Command not allowed inside a transaction")
-            }
-            Refusal::OutOfSpace(_) => write::error(out, OUT_OF_SPACE),
-            Refusal::Loading(_) => {
-                write::error(out, "LOADING Redis is loading the dataset in memory")
-            }
+            Refusal::NoAuth(_) => "NOAUTH Authentication required.".to_string(),
+            Refusal::NoMulti(_) => "ERR Command not allowed inside a transaction".to_string(),
+            Refusal::OutOfSpace(_) => OUT_OF_SPACE.to_string(),
+            Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::table::{AclCategories, Command, Flags};
+use super::spec::{AclCategories, Command, Flags, KeyFlags};
 use super::Context;
 use crate::resp::{write, Protocol};
 
@@ -227,8 +227,12 @@ fn getkeys_generic(
         }
         write::bulk(out, target[position]);
         if with_flags {
-            write::set(out, spec.flag_names.len(), ctx.protocol);
-            for name in spec.flag_names {
+            let flags = match command.key_flags {
+                Some(flags_of) if spec.flags.contains(KeyFlags::VARIABLE_FLAGS) => flags_of(target),
+                _ => spec.flags,
+            };
+            write::set(out, flags.names().count(), ctx.protocol);
+            for name in flags.names() {
                 write::simple(out, name);
             }
         }

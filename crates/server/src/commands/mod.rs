@@ -28,6 +28,7 @@ pub mod reply;
 pub mod scan;
 pub mod server;
 pub mod sets;
+pub mod spec;
 pub mod strings;
 pub mod table;
 pub mod zsets;

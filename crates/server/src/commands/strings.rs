@@ -5,6 +5,7 @@
 
 use tamer_store::{DbError, Tx};
 
+use super::spec::KeyFlags;
 use super::Context;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry, Kind};
@@ -198,6 +199,16 @@ fn option_expiry(
     o.expire
         .map(|(name, at)| expire_at_ms(name, args[at], now_ms, command))
         .transpose()
+}
+
+/// The flags of `SET`'s key, as Redis's `setGetKeys`: read and updated with `GET`, else
+/// overwritten.
+pub fn set_key_flags(args: &[&[u8]]) -> KeyFlags {
+    if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) {
+        KeyFlags(KeyFlags::RW.0 | KeyFlags::ACCESS.0 | KeyFlags::UPDATE.0)
+    } else {
+        KeyFlags(KeyFlags::OW.0 | KeyFlags::UPDATE.0)
+    }
 }
 
 /// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.

@@ -553,7 +553,7 @@ fn clear_pending(conn: &mut Conn) -> usize {
 /// Whether command `name` starts or ends a transaction (admission refuses it only at the
 /// hard bound).
 fn is_transaction_boundary(name: &[u8]) -> bool {
-    use crate::commands::table::{lookup, TamerFlags};
+    use crate::commands::{spec::TamerFlags, table::lookup};
     lookup(name).is_some_and(|c| c.tamer.contains(TamerFlags::TRANSACTION_BOUNDARY))
 }
 

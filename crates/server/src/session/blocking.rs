@@ -6,7 +6,7 @@
 use tamer_store::DbHandle;
 
 use super::state::{Blocked, Session};
-use crate::commands::table::{Command, KeyFlags};
+use crate::commands::spec::{Command, KeyFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::store_key;
 use crate::resp::{write, Protocol};

@@ -5,7 +5,7 @@
 use tamer_store::DbHandle;
 
 use super::state::Session;
-use crate::commands::table::SessionOp;
+use crate::commands::spec::SessionOp;
 use crate::keyspace::dbmap::DbMap;
 use crate::resp::{parse_i64, write, Protocol};
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use tamer_store::DbHandle;
 
 use crate::commands::gate::{self, Refusal, Snapshot, Verdict};
-use crate::commands::table::{Command, Flags, Run, TamerFlags};
+use crate::commands::spec::{Command, Flags, Run, TamerFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::watches::Watches;
 use crate::resp::{write, Protocol};
@@ -143,7 +143,12 @@ impl Session {
         let rejected = match verdict {
             Verdict::Refuse(refusal) => {
                 refusal.write(&refs, out);
-                self.flag_multi();
+                if refusal.discards_multi() {
+                    self.multi = None;
+                    self.unwatch_all();
+                } else {
+                    self.flag_multi();
+                }
                 true
             }
             Verdict::Queue(command) => self.queue(command, &refs, out),
@@ -274,14 +279,8 @@ impl Session {
 fn command_of(verdict: Verdict) -> Option<&'static Command> {
     match verdict {
         Verdict::Run(c) | Verdict::Queue(c) => Some(c),
-        Verdict::Refuse(
-            Refusal::Arity(c)
-            | Refusal::NoAuth(c)
-            | Refusal::NoMulti(c)
-            | Refusal::OutOfSpace(c)
-            | Refusal::Loading(c),
-        ) => Some(c),
-        _ => None,
+        Verdict::Refuse(refusal) => refusal.command(),
+        Verdict::Wait => None,
     }
 }
 

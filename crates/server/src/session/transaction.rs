@@ -11,7 +11,8 @@ use tamer_store::{DbError, DbHandle, Tx};
 
 use super::state::{arity_error, Multi, Session, MAX_QUEUED, MAX_WATCHED};
 use crate::commands::gate::OUT_OF_SPACE;
-use crate::commands::table::{self, Command, Flags, Run, SessionOp, TamerFlags};
+use crate::commands::spec::{Command, Flags, Run, SessionOp, TamerFlags};
+use crate::commands::table;
 use crate::commands::Context;
 use crate::keyspace::dbmap::{self, DbMap};
 use crate::keyspace::scope::Scope;

@@ -17,7 +17,8 @@ mod collections;
 
 use super::*;
 use crate::commands::gate::{self, Snapshot, Verdict};
-use crate::commands::table::{self, Run};
+use crate::commands::spec::Run;
+use crate::commands::table;
 use crate::resp::reply_len;
 use crate::stats::ServerStats;
 
