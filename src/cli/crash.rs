@@ -38,7 +38,7 @@ pub struct CrashArgs {
 
 /// `tamer crash`.
 pub fn run(args: &CrashArgs) -> ExitCode {
-    use tamer_bench::crash::{self, Harness, Plan};
+    use tamer_crash::{self as crash, Harness, Plan};
     let harnesses: Vec<Harness> = match &args.harness {
         None => Harness::ALL.to_vec(),
         Some(names) => {
@@ -127,7 +127,7 @@ pub fn run(args: &CrashArgs) -> ExitCode {
 
 /// `tamer crash-worker PATH --seed N`: the process harness's worker, until it is killed.
 pub fn run_worker(path: &std::path::Path, seed: u64) -> ExitCode {
-    match tamer_bench::crash::run_worker(path, seed) {
+    match tamer_crash::run_worker(path, seed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: crash worker: {err}");

@@ -9,14 +9,11 @@
 //! - [`tier`]: seed 002's Figures 9 and 10: the key-value engine with a small DRAM cache over
 //!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
 //!
-//! [`crash`] is not a bench: the worker of the process crash test (`tamer crash-worker`).
-//!
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
 //! and writes its plots as SVG.
 
 pub mod blockdev;
 pub mod cgroup;
-pub mod crash;
 pub mod device;
 pub mod durability;
 pub mod load;

@@ -31,6 +31,7 @@ macro_rules! ensure {
 
 pub mod power;
 pub mod process;
+mod progress;
 pub mod worker;
 
 pub use worker::{apply, ops, options, run_worker, value, Op, KEYS, MAX_VALUE};
