@@ -23,6 +23,7 @@ pub mod plot;
 pub mod progress;
 pub mod rpc;
 pub mod runtime;
+pub mod summary;
 pub mod tier;
 pub mod types;
 pub mod work;

@@ -14,7 +14,7 @@ pub struct RoundValues(BTreeMap<String, Vec<f64>>);
 impl RoundValues {
     /// `num ÷ den` (NaN when `den` is not positive), printed with its inputs.
     pub fn ratio(&mut self, figure: &str, num: f64, den: f64) {
-        let r = crate::durability::ratio(num, den).unwrap_or(f64::NAN);
+        let r = crate::summary::ratio(num, den).unwrap_or(f64::NAN);
         println!("  {figure}: {num:.0} / {den:.0} = {r:.3}");
         self.0.entry(figure.into()).or_default().push(r);
     }
@@ -34,15 +34,13 @@ impl RoundValues {
 
     /// The median of `figure`'s rounds (NaNs left out).
     pub fn median(&self, figure: &str) -> Option<f64> {
-        self.0
-            .get(figure)
-            .and_then(|v| crate::durability::median(v))
+        self.0.get(figure).and_then(|v| crate::summary::median(v))
     }
 
     /// Every figure's median into `result`.
     pub fn write_figures(&self, result: &mut BenchResult) {
         for (name, v) in &self.0 {
-            result.figure(name, crate::durability::median(v));
+            result.figure(name, crate::summary::median(v));
         }
     }
 }

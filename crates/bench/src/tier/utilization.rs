@@ -16,8 +16,8 @@ use serde_json::json;
 use tamer_store::Db;
 
 use super::context::DeviceCtx;
-use super::device_run::fio_at;
 use super::driver::{drain, Window};
+use super::fio::fio_at;
 use super::jobs::Meter;
 use super::measurement::{fio_queue_depth, ratio, FioPoint};
 use super::plan::{workload_seed, Workload};
