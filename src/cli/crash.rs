@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use tamer_bench::output::BenchResult;
+use tamer_crash::{self as crash, Harness, Plan};
 
 /// `tamer crash`'s flags.
 #[derive(Args)]
@@ -38,39 +40,10 @@ pub struct CrashArgs {
 
 /// `tamer crash`.
 pub fn run(args: &CrashArgs) -> ExitCode {
-    use tamer_crash::{self as crash, Harness, Plan};
-    let harnesses: Vec<Harness> = match &args.harness {
-        None => Harness::ALL.to_vec(),
-        Some(names) => {
-            let mut harnesses = Vec::new();
-            for name in names {
-                match Harness::parse(name) {
-                    Some(h) => harnesses.push(h),
-                    None => {
-                        eprintln!("error: --harness {name}: not one of power, concurrent, process");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            harnesses
-        }
+    let Some(harnesses) = harnesses(args) else {
+        return ExitCode::from(2);
     };
-    let (default_points, default_kills) = if args.long {
-        (crash::LONG_POINTS, crash::LONG_KILLS)
-    } else {
-        (crash::CI_POINTS, crash::CI_KILLS)
-    };
-    let mut plan = match args.seed {
-        Some(seed) => Plan::one_seed(seed, &harnesses),
-        None => Plan::split(
-            args.offset,
-            args.points.unwrap_or(default_points),
-            args.kills.unwrap_or(default_kills),
-            &harnesses,
-        ),
-    };
-    plan.worker = std::env::current_exe().ok();
-    plan.data_dir = args.data_dir.join("crash");
+    let plan = plan(args, &harnesses);
     println!(
         "crash: {} power-loss points ({} single-threaded, {} concurrent), {} kills{}",
         plan.power.len() + plan.concurrent.len(),
@@ -82,24 +55,7 @@ pub fn run(args: &CrashArgs) -> ExitCode {
     );
     let report = crash::run_with_progress(&plan);
     println!("crash: {report}");
-    let mut result =
-        tamer_bench::output::BenchResult::new("crash", !args.long, args.seed.unwrap_or(0));
-    let figures = [
-        ("crash_points", report.crash_points),
-        ("concurrent_points", report.concurrent_points),
-        ("second_crashes", report.second_crashes),
-        ("back_at_start", report.back_at_start),
-        ("kills", report.kills),
-        ("kills_at_last_ack", report.kills_at_last_ack),
-        ("violations", report.violations),
-    ];
-    for (name, value) in figures {
-        result.figure(name, Some(value as f64));
-    }
-    result.figure("seconds", Some(report.elapsed.as_secs_f64()));
-    for failure in &report.failures {
-        result.rows.push(failure.json());
-    }
+    let result = bench_result(args, &report);
     result.print_figures();
     let json_path = args
         .json
@@ -123,6 +79,69 @@ pub fn run(args: &CrashArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The harnesses `--harness` names (all by default); `None`, said on stderr, for a name that
+/// is none of them.
+fn harnesses(args: &CrashArgs) -> Option<Vec<Harness>> {
+    let Some(names) = &args.harness else {
+        return Some(Harness::ALL.to_vec());
+    };
+    let mut harnesses = Vec::new();
+    for name in names {
+        match Harness::parse(name) {
+            Some(h) => harnesses.push(h),
+            None => {
+                eprintln!("error: --harness {name}: not one of power, concurrent, process");
+                return None;
+            }
+        }
+    }
+    Some(harnesses)
+}
+
+/// The seeds to run: `--seed` alone, or the counts asked for (CI's or `--long`'s by default)
+/// from `--offset`; the worker is this binary.
+fn plan(args: &CrashArgs, harnesses: &[Harness]) -> Plan {
+    let (default_points, default_kills) = if args.long {
+        (crash::LONG_POINTS, crash::LONG_KILLS)
+    } else {
+        (crash::CI_POINTS, crash::CI_KILLS)
+    };
+    let mut plan = match args.seed {
+        Some(seed) => Plan::one_seed(seed, harnesses),
+        None => Plan::split(
+            args.offset,
+            args.points.unwrap_or(default_points),
+            args.kills.unwrap_or(default_kills),
+            harnesses,
+        ),
+    };
+    plan.worker = std::env::current_exe().ok();
+    plan.data_dir = args.data_dir.join("crash");
+    plan
+}
+
+/// The report in the benches' JSON format: its counts as figures, one row per failure.
+fn bench_result(args: &CrashArgs, report: &crash::Report) -> BenchResult {
+    let mut result = BenchResult::new("crash", !args.long, args.seed.unwrap_or(0));
+    let figures = [
+        ("crash_points", report.crash_points),
+        ("concurrent_points", report.concurrent_points),
+        ("second_crashes", report.second_crashes),
+        ("back_at_start", report.back_at_start),
+        ("kills", report.kills),
+        ("kills_at_last_ack", report.kills_at_last_ack),
+        ("violations", report.violations),
+    ];
+    for (name, value) in figures {
+        result.figure(name, Some(value as f64));
+    }
+    result.figure("seconds", Some(report.elapsed.as_secs_f64()));
+    for failure in &report.failures {
+        result.rows.push(failure.json());
+    }
+    result
 }
 
 /// `tamer crash-worker PATH --seed N`: the process harness's worker, until it is killed.

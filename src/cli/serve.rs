@@ -115,103 +115,153 @@ fn serve_config(args: &ServeArgs) -> Result<tamer_server::config::Config, String
     Ok(config)
 }
 
+/// What `tamer serve` runs with, read from its settings.
+struct Plan {
+    config: std::sync::Arc<tamer_server::config::Config>,
+    cache_bytes: u64,
+    durability_name: String,
+    durability: tamer_store::Durability,
+    bind: String,
+    requirepass: Option<String>,
+    dispatch: tamer_server::net::Dispatch,
+    prefetch: bool,
+    cores: usize,
+    slo_us: Option<u64>,
+    /// The store file, in `dir` (made if missing).
+    path: PathBuf,
+}
+
+impl Plan {
+    /// Reads the settings; refuses to serve beyond loopback unprotected; makes the directory.
+    fn of(config: tamer_server::config::Config) -> Result<Self, String> {
+        let config = std::sync::Arc::new(config);
+        let cache_bytes = config.get_u64("cache-size") / 4096 * 4096;
+        let durability_name = config.get("durability");
+        let durability = match durability_name.as_str() {
+            "commit" => tamer_store::Durability::Commit,
+            "periodic" => tamer_store::Durability::Periodic(std::time::Duration::from_secs(1)),
+            _ => tamer_store::Durability::None,
+        };
+        let bind = config.get("bind");
+        let loopback = matches!(bind.as_str(), "127.0.0.1" | "::1" | "localhost");
+        let protected = config.get("protected-mode") == "yes";
+        let requirepass = Some(config.get("requirepass")).filter(|p| !p.is_empty());
+        if protected && !loopback && requirepass.is_none() {
+            return Err(format!(
+                "--bind {bind} reaches beyond this machine and no --requirepass is set: set one, \
+                 or --protected-mode no to serve anyone who connects"
+            ));
+        }
+        let dir = PathBuf::from(config.get("dir"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let dispatch = match config.get("dispatch").as_str() {
+            "partitioned" => tamer_server::net::Dispatch::Partitioned,
+            _ => tamer_server::net::Dispatch::Shared,
+        };
+        let prefetch = config.get("prefetch") == "yes";
+        let cores = match config.get_u64("cores") as usize {
+            // One CPU is left to the kernel's network work and the clients: on this project's
+            // 2-vCPU machine, with redis-benchmark beside it, two cores served 2.5x fewer
+            // unpipelined requests than one (idle cores spin for the next request).
+            0 => allowed_cpus().saturating_sub(1).max(1),
+            n => n,
+        };
+        let slo_us = Some(config.get_u64("slo-us")).filter(|&us| us > 0);
+        Ok(Self {
+            config,
+            cache_bytes,
+            durability_name,
+            durability,
+            bind,
+            requirepass,
+            dispatch,
+            prefetch,
+            cores,
+            slo_us,
+            path: dir.join("tamer.db"),
+        })
+    }
+
+    /// The server's options over this plan's settings.
+    fn server_options(&self) -> tamer_server::net::ServerOptions {
+        tamer_server::net::ServerOptions {
+            bind: self.bind.clone(),
+            port: self.config.get_u64("port") as u16,
+            max_clients: self.config.get_u64("maxclients") as usize,
+            requirepass: self.requirepass.clone(),
+            config: self.config.clone(),
+            dispatch: self.dispatch,
+            slo_us: self.slo_us,
+            prefetch: self.prefetch,
+        }
+    }
+}
+
 /// `tamer serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
     let fail = |what: String| {
         eprintln!("error: {what}");
         ExitCode::FAILURE
     };
-    let config = match serve_config(&args) {
-        Ok(config) => std::sync::Arc::new(config),
+    let plan = match serve_config(&args).and_then(Plan::of) {
+        Ok(plan) => plan,
         Err(e) => return fail(e),
     };
-    let cache_bytes = config.get_u64("cache-size") / 4096 * 4096;
-    let durability_name = config.get("durability");
-    let durability = match durability_name.as_str() {
-        "commit" => tamer_store::Durability::Commit,
-        "periodic" => tamer_store::Durability::Periodic(std::time::Duration::from_secs(1)),
-        _ => tamer_store::Durability::None,
-    };
-    let bind = config.get("bind");
-    let loopback = matches!(bind.as_str(), "127.0.0.1" | "::1" | "localhost");
-    let protected = config.get("protected-mode") == "yes";
-    let requirepass = Some(config.get("requirepass")).filter(|p| !p.is_empty());
-    if protected && !loopback && requirepass.is_none() {
-        return fail(format!(
-            "--bind {bind} reaches beyond this machine and no --requirepass is set: set one, or \
-             --protected-mode no to serve anyone who connects"
-        ));
-    }
-    let dir = PathBuf::from(config.get("dir"));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(format!("creating {}: {e}", dir.display()));
-    }
-    let dispatch = match config.get("dispatch").as_str() {
-        "partitioned" => tamer_server::net::Dispatch::Partitioned,
-        _ => tamer_server::net::Dispatch::Shared,
-    };
-    let prefetch = config.get("prefetch") == "yes";
-    let cores = match config.get_u64("cores") as usize {
-        // One CPU is left to the kernel's network work and the clients: on this project's
-        // 2-vCPU machine, with redis-benchmark beside it, two cores served 2.5x fewer
-        // unpipelined requests than one (idle cores spin for the next request).
-        0 => allowed_cpus().saturating_sub(1).max(1),
-        n => n,
-    };
-    let slo_us = Some(config.get_u64("slo-us")).filter(|&us| us > 0);
-    let path = dir.join("tamer.db");
+    let path = &plan.path;
     let started = std::time::Instant::now();
-    let options = tamer_store::DbOptions::new(cache_bytes)
-        .durability(durability)
-        .cores(cores);
-    let db = match tamer_store::Db::open(&path, options) {
+    let options = tamer_store::DbOptions::new(plan.cache_bytes)
+        .durability(plan.durability)
+        .cores(plan.cores);
+    let db = match tamer_store::Db::open(path, options) {
         Ok(db) => std::sync::Arc::new(db),
         Err(e) => return fail(format!("opening {}: {e}", path.display())),
     };
     let open_ms = started.elapsed().as_secs_f64() * 1e3;
-    let recovery = db.recovery_stats();
-    let server_options = tamer_server::net::ServerOptions {
-        bind: bind.clone(),
-        port: config.get_u64("port") as u16,
-        max_clients: config.get_u64("maxclients") as usize,
-        requirepass,
-        config: config.clone(),
-        dispatch,
-        slo_us,
-        prefetch,
-    };
-    let server = match tamer_server::net::Server::start(db.clone(), server_options) {
+    let server = match tamer_server::net::Server::start(db.clone(), plan.server_options()) {
         Ok(server) => server,
         Err(e) => return fail(e),
     };
-    let metrics = match start_metrics(&config, &server) {
+    let metrics = match start_metrics(&plan.config, &server) {
         Ok(m) => m,
         Err(e) => return fail(e),
     };
-    println!(
-        "tamer {} serving {} (cache {} MiB, durability {durability_name}, {cores} cores, dispatch \
-         {}, slo {}) on {}; opened in {open_ms:.1} ms (recovery redid {} commit records in {} \
-         ms){}",
-        env!("CARGO_PKG_VERSION"),
-        path.display(),
-        cache_bytes >> 20,
-        config.get("dispatch"),
-        slo_us.map_or("none".into(), |us| format!("{us} µs")),
-        server.local_addr,
-        recovery.records_redone,
-        recovery.ns / 1_000_000,
-        metrics.as_ref().map_or(String::new(), |m| format!(
-            "; metrics on http://{}/metrics",
-            m.local_addr
-        )),
-    );
+    print_serving(&plan, &db, &server, metrics.as_ref(), open_ms);
     wait_for_stop(&server.stats);
     println!("stopping");
     drop(metrics);
     if let Err(e) = server.stop() {
         eprintln!("error: stopping the server: {e}");
     }
-    close_store(db, &path)
+    close_store(db, path)
+}
+
+/// The line saying what is served where, and what opening the store took.
+fn print_serving(
+    plan: &Plan,
+    db: &tamer_store::Db,
+    server: &tamer_server::net::Server,
+    metrics: Option<&tamer_server::metrics::Metrics>,
+    open_ms: f64,
+) {
+    let recovery = db.recovery_stats();
+    println!(
+        "tamer {} serving {} (cache {} MiB, durability {}, {} cores, dispatch {}, slo {}) on {}; \
+         opened in {open_ms:.1} ms (recovery redid {} commit records in {} ms){}",
+        env!("CARGO_PKG_VERSION"),
+        plan.path.display(),
+        plan.cache_bytes >> 20,
+        plan.durability_name,
+        plan.cores,
+        plan.config.get("dispatch"),
+        plan.slo_us.map_or("none".into(), |us| format!("{us} µs")),
+        server.local_addr,
+        recovery.records_redone,
+        recovery.ns / 1_000_000,
+        metrics.map_or(String::new(), |m| format!(
+            "; metrics on http://{}/metrics",
+            m.local_addr
+        )),
+    );
 }
 
 /// The metrics endpoint, if `metrics-addr` names one.
