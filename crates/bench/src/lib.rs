@@ -50,12 +50,14 @@ pub struct BenchOptions {
 }
 
 impl BenchOptions {
+    /// Where bench `name`'s JSON goes: `--json`, or `<data_dir>/bench/<name>.json`.
     pub fn json_path(&self, name: &str) -> PathBuf {
         self.json
             .clone()
             .unwrap_or_else(|| self.data_dir.join("bench").join(format!("{name}.json")))
     }
 
+    /// Where the SVG plots go: `--svg`, or `<data_dir>/bench`.
     pub fn svg_dir(&self) -> PathBuf {
         self.svg
             .clone()

@@ -48,9 +48,13 @@ impl RoundValues {
 /// What a bench run produced.
 #[derive(Debug, Serialize)]
 pub struct BenchResult {
+    /// The bench's name.
     pub bench: String,
+    /// Whether it was the CI-sized run.
     pub quick: bool,
+    /// Seed of every random choice.
     pub seed: u64,
+    /// What it ran on.
     pub machine: Machine,
     /// The named figures the issue asks for (ratios where a baseline exists).
     pub figures: BTreeMap<String, Option<f64>>,
@@ -63,6 +67,7 @@ pub struct BenchResult {
 }
 
 impl BenchResult {
+    /// An empty result of bench `bench`.
     pub fn new(bench: &str, quick: bool, seed: u64) -> Self {
         Self {
             bench: bench.into(),
@@ -76,11 +81,13 @@ impl BenchResult {
         }
     }
 
+    /// Records figure `name` (`None`, or a value that is not finite: not measured).
     pub fn figure(&mut self, name: &str, value: Option<f64>) {
         self.figures
             .insert(name.into(), value.filter(|v| v.is_finite()));
     }
 
+    /// Records a note about the run and prints it on stderr.
     pub fn note(&mut self, note: impl Into<String>) {
         let note = note.into();
         eprintln!("note: {note}");
@@ -114,10 +121,15 @@ impl BenchResult {
 /// Facts about the machine a result came from.
 #[derive(Debug, Serialize)]
 pub struct Machine {
+    /// The CPU's model name.
     pub cpu: String,
+    /// CPUs online.
     pub cpus: usize,
+    /// Memory, bytes.
     pub memory_bytes: u64,
+    /// Kernel release.
     pub kernel: String,
+    /// When the run started (UTC, RFC 3339).
     pub date_utc: String,
 }
 
@@ -133,6 +145,7 @@ impl Machine {
         )
     }
 
+    /// Reads the facts of this machine.
     pub fn detect() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo

@@ -17,8 +17,11 @@ pub const ATTEMPTS_PER_STEP: usize = 2;
 /// What one run of a step gave.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRun {
+    /// The offered rate, operations per second.
     pub rate_per_s: f64,
+    /// Operations answered per second.
     pub throughput_per_s: f64,
+    /// 99th-percentile latency, µs.
     pub p99_us: f64,
     /// No errors and nothing overflowed.
     pub clean: bool,
@@ -60,6 +63,7 @@ pub fn steps(
     Ok((runs, best))
 }
 
+/// A server's throughput at the p99 objective, and the search that found it.
 #[derive(Clone, Debug, Serialize)]
 pub struct AtSlo {
     /// Closed-loop throughput (same connections, depth as the open loop's batch).
