@@ -19,9 +19,10 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the store over the Redis protocol (issue 10, being built: the string and key
+    /// Serve the store over the Redis protocol (being built: the string and key
     /// commands of docs/commands.md, PING, ECHO, SELECT, QUIT).
     Serve(serve::ServeArgs),
     /// Generate load against any Redis (RESP) or memcached server: open loop (Poisson
@@ -32,7 +33,7 @@ enum Command {
         #[command(subcommand)]
         which: bench::Bench,
     },
-    /// The crash harness (issue 9): power losses on the fault-injecting device at seeded
+    /// The crash harness: power losses on the fault-injecting device at seeded
     /// writes (torn sectors, sometimes a second crash during recovery) and SIGKILLs of a real
     /// process on the disk; checks every recovery. Exit status 1 on any violation.
     Crash(crash::CrashArgs),

@@ -24,7 +24,7 @@ pub struct CrashArgs {
     /// those its cargo tests run.
     #[arg(long, default_value_t = 0)]
     offset: u64,
-    /// The long run: 100,000 power-loss points and 1,000 kills.
+    /// The long run: 100,000 power-loss points and 1,000 kills.
     #[arg(long)]
     long: bool,
     /// Harnesses to run (default all): power, concurrent, process.

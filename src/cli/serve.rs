@@ -160,9 +160,7 @@ impl Plan {
         };
         let prefetch = config.get("prefetch") == "yes";
         let cores = match config.get_u64("cores") as usize {
-            // One CPU is left to the kernel's network work and the clients: on this project's
-            // 2-vCPU machine, with redis-benchmark beside it, two cores served 2.5x fewer
-            // unpipelined requests than one (idle cores spin for the next request).
+            // One CPU is left to the kernel's network work and the clients: idle cores spin.
             0 => allowed_cpus().saturating_sub(1).max(1),
             n => n,
         };

@@ -23,9 +23,8 @@ use crate::output::{percentile, BenchResult};
 use crate::plot::{write_svg, Chart, Series, YUnit};
 use crate::BenchOptions;
 
-/// Every contender (tamer, fio, the sync threads) runs on this CPU: on this VM the disk's
-/// interrupts land on one CPU and a process next to them runs 15-25% faster, so an unpinned
-/// comparison measures the scheduler's placement.
+/// Every contender (tamer, fio, the sync threads) runs on this CPU: a process next to the
+/// disk's interrupts runs faster, so an unpinned comparison measures the scheduler's placement.
 pub const BENCH_CPU: usize = 0;
 
 /// Queue depths measured.
@@ -438,7 +437,7 @@ fn median_round(rounds: &[Measured]) -> Measured {
 }
 
 /// The median over rounds of `f(tamer, fio)` of the same round: a paired comparison, in which
-/// the disk's drift between rounds (tens of percent over seconds here) cancels.
+/// the disk's drift between rounds cancels.
 fn paired_median(
     tamer: &[Measured],
     fio: &[Measured],
@@ -500,8 +499,8 @@ pub fn measure_fio(
 /// Latency is fio's *total* latency, `lat_ns`: from just after the I/O is prepared (before it
 /// is queued and the `io_uring_enter` that submits it) to the reap after the `io_uring_enter`
 /// that waited for it, the same span as tamer's doorbell-to-reap latency. fio's `clat_ns`
-/// starts after the submitting syscall returns (≈ 20 µs later at QD 1 on this VM, where that
-/// syscall's virtio doorbell traps to the hypervisor) and would flatter fio.
+/// starts after the submitting syscall returns (later still where that syscall traps to a
+/// hypervisor) and would flatter fio.
 ///
 /// CPU per I/O: `(usr_cpu + sys_cpu) %` of the job's runtime (getrusage of the job process,
 /// its io-wq threads included), over its I/Os.

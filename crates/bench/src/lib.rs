@@ -1,5 +1,5 @@
 //! tamer's benchmarks. Each measures tamer and its baseline side by side in one run and reports
-//! ratios (this machine is shared and noisy; lone absolute times mean little).
+//! ratios (a shared machine is noisy; lone absolute times mean little).
 //!
 //! - [`runtime`]: user-level switch vs OS thread switch;
 //! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;

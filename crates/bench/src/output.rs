@@ -56,7 +56,7 @@ pub struct BenchResult {
     pub seed: u64,
     /// What it ran on.
     pub machine: Machine,
-    /// The named figures the issue asks for (ratios where a baseline exists).
+    /// The bench's named figures (ratios where a baseline exists).
     pub figures: BTreeMap<String, Option<f64>>,
     /// Every measured point.
     pub rows: Vec<Value>,
@@ -134,7 +134,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// "2 × AMD EPYC …, kernel 6.18, 2026-11-23": for plot titles.
+    /// "2 × <CPU model>, kernel <release>, <date>": for plot titles.
     pub fn short(&self) -> String {
         let date = self.date_utc.split('T').next().unwrap_or_default();
         format!(

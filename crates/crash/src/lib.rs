@@ -1,4 +1,4 @@
-//! The crash harness (issue 9), a library so that the cargo tests and `tamer crash` run the
+//! The crash harness, a library so that the cargo tests and `tamer crash` run the
 //! same code and report the same figures.
 //!
 //! - [`power`]: power loss on the fault-injecting device at seeded writes, every unflushed write
@@ -36,13 +36,13 @@ pub mod worker;
 
 pub use worker::{apply, ops, options, run_worker, value, Op, KEYS, MAX_VALUE};
 
-/// Power-loss points of the CI-sized run (issue 9: at least 1,000).
+/// Power-loss points of the CI-sized run.
 pub const CI_POINTS: u64 = 1_000;
-/// SIGKILLs of the CI-sized run (issue 9: at least 20).
+/// SIGKILLs of the CI-sized run.
 pub const CI_KILLS: u64 = 20;
-/// Power-loss points of a `--long` run (issue 9: at least 100,000).
+/// Power-loss points of a `--long` run.
 pub const LONG_POINTS: u64 = 100_000;
-/// SIGKILLs of a `--long` run (issue 9: at least 1,000).
+/// SIGKILLs of a `--long` run.
 pub const LONG_KILLS: u64 = 1_000;
 /// The share of power-loss points given to the concurrent workload, in percent (it costs ≈ 4
 /// single-threaded points each).
@@ -439,7 +439,7 @@ mod tests {
         assert_eq!(state_at(&after(6), &ops, 4, 4), None);
     }
 
-    /// The CI size is the issue's: 1,000 power-loss points over both workloads, 20 kills;
+    /// The CI size: 1,000 power-loss points over both workloads, 20 kills;
     /// a failure names the command that replays it. Mutation caught: a split that drops points.
     #[test]
     fn plans_and_commands() {

@@ -15,11 +15,11 @@ use tamer_bench::BenchOptions;
 
 #[derive(Subcommand)]
 pub enum Bench {
-    /// Issue 10's server figures: tamer serve vs redis-server and memcached (extstore),
+    /// The server's figures: tamer serve vs redis-server and memcached (extstore),
     /// pinned side by side: throughput at a p99 SLO, single vs partitioned queues (measured
     /// and simulated), overload goodput, durable SETs.
     Rpc(rpc::RpcArgs),
-    /// Issue 11's figures for hashes, lists, sets and sorted sets: tamer serve vs
+    /// Figures for hashes, lists, sets and sorted sets: tamer serve vs
     /// redis-server in DRAM (leaderboard, queue, session hash, YCSB-E through the embedded
     /// API), then tamer alone with its data 30× its cache, and a large sorted set in a small
     /// cache.

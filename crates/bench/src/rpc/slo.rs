@@ -1,9 +1,8 @@
 //! Throughput at a p99 objective: a closed-loop probe measures the capacity, then the open
 //! loop steps its rate up through fractions of it ([`STEPS`]); the figure is the throughput
 //! of the highest step whose p99 is within the SLO and which kept up with its rate (≥ 95 %).
-//! A step that fails is run once more before the search stops ([`ATTEMPTS_PER_STEP`]): on this
-//! shared VM a stall of a few ms, which redis-server and tamer both see, fails a 0.6 s step's
-//! p99 at any rate, and one such stall at the lowest step made the figure 0.
+//! A step that fails is run once more before the search stops ([`ATTEMPTS_PER_STEP`]): on a
+//! shared machine one stall of a few ms fails a short step's p99 at any rate.
 
 use serde::Serialize;
 

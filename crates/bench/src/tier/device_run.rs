@@ -146,7 +146,7 @@ fn run_config(
         .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
 }
 
-/// What the store's checkpoints (issue 9) cost this configuration: writers wait for each.
+/// What the store's checkpoints cost this configuration: writers wait for each.
 fn print_checkpoints(dev: &DeviceCtx, config: Config, db: &Db, result: &mut BenchResult) {
     let stats = db.checkpoint_stats();
     println!(
@@ -376,10 +376,9 @@ fn open_curve(
     Ok(load)
 }
 
-/// `dram`'s closed-loop points a second time, after its open-loop curve: right after the
-/// load its freshly written cache ran up to 25 % slower on this VM for a while (one full run
-/// measured 143k ops/s closed loop, then served 157k/s open loop without queueing). The faster
-/// of the two is the reference: a slow spell of the baseline must not flatter the ratios.
+/// `dram`'s closed-loop points a second time, after its open-loop curve: a freshly written
+/// cache can run slower for a while after the load. The faster of the two is the reference:
+/// a slow spell of the baseline must not flatter the ratios.
 fn repeat_dram(
     dev: &DeviceCtx,
     db: &Db,

@@ -8,8 +8,7 @@ use crate::blockdev::BlockDevice;
 use crate::device::{measure_fio, BENCH_CPU};
 use crate::output::BenchResult;
 
-/// The queue depth of fio's peak point (the device bench's deepest; its IOPS stop rising
-/// from 64 on this disk).
+/// The queue depth of fio's peak point (the device bench's deepest).
 pub(super) const FIO_PEAK_QD: usize = 128;
 
 /// fio's random reads on the store's file at `qd` for the plan's fio duration, with the

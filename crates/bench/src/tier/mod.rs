@@ -1,4 +1,4 @@
-//! `tamer bench tier`: seed 002's Figures 9 and 10 on this machine.
+//! `tamer bench tier`: seed 002's Figures 9 and 10, measured where it runs.
 //!
 //! One engine ([`tamer_store::Db`]), one data set per device, several configurations that
 //! differ only in their options:

@@ -257,8 +257,7 @@ pub fn dram_cache_bytes(pages: u64) -> u64 {
 
 /// How long the stores' idle cores spin before parking (the runtime's default is 200 µs): as
 /// a µs-scale service's dedicated cores, they stay awake between open-loop arrivals at low
-/// load. Parked, a core's wake-up on this VM took up to milliseconds, which set every
-/// configuration's p99 at low load (and, as some park more often than others, their ratio).
+/// load: a parked core's wake-up can take milliseconds, which would set the p99 at low load.
 /// An idle store gives its CPU back after 10 ms, inside the next window's warm-up.
 pub(super) const IDLE_SPIN: Duration = Duration::from_millis(10);
 

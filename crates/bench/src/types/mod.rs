@@ -1,4 +1,4 @@
-//! `tamer bench types`: issue 11's figures for the collection types, tamer and redis-server
+//! `tamer bench types`: the figures of the collection types, tamer and redis-server
 //! side by side.
 //!
 //! - **In DRAM, vs redis** (`types_vs_redis_*`): a leaderboard (`ZINCRBY`/`ZADD` + top-10
