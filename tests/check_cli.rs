@@ -1,6 +1,9 @@
 //! `tamer check PATH` and `tamer recover PATH` as a user runs them: the real binary on a real
 //! store file.
 
+// Test code: a scenario reads best whole, so the function length limit does not apply.
+#![allow(clippy::too_many_lines)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -182,9 +185,9 @@ fn tamer_recover_recovers_a_killed_writers_store() {
     let text = recover();
     let keys_after = |n: usize| {
         let mut model = std::collections::HashMap::new();
-        tamer_bench::crash::ops(seed)
+        tamer_crash::ops(seed)
             .take(n)
-            .for_each(|op| tamer_bench::crash::apply(&mut model, &op));
+            .for_each(|op| tamer_crash::apply(&mut model, &op));
         model.len()
     };
     let allowed = [keys_after(durable), keys_after(durable + 1)];
@@ -200,15 +203,15 @@ fn tamer_recover_recovers_a_killed_writers_store() {
     let (code, text) = tamer_check(&path);
     assert_eq!(code, 0, "{text}");
     // The contents, not only the count: the acknowledged ops, or one more.
-    let db = Db::open(&path, tamer_bench::crash::options(&path, seed)).unwrap();
+    let db = Db::open(&path, tamer_crash::options(&path, seed)).unwrap();
     let got: std::collections::HashMap<Vec<u8>, Vec<u8>> =
         db.cursor().map(|item| item.unwrap()).collect();
     db.close().unwrap();
     let model_after = |n: usize| {
         let mut model = std::collections::HashMap::new();
-        tamer_bench::crash::ops(seed)
+        tamer_crash::ops(seed)
             .take(n)
-            .for_each(|op| tamer_bench::crash::apply(&mut model, &op));
+            .for_each(|op| tamer_crash::apply(&mut model, &op));
         model
     };
     assert!(

@@ -4,6 +4,9 @@
 //! redis-py driving hashes, lists, sets and sorted sets. Without the peers the tests say
 //! SKIPPED, unless `TAMER_REQUIRE_PEERS=1` (CI).
 
+// Test code: a scenario reads best whole, so the function length limit does not apply.
+#![allow(clippy::too_many_lines)]
+
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -2,10 +2,10 @@
 //! file on the real disk (io_uring, O_DIRECT) and is killed with SIGKILL at a seeded instant;
 //! the store reopened in this process must be the state after some operation at or after the
 //! last one the worker acknowledged (at most the one in flight more), with `check` clean. The
-//! harness is library code (`tamer_bench::crash::process`, also run by `tamer crash`).
+//! harness is library code (`tamer_crash::process`, also run by `tamer crash`).
 //! `CRASH_KILLS` sets the count (CI: 20), `CRASH_SEED` replays one seed.
 
-use tamer_bench::crash;
+use tamer_crash as crash;
 
 /// Catches everything the fault-device crash tests catch, on the real path: io_uring on a
 /// file, a real process, the kernel's own ordering of writes. Mutations caught: the worker

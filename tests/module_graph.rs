@@ -480,8 +480,6 @@ fn files_per_folder(graph: &Graph, src: &Path) -> BTreeMap<String, usize> {
 /// Cycles that exist and are being taken apart: the test fails on any other cycle, and on a
 /// listed one that is gone (remove it here). Empty when the graph is a DAG.
 const KNOWN_CYCLES: &[&str] = &[
-    "bench: durability::report <-> durability <-> output",
-    "bench: tier::utilization <-> tier::report <-> tier::os_paging <-> tier::device_run",
     "device: uring <-> open",
     "runtime: runtime <-> executor",
     "store: engine::records <-> engine::compaction",

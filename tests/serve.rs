@@ -3,6 +3,9 @@
 //! TCP). Without `redis-cli` the tests that need it say SKIPPED, unless `TAMER_REQUIRE_PEERS=1`
 //! (CI), when they fail. Each test names the mutation it catches.
 
+// Test code: a scenario reads best whole, so the function length limit does not apply.
+#![allow(clippy::too_many_lines)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

@@ -20,9 +20,13 @@ pub struct BlockDevice {
 /// One reading of a device's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockCounters {
+    /// Reads completed (field 1).
     pub reads: u64,
+    /// Time spent reading, ms (field 4).
     pub read_ms: u64,
+    /// Writes completed (field 5).
     pub writes: u64,
+    /// Time spent writing, ms (field 8).
     pub write_ms: u64,
     /// Sum of every request's time at the device (field 11, `time_in_queue`), ms.
     pub queue_ms: u64,
@@ -33,8 +37,11 @@ pub struct BlockCounters {
 /// A device's counters over a window.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockWindow {
+    /// Length of the window, seconds.
     pub secs: f64,
+    /// Reads completed in the window.
     pub reads: u64,
+    /// Writes completed in the window.
     pub writes: u64,
     /// Average requests at the device (Σ request latency ÷ window).
     pub queue_depth: f64,

@@ -65,6 +65,7 @@ impl MemoryCgroup {
         self.read_u64("memory.max_usage_in_bytes")
     }
 
+    /// The cgroup's directory.
     pub fn path(&self) -> &Path {
         &self.path
     }

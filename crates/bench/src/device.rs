@@ -23,9 +23,8 @@ use crate::output::{percentile, BenchResult};
 use crate::plot::{write_svg, Chart, Series, YUnit};
 use crate::BenchOptions;
 
-/// Every contender (tamer, fio, the sync threads) runs on this CPU: on this VM the disk's
-/// interrupts land on one CPU and a process next to them runs 15-25% faster, so an unpinned
-/// comparison measures the scheduler's placement.
+/// Every contender (tamer, fio, the sync threads) runs on this CPU: a process next to the
+/// disk's interrupts runs faster, so an unpinned comparison measures the scheduler's placement.
 pub const BENCH_CPU: usize = 0;
 
 /// Queue depths measured.
@@ -34,8 +33,11 @@ pub const QUEUE_DEPTHS: [usize; 5] = [1, 4, 16, 64, 128];
 /// One measured configuration.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Measured {
+    /// Reads per second.
     pub iops: f64,
+    /// Median read latency, µs.
     pub p50_us: f64,
+    /// 99th-percentile read latency, µs.
     pub p99_us: f64,
     /// CPU time (user + system) per I/O, µs: tamer's measuring thread plus the process's
     /// io_uring kernel threads (`iou-*`: SQPOLL, io-wq workers); fio's job process (its
@@ -230,6 +232,7 @@ pub fn measure_uring(
 /// What [`measure_runtime`] saw besides the figures.
 #[derive(Clone, Copy, Debug)]
 pub struct RuntimeRun {
+    /// The run's figures, as the other contenders'.
     pub measured: Measured,
     /// Most user-level threads inside `io::read` at once (QD when the executor kept them all
     /// in flight).
@@ -243,6 +246,10 @@ pub struct RuntimeRun {
 /// rung, reaped and resumed by the executor's loop. A read's latency runs from just before
 /// `io::read` to its return in the thread (push, park, the loop's doorbell, the device, the
 /// reap and the resume), like fio's total latency.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one measurement: the runtime, the jobs' read loop and the latency and CPU accounting that brackets it read best together"
+)]
 pub fn measure_runtime(
     file: &Arc<DeviceFile>,
     qd: usize,
@@ -430,7 +437,7 @@ fn median_round(rounds: &[Measured]) -> Measured {
 }
 
 /// The median over rounds of `f(tamer, fio)` of the same round: a paired comparison, in which
-/// the disk's drift between rounds (tens of percent over seconds here) cancels.
+/// the disk's drift between rounds cancels.
 fn paired_median(
     tamer: &[Measured],
     fio: &[Measured],
@@ -492,8 +499,8 @@ pub fn measure_fio(
 /// Latency is fio's *total* latency, `lat_ns`: from just after the I/O is prepared (before it
 /// is queued and the `io_uring_enter` that submits it) to the reap after the `io_uring_enter`
 /// that waited for it, the same span as tamer's doorbell-to-reap latency. fio's `clat_ns`
-/// starts after the submitting syscall returns (≈ 20 µs later at QD 1 on this VM, where that
-/// syscall's virtio doorbell traps to the hypervisor) and would flatter fio.
+/// starts after the submitting syscall returns (later still where that syscall traps to a
+/// hypervisor) and would flatter fio.
 ///
 /// CPU per I/O: `(usr_cpu + sys_cpu) %` of the job's runtime (getrusage of the job process,
 /// its io-wq threads included), over its I/Os.
@@ -548,6 +555,32 @@ fn cpu_cell(cpu: Option<f64>) -> String {
     cpu.map_or("n/a".to_string(), |c| format!("{c:.1}"))
 }
 
+/// What every point of the bench shares.
+struct Setup<'a> {
+    options: &'a BenchOptions,
+    file: Arc<DeviceFile>,
+    fio: Option<PathBuf>,
+    duration: Duration,
+    rounds: usize,
+}
+
+/// Every round of one queue depth, per contender (fio's empty when it is missing).
+struct QdRounds {
+    uring: Vec<Measured>,
+    fio: Vec<Measured>,
+    runtime: Vec<Measured>,
+    sync: Vec<Measured>,
+}
+
+/// The per-queue-depth ratios to fio whose minimum over queue depths is a figure.
+#[derive(Default)]
+struct Ratios {
+    uring: Vec<f64>,
+    runtime: Vec<f64>,
+    uring_paired: Vec<f64>,
+    runtime_paired: Vec<f64>,
+}
+
 /// Runs the bench.
 pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("device", options.quick, options.seed);
@@ -570,6 +603,47 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
         file.path().display(),
         duration
     );
+    print_header();
+    let setup = Setup {
+        options,
+        file,
+        fio,
+        duration,
+        rounds,
+    };
+    let mut series = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut ratios = Ratios::default();
+    for (i, &qd) in QUEUE_DEPTHS.iter().enumerate() {
+        let q = setup.measure(i, qd)?;
+        qd_result(qd, &q, &mut result, &mut ratios, &mut series);
+    }
+    let min = |values: &[f64]| values.iter().copied().reduce(f64::min);
+    let with_fio = |value: Option<f64>| if setup.fio.is_some() { value } else { None };
+    result.figure("iops_ratio_vs_fio_min", with_fio(min(&ratios.uring)));
+    result.figure(
+        "runtime_iops_ratio_vs_fio_min",
+        with_fio(min(&ratios.runtime)),
+    );
+    result.figure(
+        "iops_ratio_vs_fio_min_paired",
+        with_fio(min(&ratios.uring_paired)),
+    );
+    result.figure(
+        "runtime_iops_ratio_vs_fio_min_paired",
+        with_fio(min(&ratios.runtime_paired)),
+    );
+    let sync_ratio = result
+        .rows
+        .last()
+        .and_then(|row| Some(row["sync"]["iops"].as_f64()? / row["uring"]["iops"].as_f64()?));
+    result.figure("sync_vs_uring_iops_qd128", sync_ratio);
+    let path = write_plot(options, &result, series)?;
+    result.plots.push(path.display().to_string());
+    Ok(result)
+}
+
+/// The table's header.
+fn print_header() {
     println!(
         "uring: UringDevice on one thread; runtime: an Executor with QD user-level threads in io::read; cpu: CPU µs per I/O"
     );
@@ -594,149 +668,163 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
         "uring/fio",
         "rt/fio"
     );
-    let mut series = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-    let mut ratios = Vec::new();
-    let mut runtime_ratios = Vec::new();
-    let mut paired_ratios = Vec::new();
-    let mut runtime_paired_ratios = Vec::new();
-    for (i, &qd) in QUEUE_DEPTHS.iter().enumerate() {
-        let mut uring_rounds = Vec::with_capacity(rounds);
-        let mut fio_rounds = Vec::with_capacity(rounds);
-        let mut runtime_rounds = Vec::with_capacity(rounds);
-        let mut sync_rounds = Vec::with_capacity(rounds);
+}
+
+impl Setup<'_> {
+    /// The rounds of queue depth `qd` (the `i`-th): the contenders in each round's order,
+    /// then the sync threads.
+    fn measure(&self, i: usize, qd: usize) -> Result<QdRounds, String> {
+        let (file, duration, poll) = (&self.file, self.duration, self.options.poll);
+        let rounds = self.rounds;
+        let mut q = QdRounds {
+            uring: Vec::with_capacity(rounds),
+            fio: Vec::with_capacity(rounds),
+            runtime: Vec::with_capacity(rounds),
+            sync: Vec::with_capacity(rounds),
+        };
         for round in 0..rounds {
-            let seed = options.seed.wrapping_add((i * rounds + round) as u64);
+            let seed = self.options.seed.wrapping_add((i * rounds + round) as u64);
             for contender in round_order(round) {
                 match contender {
                     Contender::Uring => {
-                        uring_rounds.push(measure_uring(&file, qd, duration, seed, options.poll)?)
+                        q.uring.push(measure_uring(file, qd, duration, seed, poll)?)
                     }
                     Contender::Fio => {
-                        if let Some(path) = &fio {
-                            fio_rounds.push(measure_fio(
-                                path,
-                                &file,
-                                qd,
-                                duration,
-                                Some(BENCH_CPU),
-                            )?);
+                        if let Some(path) = &self.fio {
+                            q.fio
+                                .push(measure_fio(path, file, qd, duration, Some(BENCH_CPU))?);
                         }
                     }
-                    Contender::Runtime => runtime_rounds
-                        .push(measure_runtime(&file, qd, duration, seed, options.poll)?.measured),
+                    Contender::Runtime => q
+                        .runtime
+                        .push(measure_runtime(file, qd, duration, seed, poll)?.measured),
                 }
             }
-            sync_rounds.push(measure_sync(&file, qd, duration, seed)?);
+            q.sync.push(measure_sync(file, qd, duration, seed)?);
         }
-        let uring = median_round(&uring_rounds);
-        let runtime = median_round(&runtime_rounds);
-        let fio_m = (!fio_rounds.is_empty()).then(|| median_round(&fio_rounds));
-        let sync = median_round(&sync_rounds);
-        let ratio = fio_m.map(|f| uring.iops / f.iops);
-        let runtime_ratio = fio_m.map(|f| runtime.iops / f.iops);
-        let iops_ratio = |t: &Measured, f: &Measured| t.iops / f.iops;
-        let paired = paired_median(&uring_rounds, &fio_rounds, iops_ratio);
-        let runtime_paired = paired_median(&runtime_rounds, &fio_rounds, iops_ratio);
-        ratios.extend(ratio);
-        runtime_ratios.extend(runtime_ratio);
-        paired_ratios.extend(paired);
-        runtime_paired_ratios.extend(runtime_paired);
-        if qd == 1 {
-            let gap = |t: &Measured| fio_m.map(|f| t.p50_us - f.p50_us);
-            let p50_gap = |t: &Measured, f: &Measured| t.p50_us - f.p50_us;
-            result.figure("qd1_p50_overhead_us", gap(&uring));
-            result.figure("runtime_qd1_p50_overhead_us", gap(&runtime));
-            result.figure(
-                "qd1_p50_overhead_us_paired",
-                paired_median(&uring_rounds, &fio_rounds, p50_gap),
-            );
-            result.figure(
-                "runtime_qd1_p50_overhead_us_paired",
-                paired_median(&runtime_rounds, &fio_rounds, p50_gap),
-            );
-            result.figure("uring_qd1_p50_us", Some(uring.p50_us));
-            result.figure("runtime_qd1_p50_us", Some(runtime.p50_us));
-        }
-        result.figure(&format!("cpu_us_per_io_uring_qd{qd}"), uring.cpu_us_per_io);
-        result.figure(
-            &format!("cpu_us_per_io_fio_qd{qd}"),
-            fio_m.and_then(|f| f.cpu_us_per_io),
-        );
-        result.figure(
-            &format!("cpu_us_per_io_runtime_qd{qd}"),
-            runtime.cpu_us_per_io,
-        );
-        let f = fio_m.unwrap_or_default();
-        let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.3}"));
-        println!(
-            "{qd:>4} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} | {:>9} {:>6}",
-            uring.iops,
-            uring.p50_us,
-            uring.p99_us,
-            cpu_cell(uring.cpu_us_per_io),
-            f.iops,
-            f.p50_us,
-            f.p99_us,
-            cpu_cell(f.cpu_us_per_io),
-            runtime.iops,
-            runtime.p50_us,
-            runtime.p99_us,
-            cpu_cell(runtime.cpu_us_per_io),
-            sync.iops,
-            sync.p50_us,
-            sync.p99_us,
-            show(ratio),
-            show(runtime_ratio),
-        );
-        let rounds_json: Vec<Value> = (0..rounds)
-            .map(|r| {
-                json!({
-                    "uring": measured_json(&uring_rounds[r]),
-                    "fio": fio_rounds.get(r).map(measured_json),
-                    "runtime": measured_json(&runtime_rounds[r]),
-                    "sync": measured_json(&sync_rounds[r]),
-                })
-            })
-            .collect();
-        result.rows.push(json!({
-            "qd": qd,
-            "uring": measured_json(&uring),
-            "fio": fio_m.as_ref().map(measured_json),
-            "runtime": measured_json(&runtime),
-            "sync": measured_json(&sync),
-            "uring_vs_fio_iops": ratio,
-            "runtime_vs_fio_iops": runtime_ratio,
-            "uring_vs_fio_iops_paired": paired,
-            "runtime_vs_fio_iops_paired": runtime_paired,
-            "rounds": rounds_json,
-        }));
-        series[0].push((qd as f64, uring.iops));
-        if let Some(f) = fio_m {
-            series[1].push((qd as f64, f.iops));
-        }
-        series[2].push((qd as f64, runtime.iops));
-        series[3].push((qd as f64, sync.iops));
+        Ok(q)
     }
-    let min = |values: &[f64]| values.iter().copied().reduce(f64::min);
-    let with_fio = |value: Option<f64>| if fio.is_some() { value } else { None };
-    result.figure("iops_ratio_vs_fio_min", with_fio(min(&ratios)));
+}
+
+/// One queue depth's figures, table line, JSON row and plot points.
+fn qd_result(
+    qd: usize,
+    q: &QdRounds,
+    result: &mut BenchResult,
+    ratios: &mut Ratios,
+    series: &mut [Vec<(f64, f64)>; 4],
+) {
+    let uring = median_round(&q.uring);
+    let runtime = median_round(&q.runtime);
+    let fio_m = (!q.fio.is_empty()).then(|| median_round(&q.fio));
+    let sync = median_round(&q.sync);
+    let ratio = fio_m.map(|f| uring.iops / f.iops);
+    let runtime_ratio = fio_m.map(|f| runtime.iops / f.iops);
+    let iops_ratio = |t: &Measured, f: &Measured| t.iops / f.iops;
+    let paired = paired_median(&q.uring, &q.fio, iops_ratio);
+    let runtime_paired = paired_median(&q.runtime, &q.fio, iops_ratio);
+    ratios.uring.extend(ratio);
+    ratios.runtime.extend(runtime_ratio);
+    ratios.uring_paired.extend(paired);
+    ratios.runtime_paired.extend(runtime_paired);
+    if qd == 1 {
+        qd1_figures(q, &uring, &runtime, fio_m.as_ref(), result);
+    }
+    result.figure(&format!("cpu_us_per_io_uring_qd{qd}"), uring.cpu_us_per_io);
     result.figure(
-        "runtime_iops_ratio_vs_fio_min",
-        with_fio(min(&runtime_ratios)),
+        &format!("cpu_us_per_io_fio_qd{qd}"),
+        fio_m.and_then(|f| f.cpu_us_per_io),
     );
     result.figure(
-        "iops_ratio_vs_fio_min_paired",
-        with_fio(min(&paired_ratios)),
+        &format!("cpu_us_per_io_runtime_qd{qd}"),
+        runtime.cpu_us_per_io,
+    );
+    let f = fio_m.unwrap_or_default();
+    let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.3}"));
+    println!(
+        "{qd:>4} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} {:>5} | {:>8.0} {:>7.1} {:>7.1} | {:>9} {:>6}",
+        uring.iops,
+        uring.p50_us,
+        uring.p99_us,
+        cpu_cell(uring.cpu_us_per_io),
+        f.iops,
+        f.p50_us,
+        f.p99_us,
+        cpu_cell(f.cpu_us_per_io),
+        runtime.iops,
+        runtime.p50_us,
+        runtime.p99_us,
+        cpu_cell(runtime.cpu_us_per_io),
+        sync.iops,
+        sync.p50_us,
+        sync.p99_us,
+        show(ratio),
+        show(runtime_ratio),
+    );
+    result.rows.push(json!({
+        "qd": qd,
+        "uring": measured_json(&uring),
+        "fio": fio_m.as_ref().map(measured_json),
+        "runtime": measured_json(&runtime),
+        "sync": measured_json(&sync),
+        "uring_vs_fio_iops": ratio,
+        "runtime_vs_fio_iops": runtime_ratio,
+        "uring_vs_fio_iops_paired": paired,
+        "runtime_vs_fio_iops_paired": runtime_paired,
+        "rounds": rounds_json(q),
+    }));
+    series[0].push((qd as f64, uring.iops));
+    if let Some(f) = fio_m {
+        series[1].push((qd as f64, f.iops));
+    }
+    series[2].push((qd as f64, runtime.iops));
+    series[3].push((qd as f64, sync.iops));
+}
+
+/// Each round of a queue depth, every contender's measurement.
+fn rounds_json(q: &QdRounds) -> Vec<Value> {
+    (0..q.uring.len())
+        .map(|r| {
+            json!({
+                "uring": measured_json(&q.uring[r]),
+                "fio": q.fio.get(r).map(measured_json),
+                "runtime": measured_json(&q.runtime[r]),
+                "sync": measured_json(&q.sync[r]),
+            })
+        })
+        .collect()
+}
+
+/// Queue depth 1's latency figures: each contender's p50 and its gap to fio's.
+fn qd1_figures(
+    q: &QdRounds,
+    uring: &Measured,
+    runtime: &Measured,
+    fio_m: Option<&Measured>,
+    result: &mut BenchResult,
+) {
+    let gap = |t: &Measured| fio_m.map(|f| t.p50_us - f.p50_us);
+    let p50_gap = |t: &Measured, f: &Measured| t.p50_us - f.p50_us;
+    result.figure("qd1_p50_overhead_us", gap(uring));
+    result.figure("runtime_qd1_p50_overhead_us", gap(runtime));
+    result.figure(
+        "qd1_p50_overhead_us_paired",
+        paired_median(&q.uring, &q.fio, p50_gap),
     );
     result.figure(
-        "runtime_iops_ratio_vs_fio_min_paired",
-        with_fio(min(&runtime_paired_ratios)),
+        "runtime_qd1_p50_overhead_us_paired",
+        paired_median(&q.runtime, &q.fio, p50_gap),
     );
-    let sync_ratio = result
-        .rows
-        .last()
-        .and_then(|row| Some(row["sync"]["iops"].as_f64()? / row["uring"]["iops"].as_f64()?));
-    result.figure("sync_vs_uring_iops_qd128", sync_ratio);
+    result.figure("uring_qd1_p50_us", Some(uring.p50_us));
+    result.figure("runtime_qd1_p50_us", Some(runtime.p50_us));
+}
+
+/// The IOPS plot: a line per contender over the queue depths; its path.
+fn write_plot(
+    options: &BenchOptions,
+    result: &BenchResult,
+    series: [Vec<(f64, f64)>; 4],
+) -> Result<PathBuf, String> {
     let labels = [
         "tamer uring",
         "fio io_uring",
@@ -768,8 +856,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchResult, String> {
             y_unit: YUnit::Plain,
         },
     )?;
-    result.plots.push(path.display().to_string());
-    Ok(result)
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! tamer's benchmarks. Each measures tamer and its baseline side by side in one run and reports
-//! ratios (this machine is shared and noisy; lone absolute times mean little).
+//! ratios (a shared machine is noisy; lone absolute times mean little).
 //!
 //! - [`runtime`]: user-level switch vs OS thread switch;
 //! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;
@@ -9,14 +9,11 @@
 //! - [`tier`]: seed 002's Figures 9 and 10: the key-value engine with a small DRAM cache over
 //!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
 //!
-//! [`crash`] is not a bench: the worker of the process crash test (`tamer crash-worker`).
-//!
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
 //! and writes its plots as SVG.
 
 pub mod blockdev;
 pub mod cgroup;
-pub mod crash;
 pub mod device;
 pub mod durability;
 pub mod load;
@@ -26,6 +23,7 @@ pub mod plot;
 pub mod progress;
 pub mod rpc;
 pub mod runtime;
+pub mod summary;
 pub mod tier;
 pub mod types;
 pub mod work;
@@ -52,12 +50,14 @@ pub struct BenchOptions {
 }
 
 impl BenchOptions {
+    /// Where bench `name`'s JSON goes: `--json`, or `<data_dir>/bench/<name>.json`.
     pub fn json_path(&self, name: &str) -> PathBuf {
         self.json
             .clone()
             .unwrap_or_else(|| self.data_dir.join("bench").join(format!("{name}.json")))
     }
 
+    /// Where the SVG plots go: `--svg`, or `<data_dir>/bench`.
     pub fn svg_dir(&self) -> PathBuf {
         self.svg
             .clone()

@@ -53,12 +53,16 @@ pub const MAX_MLP: usize = 4;
 /// How a thread waits for its accesses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mechanism {
+    /// The core waits for its accesses.
     Demand,
+    /// Issue the accesses, switch threads, resume when they completed.
     Prefetch,
+    /// An application-managed queue polled round-robin.
     AppQueue,
 }
 
 impl Mechanism {
+    /// The mechanism's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Demand => "demand",
@@ -79,11 +83,17 @@ impl Mechanism {
 /// Which device a point runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    Emulated { latency_ns: u64 },
+    /// The emulator at this latency.
+    Emulated {
+        /// Its read latency, ns.
+        latency_ns: u64,
+    },
+    /// The real disk (io_uring, `O_DIRECT`).
     Disk,
 }
 
 impl Target {
+    /// The device's label in the table, the JSON and the plots.
     pub fn label(self) -> String {
         match self {
             Target::Emulated { latency_ns } => format!("{} µs", latency_ns / 1_000),
@@ -95,29 +105,46 @@ impl Target {
 /// One point of the sweep.
 #[derive(Clone, Copy, Debug)]
 pub struct Point {
+    /// The device.
     pub target: Target,
+    /// How threads wait.
     pub mechanism: Mechanism,
+    /// User-level threads per core.
     pub threads: usize,
+    /// Accesses per round (memory-level parallelism).
     pub mlp: usize,
+    /// In-flight cap per core, if any.
     pub cap: Option<usize>,
+    /// Rounds per second.
     pub ops_per_s: f64,
+    /// `ops_per_s` over its group's DRAM baseline.
     pub normalized: f64,
+    /// Device reads per second.
     pub device_iops: f64,
+    /// The device's mean read latency, µs.
     pub avg_device_latency_us: f64,
 }
 
 /// Sizes of one run.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Emulated latencies swept, ns.
     pub latencies_ns: Vec<u64>,
+    /// Run the real disk too.
     pub disk: bool,
     /// MLP values swept at every latency; `extra_mlp_at_4us` adds more at 4 µs only.
     pub mlps: Vec<usize>,
+    /// MLP values swept at 4 µs only, besides `mlps`.
     pub extra_mlp_at_4us: Vec<usize>,
+    /// Length of one emulated-device point.
     pub point_duration: Duration,
+    /// Length of one disk point.
     pub disk_point_duration: Duration,
+    /// CPU work per round of accesses, ns.
     pub work_ns: u64,
+    /// The emulated device's capacity.
     pub device_bytes: u64,
+    /// The disk file's size.
     pub disk_bytes: u64,
     /// Cores running the sweep, each with `threads` user-level threads (seed 000's multi-core
     /// figure); the DRAM baseline then runs one OS thread per core at once.
@@ -125,6 +152,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The full sweep, or the CI-sized one (`quick`), with `work_ns` of work per round.
     pub fn new(quick: bool, work_ns: u64) -> Self {
         if quick {
             Self {
@@ -365,6 +393,28 @@ fn run_point(
     })
 }
 
+/// What every point of the sweep shares: the calibrated work, the arena, each emulated
+/// latency's device model and the real disk's file.
+struct Sweep<'a> {
+    options: &'a BenchOptions,
+    plan: &'a Plan,
+    work: Work,
+    iterations: u64,
+    arena: Arc<Arena>,
+    /// Each emulated latency's model, filled with data.
+    models: Vec<(u64, Arc<EmulatorModel>)>,
+    disk_file: Option<Arc<DeviceFile>>,
+}
+
+/// The points of the sweep, each normalized to its group's DRAM baseline.
+struct Swept {
+    points: Vec<Point>,
+    /// Each group's (device, MLP) and DRAM baseline, in ops/s.
+    group_baselines: Vec<(Target, usize, f64)>,
+    /// The seed after the last point (the disk-vs-fio rounds go on from it).
+    seed: u64,
+}
+
 /// Runs the sweep.
 pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("microsecond", options.quick, options.seed);
@@ -379,57 +429,9 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "no emulated latency to sweep: the DRAM baseline reads the emulator's DRAM".into(),
         );
     }
-    let mut all_mlps: Vec<usize> = plan
-        .mlps
-        .iter()
-        .chain(&plan.extra_mlp_at_4us)
-        .cloned()
-        .collect();
-    all_mlps.sort_unstable();
-    all_mlps.dedup();
-    let mut models: Vec<(u64, Arc<EmulatorModel>)> = Vec::new();
-    for &latency_ns in &plan.latencies_ns {
-        let model = EmulatorConfig::with_latency_ns(latency_ns)
-            .capacity_bytes(plan.device_bytes)
-            .seed(options.seed)
-            .build()
-            .map_err(|e| e.to_string())?;
-        model.fill_with_data(options.seed);
-        models.push((latency_ns, model));
-    }
-    // The DRAM baseline reads the very memory the emulated device serves from (each group's
-    // own model), so both sides see the same page residency: on this VM, memory left untouched
-    // for seconds or freshly filled ran 2-10x slower for a while (the host reclaims and
-    // re-backs it), which made a separate baseline array swing by 2-5x within one run.
-    // Freshly filled memory is warmed up before anything is measured.
-    for (_, model) in &models {
-        let _ = dram_baseline(
-            model,
-            &work,
-            iterations,
-            1,
-            Duration::from_millis(150),
-            options.seed,
-        );
-    }
-    let memory = models[0].1.clone();
-    let baseline_duration = plan.point_duration * 2;
-    let mut baselines = std::collections::BTreeMap::new();
-    for &mlp in &all_mlps {
-        baselines.insert(
-            mlp,
-            median_baseline(
-                &memory,
-                &work,
-                iterations,
-                mlp,
-                baseline_duration,
-                options.seed,
-                plan.cores,
-                3,
-            ),
-        );
-    }
+    let all_mlps = all_mlps(&plan);
+    let models = filled_models(&plan, options.seed)?;
+    let baselines = first_baselines(&plan, options.seed, &models, &work, iterations, &all_mlps);
     println!(
         "seed 000 microbenchmark: {} ns work per access round, 4 KiB reads, {} core(s); DRAM baseline {}",
         plan.work_ns,
@@ -448,124 +450,334 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     } else {
         None
     };
-
-    let mut targets: Vec<Target> = plan
-        .latencies_ns
-        .iter()
-        .map(|&latency_ns| Target::Emulated { latency_ns })
-        .collect();
-    if disk_file.is_some() {
-        targets.push(Target::Disk);
+    let sweep = Sweep {
+        options,
+        plan: &plan,
+        work,
+        iterations,
+        arena,
+        models,
+        disk_file,
+    };
+    let targets = sweep.targets();
+    let swept = sweep.groups(&targets, &all_mlps)?;
+    baseline_figures(&mut result, &swept.group_baselines, &baselines, plan.cores);
+    print_table(&swept.points, &targets);
+    point_rows(&mut result, &swept.points);
+    best_figures(&mut result, &swept.points);
+    if let Some(file) = &sweep.disk_file {
+        sweep.disk_vs_fio(file, swept.seed, &mut result)?;
     }
-    let mut points: Vec<Point> = Vec::new();
-    let mut seed = options.seed;
-    let mut group_baselines: Vec<(Target, usize, f64)> = Vec::new();
-    for &target in &targets {
-        let mlps: Vec<usize> = match target {
-            Target::Emulated { latency_ns: 4_000 } => all_mlps.clone(),
-            _ => plan.mlps.clone(),
+    result.plots = plots(options, &result, &swept.points, &targets, &all_mlps)?;
+    Ok(result)
+}
+
+/// Every MLP swept: the plan's, and those swept at 4 µs only; sorted, once each.
+fn all_mlps(plan: &Plan) -> Vec<usize> {
+    let mut all_mlps: Vec<usize> = plan
+        .mlps
+        .iter()
+        .chain(&plan.extra_mlp_at_4us)
+        .cloned()
+        .collect();
+    all_mlps.sort_unstable();
+    all_mlps.dedup();
+    all_mlps
+}
+
+/// An emulator model per latency of the plan, filled with seeded data.
+fn filled_models(plan: &Plan, seed: u64) -> Result<Vec<(u64, Arc<EmulatorModel>)>, String> {
+    let mut models: Vec<(u64, Arc<EmulatorModel>)> = Vec::new();
+    for &latency_ns in &plan.latencies_ns {
+        let model = EmulatorConfig::with_latency_ns(latency_ns)
+            .capacity_bytes(plan.device_bytes)
+            .seed(seed)
+            .build()
+            .map_err(|e| e.to_string())?;
+        model.fill_with_data(seed);
+        models.push((latency_ns, model));
+    }
+    Ok(models)
+}
+
+/// Warms every model's memory up, then measures the DRAM baseline of each MLP on the first
+/// (the header's figures; each group of points measures its own).
+fn first_baselines(
+    plan: &Plan,
+    seed: u64,
+    models: &[(u64, Arc<EmulatorModel>)],
+    work: &Work,
+    iterations: u64,
+    all_mlps: &[usize],
+) -> std::collections::BTreeMap<usize, f64> {
+    // The DRAM baseline reads the very memory the emulated device serves from (each group's
+    // own model), so both sides see the same page residency: memory left untouched for a
+    // while or freshly filled can run several times slower until the host backs it again.
+    // Freshly filled memory is warmed up before anything is measured.
+    for (_, model) in models {
+        let _ = dram_baseline(model, work, iterations, 1, Duration::from_millis(150), seed);
+    }
+    let memory = models[0].1.clone();
+    let baseline_duration = plan.point_duration * 2;
+    let mut baselines = std::collections::BTreeMap::new();
+    for &mlp in all_mlps {
+        baselines.insert(
+            mlp,
+            median_baseline(
+                &memory,
+                work,
+                iterations,
+                mlp,
+                baseline_duration,
+                seed,
+                plan.cores,
+                3,
+            ),
+        );
+    }
+    baselines
+}
+
+impl Sweep<'_> {
+    /// The devices swept: each emulated latency, then the disk if it has a file.
+    fn targets(&self) -> Vec<Target> {
+        let mut targets: Vec<Target> = self
+            .plan
+            .latencies_ns
+            .iter()
+            .map(|&latency_ns| Target::Emulated { latency_ns })
+            .collect();
+        if self.disk_file.is_some() {
+            targets.push(Target::Disk);
+        }
+        targets
+    }
+
+    /// The model of emulated latency `latency_ns`.
+    fn model(&self, latency_ns: u64) -> &Arc<EmulatorModel> {
+        &self
+            .models
+            .iter()
+            .find(|(l, _)| *l == latency_ns)
+            .expect("model")
+            .1
+    }
+
+    /// Every group of points: per device, per MLP (all of them at 4 µs).
+    fn groups(&self, targets: &[Target], all_mlps: &[usize]) -> Result<Swept, String> {
+        let mut swept = Swept {
+            points: Vec::new(),
+            group_baselines: Vec::new(),
+            seed: self.options.seed,
         };
-        for &mlp in &mlps {
-            // The baseline is measured again next to every group of points, so that the ratio
-            // compares measurements taken under the same machine load.
-            // The baseline is measured before and after the group's points (three short runs
-            // each) and their median is the group's reference: a slow spell of the machine at
-            // one of the two moments cannot move it by itself.
-            let memory = match target {
-                Target::Emulated { latency_ns } => models
-                    .iter()
-                    .find(|(l, _)| *l == latency_ns)
-                    .expect("model")
-                    .1
-                    .clone(),
-                Target::Disk => models[models.len() - 1].1.clone(),
+        for &target in targets {
+            let mlps: Vec<usize> = match target {
+                Target::Emulated { latency_ns: 4_000 } => all_mlps.to_vec(),
+                _ => self.plan.mlps.clone(),
             };
-            let baseline_runs = |seed: u64| -> Vec<f64> {
-                (0..3)
-                    .map(|i| {
-                        median_baseline(
-                            &memory,
-                            &work,
-                            iterations,
-                            mlp,
-                            plan.point_duration * 2,
-                            seed.wrapping_add(i),
-                            plan.cores,
-                            1,
-                        )
-                    })
-                    .collect()
-            };
-            let mut baseline_samples = baseline_runs(seed);
-            let group_start = points.len();
-            let configs: Vec<(Mechanism, Option<usize>, Vec<usize>)> = vec![
-                (Mechanism::Demand, None, vec![1]),
-                (Mechanism::Prefetch, None, THREADS.to_vec()),
-                (Mechanism::Prefetch, Some(LFB_CAP), THREADS.to_vec()),
-                (Mechanism::AppQueue, None, THREADS.to_vec()),
-            ];
-            for (mechanism, cap, thread_counts) in configs {
-                for &threads in &thread_counts {
-                    seed = seed.wrapping_add(1);
-                    let (spec, duration) = match target {
-                        Target::Emulated { latency_ns } => {
-                            let model = &models
-                                .iter()
-                                .find(|(l, _)| *l == latency_ns)
-                                .expect("model")
-                                .1;
-                            (
-                                DeviceSpec::Emulated {
-                                    model: model.clone(),
-                                },
-                                plan.point_duration,
-                            )
-                        }
-                        Target::Disk => {
-                            let file = disk_file.clone().expect("disk target only with a file");
-                            let config = UringConfig { entries: 256 };
-                            (DeviceSpec::Uring { file, config }, plan.disk_point_duration)
-                        }
-                    };
-                    let run = run_point(
-                        &spec,
-                        &arena,
-                        plan.cores,
-                        mechanism,
-                        threads,
+            for &mlp in &mlps {
+                self.group(target, mlp, &mut swept)?;
+            }
+        }
+        Ok(swept)
+    }
+
+    /// One group: every mechanism and thread count on `target` at `mlp`, between two sets of
+    /// DRAM baseline runs; their median normalizes the group's points.
+    fn group(&self, target: Target, mlp: usize, swept: &mut Swept) -> Result<(), String> {
+        // The baseline is measured again next to every group of points, so that the ratio
+        // compares measurements taken under the same machine load.
+        // The baseline is measured before and after the group's points (three short runs
+        // each) and their median is the group's reference: a slow spell of the machine at
+        // one of the two moments cannot move it by itself.
+        let memory = match target {
+            Target::Emulated { latency_ns } => self.model(latency_ns).clone(),
+            Target::Disk => self.models[self.models.len() - 1].1.clone(),
+        };
+        let baseline_runs = |seed: u64| -> Vec<f64> {
+            (0..3)
+                .map(|i| {
+                    median_baseline(
+                        &memory,
+                        &self.work,
+                        self.iterations,
                         mlp,
-                        cap,
-                        work,
-                        iterations,
-                        duration,
-                        seed,
-                        if target == Target::Disk && !options.poll {
-                            IdleMode::Block
-                        } else {
-                            IdleMode::Poll
-                        },
-                    )?;
-                    points.push(Point {
-                        target,
-                        mechanism,
-                        threads,
-                        mlp,
-                        cap,
-                        ops_per_s: run.ops_per_s,
-                        normalized: 0.0, // set below, once the group's baseline is known
-                        device_iops: run.device_iops,
-                        avg_device_latency_us: run.avg_device_latency_us,
-                    });
+                        self.plan.point_duration * 2,
+                        seed.wrapping_add(i),
+                        self.plan.cores,
+                        1,
+                    )
+                })
+                .collect()
+        };
+        let mut baseline_samples = baseline_runs(swept.seed);
+        let group_start = swept.points.len();
+        let configs: Vec<(Mechanism, Option<usize>, Vec<usize>)> = vec![
+            (Mechanism::Demand, None, vec![1]),
+            (Mechanism::Prefetch, None, THREADS.to_vec()),
+            (Mechanism::Prefetch, Some(LFB_CAP), THREADS.to_vec()),
+            (Mechanism::AppQueue, None, THREADS.to_vec()),
+        ];
+        for (mechanism, cap, thread_counts) in configs {
+            for &threads in &thread_counts {
+                swept.seed = swept.seed.wrapping_add(1);
+                let run = self.point(target, mechanism, threads, mlp, cap, swept.seed)?;
+                swept.points.push(Point {
+                    target,
+                    mechanism,
+                    threads,
+                    mlp,
+                    cap,
+                    ops_per_s: run.ops_per_s,
+                    normalized: 0.0, // set below, once the group's baseline is known
+                    device_iops: run.device_iops,
+                    avg_device_latency_us: run.avg_device_latency_us,
+                });
+            }
+        }
+        baseline_samples.extend(baseline_runs(swept.seed ^ 0xa5a5));
+        let baseline = median(&mut baseline_samples);
+        for point in &mut swept.points[group_start..] {
+            point.normalized = point.ops_per_s / baseline;
+        }
+        swept.group_baselines.push((target, mlp, baseline));
+        Ok(())
+    }
+
+    /// One point of a group on `target`.
+    fn point(
+        &self,
+        target: Target,
+        mechanism: Mechanism,
+        threads: usize,
+        mlp: usize,
+        cap: Option<usize>,
+        seed: u64,
+    ) -> Result<PointRun, String> {
+        let (spec, duration) = match target {
+            Target::Emulated { latency_ns } => (
+                DeviceSpec::Emulated {
+                    model: self.model(latency_ns).clone(),
+                },
+                self.plan.point_duration,
+            ),
+            Target::Disk => {
+                let file = self
+                    .disk_file
+                    .clone()
+                    .expect("disk target only with a file");
+                let config = UringConfig { entries: 256 };
+                (
+                    DeviceSpec::Uring { file, config },
+                    self.plan.disk_point_duration,
+                )
+            }
+        };
+        run_point(
+            &spec,
+            &self.arena,
+            self.plan.cores,
+            mechanism,
+            threads,
+            mlp,
+            cap,
+            self.work,
+            self.iterations,
+            duration,
+            seed,
+            if target == Target::Disk && !self.options.poll {
+                IdleMode::Block
+            } else {
+                IdleMode::Poll
+            },
+        )
+    }
+
+    /// The disk's IOPS, tamer's prefetching threads vs fio at the same queue depth (16 and
+    /// 64), side by side in alternating rounds; a note instead when fio is missing.
+    fn disk_vs_fio(
+        &self,
+        file: &Arc<DeviceFile>,
+        mut seed: u64,
+        result: &mut BenchResult,
+    ) -> Result<(), String> {
+        let Some(fio) = fio_path() else {
+            result.note("fio is not installed (scripts/install-peers.sh): disk IOPS not compared");
+            return Ok(());
+        };
+        // Side by side in alternating rounds, medians: the shared disk drifts by tens of
+        // percent over seconds, more than the difference being measured.
+        let rounds = if self.options.quick { 3 } else { 5 };
+        for qd in [16usize, 64] {
+            let mut ours = Vec::with_capacity(rounds);
+            let mut theirs = Vec::with_capacity(rounds);
+            for round in 0..rounds {
+                let peer = |theirs: &mut Vec<f64>| -> Result<(), String> {
+                    let cpu = Some(BENCH_CPU);
+                    let duration = self.plan.disk_point_duration;
+                    theirs.push(measure_fio(&fio, file, qd, duration, cpu)?.iops);
+                    Ok(())
+                };
+                if round % 2 == 1 {
+                    peer(&mut theirs)?;
+                }
+                seed = seed.wrapping_add(1);
+                ours.push(self.disk_point(file, qd, seed)?);
+                if round % 2 == 0 {
+                    peer(&mut theirs)?;
                 }
             }
-            baseline_samples.extend(baseline_runs(seed ^ 0xa5a5));
-            let baseline = median(&mut baseline_samples);
-            for point in &mut points[group_start..] {
-                point.normalized = point.ops_per_s / baseline;
-            }
-            group_baselines.push((target, mlp, baseline));
+            let (tamer, peer) = (median(&mut ours), median(&mut theirs));
+            println!(
+                "real disk, {qd} threads x MLP 1 (QD {qd}), median of {rounds} alternating rounds: \
+                 tamer {tamer:.0} IOPS, fio {peer:.0} IOPS, ratio {:.3}",
+                tamer / peer
+            );
+            result
+                .rows
+                .push(json!({"disk_vs_fio_qd": qd, "tamer_iops": ours, "fio_iops": theirs}));
+            result.figure(&format!("disk_iops_vs_fio_qd{qd}"), Some(tamer / peer));
         }
+        Ok(())
     }
+
+    /// The disk's IOPS with `qd` prefetching threads at MLP 1 on one core.
+    fn disk_point(&self, file: &Arc<DeviceFile>, qd: usize, seed: u64) -> Result<f64, String> {
+        let spec = DeviceSpec::Uring {
+            file: file.clone(),
+            config: UringConfig { entries: 256 },
+        };
+        let idle = if self.options.poll {
+            IdleMode::Poll
+        } else {
+            IdleMode::Block
+        };
+        let run = run_point(
+            &spec,
+            &self.arena,
+            1,
+            Mechanism::Prefetch,
+            qd,
+            1,
+            None,
+            self.work,
+            self.iterations,
+            self.plan.disk_point_duration,
+            seed,
+            idle,
+        )?;
+        Ok(run.device_iops)
+    }
+}
+
+/// How much the machine's speed moved during the sweep, the first MLP-1 baseline, the cores,
+/// and a row per group's baseline.
+fn baseline_figures(
+    result: &mut BenchResult,
+    group_baselines: &[(Target, usize, f64)],
+    baselines: &std::collections::BTreeMap<usize, f64>,
+    cores: usize,
+) {
     // How much the machine's speed moved during the sweep: the slowest MLP-1 baseline over the
     // fastest (1.0 = steady). Each point is normalized to its own group's baseline.
     let mlp1: Vec<f64> = group_baselines
@@ -578,15 +790,17 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         .fold((f64::MAX, 0.0f64), |(lo, hi), &b| (lo.min(b), hi.max(b)));
     result.figure("dram_baseline_steadiness", (hi > 0.0).then(|| lo / hi));
     result.figure("dram_baseline_mlp1_ops_per_s", Some(baselines[&1]));
-    result.figure("cores", Some(plan.cores as f64));
-    for (target, mlp, baseline) in &group_baselines {
+    result.figure("cores", Some(cores as f64));
+    for (target, mlp, baseline) in group_baselines {
         result.rows.push(
             json!({"device": target.label(), "mlp": mlp, "dram_baseline_ops_per_s": baseline}),
         );
     }
+}
 
-    print_table(&points, &targets);
-    for p in &points {
+/// A JSON row per point.
+fn point_rows(result: &mut BenchResult, points: &[Point]) {
+    for p in points {
         result.rows.push(json!({
             "device": p.target.label(),
             "latency_ns": match p.target { Target::Emulated { latency_ns } => Some(latency_ns), Target::Disk => None },
@@ -600,7 +814,10 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             "avg_device_latency_us": p.avg_device_latency_us,
         }));
     }
+}
 
+/// The headline figures: the best normalized performance of each mechanism at 4 and 50 µs.
+fn best_figures(result: &mut BenchResult, points: &[Point]) {
     let best = |latency: Target,
                 mechanisms: &[Mechanism],
                 cap: Option<usize>,
@@ -651,73 +868,17 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         "us4_mlp4_capped_normalized",
         best(us4, &[Mechanism::Prefetch], Some(LFB_CAP), 4, 64),
     );
+}
 
-    if let Some(file) = &disk_file {
-        match fio_path() {
-            Some(fio) => {
-                // Side by side in alternating rounds, medians: the shared disk drifts by tens of
-                // percent over seconds, more than the difference being measured.
-                let rounds = if options.quick { 3 } else { 5 };
-                for qd in [16usize, 64] {
-                    let mut ours = Vec::with_capacity(rounds);
-                    let mut theirs = Vec::with_capacity(rounds);
-                    for round in 0..rounds {
-                        let peer = |theirs: &mut Vec<f64>| -> Result<(), String> {
-                            let cpu = Some(BENCH_CPU);
-                            theirs.push(
-                                measure_fio(&fio, file, qd, plan.disk_point_duration, cpu)?.iops,
-                            );
-                            Ok(())
-                        };
-                        if round % 2 == 1 {
-                            peer(&mut theirs)?;
-                        }
-                        seed = seed.wrapping_add(1);
-                        let spec = DeviceSpec::Uring {
-                            file: file.clone(),
-                            config: UringConfig { entries: 256 },
-                        };
-                        let idle = if options.poll {
-                            IdleMode::Poll
-                        } else {
-                            IdleMode::Block
-                        };
-                        let run = run_point(
-                            &spec,
-                            &arena,
-                            1,
-                            Mechanism::Prefetch,
-                            qd,
-                            1,
-                            None,
-                            work,
-                            iterations,
-                            plan.disk_point_duration,
-                            seed,
-                            idle,
-                        )?;
-                        ours.push(run.device_iops);
-                        if round % 2 == 0 {
-                            peer(&mut theirs)?;
-                        }
-                    }
-                    let (tamer, peer) = (median(&mut ours), median(&mut theirs));
-                    println!(
-                        "real disk, {qd} threads x MLP 1 (QD {qd}), median of {rounds} alternating rounds: \
-                         tamer {tamer:.0} IOPS, fio {peer:.0} IOPS, ratio {:.3}",
-                        tamer / peer
-                    );
-                    result.rows.push(
-                        json!({"disk_vs_fio_qd": qd, "tamer_iops": ours, "fio_iops": theirs}),
-                    );
-                    result.figure(&format!("disk_iops_vs_fio_qd{qd}"), Some(tamer / peer));
-                }
-            }
-            None => result
-                .note("fio is not installed (scripts/install-peers.sh): disk IOPS not compared"),
-        }
-    }
-
+/// The plots: normalized performance vs threads per core, one per mechanism at MLP 1 (a line
+/// per device), and the 4 µs device's MLP sweep.
+fn plots(
+    options: &BenchOptions,
+    result: &BenchResult,
+    points: &[Point],
+    targets: &[Target],
+    all_mlps: &[usize],
+) -> Result<Vec<String>, String> {
     let dir = options.svg_dir();
     let machine = result.machine.short();
     let mut plots = Vec::new();
@@ -777,6 +938,18 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
         )?;
         plots.push(path);
     }
+    plots.push(mlp_plot(&dir, &machine, points, all_mlps)?);
+    Ok(plots.iter().map(|p| p.display().to_string()).collect())
+}
+
+/// The 4 µs device's plot: a line per mechanism and MLP.
+fn mlp_plot(
+    dir: &std::path::Path,
+    machine: &str,
+    points: &[Point],
+    all_mlps: &[usize],
+) -> Result<std::path::PathBuf, String> {
+    let us4 = Target::Emulated { latency_ns: 4_000 };
     let mlp_series: Vec<Series> = all_mlps
         .iter()
         .flat_map(|&mlp| {
@@ -813,9 +986,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
             y_unit: YUnit::Plain,
         },
     )?;
-    plots.push(path);
-    result.plots = plots.iter().map(|p| p.display().to_string()).collect();
-    Ok(result)
+    Ok(path)
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -14,7 +14,7 @@ pub struct RoundValues(BTreeMap<String, Vec<f64>>);
 impl RoundValues {
     /// `num ÷ den` (NaN when `den` is not positive), printed with its inputs.
     pub fn ratio(&mut self, figure: &str, num: f64, den: f64) {
-        let r = crate::durability::ratio(num, den).unwrap_or(f64::NAN);
+        let r = crate::summary::ratio(num, den).unwrap_or(f64::NAN);
         println!("  {figure}: {num:.0} / {den:.0} = {r:.3}");
         self.0.entry(figure.into()).or_default().push(r);
     }
@@ -34,15 +34,13 @@ impl RoundValues {
 
     /// The median of `figure`'s rounds (NaNs left out).
     pub fn median(&self, figure: &str) -> Option<f64> {
-        self.0
-            .get(figure)
-            .and_then(|v| crate::durability::median(v))
+        self.0.get(figure).and_then(|v| crate::summary::median(v))
     }
 
     /// Every figure's median into `result`.
     pub fn write_figures(&self, result: &mut BenchResult) {
         for (name, v) in &self.0 {
-            result.figure(name, crate::durability::median(v));
+            result.figure(name, crate::summary::median(v));
         }
     }
 }
@@ -50,11 +48,15 @@ impl RoundValues {
 /// What a bench run produced.
 #[derive(Debug, Serialize)]
 pub struct BenchResult {
+    /// The bench's name.
     pub bench: String,
+    /// Whether it was the CI-sized run.
     pub quick: bool,
+    /// Seed of every random choice.
     pub seed: u64,
+    /// What it ran on.
     pub machine: Machine,
-    /// The named figures the issue asks for (ratios where a baseline exists).
+    /// The bench's named figures (ratios where a baseline exists).
     pub figures: BTreeMap<String, Option<f64>>,
     /// Every measured point.
     pub rows: Vec<Value>,
@@ -65,6 +67,7 @@ pub struct BenchResult {
 }
 
 impl BenchResult {
+    /// An empty result of bench `bench`.
     pub fn new(bench: &str, quick: bool, seed: u64) -> Self {
         Self {
             bench: bench.into(),
@@ -78,11 +81,13 @@ impl BenchResult {
         }
     }
 
+    /// Records figure `name` (`None`, or a value that is not finite: not measured).
     pub fn figure(&mut self, name: &str, value: Option<f64>) {
         self.figures
             .insert(name.into(), value.filter(|v| v.is_finite()));
     }
 
+    /// Records a note about the run and prints it on stderr.
     pub fn note(&mut self, note: impl Into<String>) {
         let note = note.into();
         eprintln!("note: {note}");
@@ -116,15 +121,20 @@ impl BenchResult {
 /// Facts about the machine a result came from.
 #[derive(Debug, Serialize)]
 pub struct Machine {
+    /// The CPU's model name.
     pub cpu: String,
+    /// CPUs online.
     pub cpus: usize,
+    /// Memory, bytes.
     pub memory_bytes: u64,
+    /// Kernel release.
     pub kernel: String,
+    /// When the run started (UTC, RFC 3339).
     pub date_utc: String,
 }
 
 impl Machine {
-    /// "2 × AMD EPYC …, kernel 6.18, 2026-11-23": for plot titles.
+    /// "2 × <CPU model>, kernel <release>, <date>": for plot titles.
     pub fn short(&self) -> String {
         let date = self.date_utc.split('T').next().unwrap_or_default();
         format!(
@@ -135,6 +145,7 @@ impl Machine {
         )
     }
 
+    /// Reads the facts of this machine.
     pub fn detect() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo

@@ -12,7 +12,9 @@ use plotters::prelude::*;
 /// One line of a chart.
 #[derive(Clone, Debug)]
 pub struct Series {
+    /// The line's label in the legend.
     pub label: String,
+    /// Its (x, y) points.
     pub points: Vec<(f64, f64)>,
 }
 
@@ -27,14 +29,19 @@ pub enum YUnit {
 
 /// A line chart.
 pub struct Chart<'a> {
+    /// The chart's title.
     pub title: &'a str,
+    /// The x axis's label.
     pub x_label: &'a str,
+    /// The y axis's label.
     pub y_label: &'a str,
+    /// The lines.
     pub series: &'a [Series],
     /// Draw x on a log-2 scale (threads per core, queue depth).
     pub log_x: bool,
     /// Draw y on a log-10 scale (latencies over orders of magnitude); values ≤ 0 are left out.
     pub log_y: bool,
+    /// How the y axis's values are shown.
     pub y_unit: YUnit,
 }
 
@@ -81,6 +88,10 @@ fn axis_range(lo: f64, hi: f64, log: bool) -> (f64, f64) {
 }
 
 /// Writes `chart` to `path` as SVG.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one chart in plotters' builder order: mesh, axes, each series and the legend"
+)]
 pub fn write_svg(path: &Path, chart: &Chart<'_>) -> Result<(), String> {
     create_parent(path)?;
     let tx = |x: f64| if chart.log_x { x.max(1e-9).log2() } else { x };
@@ -176,16 +187,22 @@ pub fn write_svg(path: &Path, chart: &Chart<'_>) -> Result<(), String> {
 /// One cluster of bars (one bar per category; `None`: not measured).
 #[derive(Clone, Debug)]
 pub struct Cluster {
+    /// The cluster's label in the legend.
     pub label: String,
+    /// One value per category (`None`: no bar).
     pub values: Vec<Option<f64>>,
 }
 
 /// A grouped bar chart: clusters along x, one colored bar per category in each, a legend of
 /// the categories, and an optional horizontal reference line.
 pub struct BarChart<'a> {
+    /// The chart's title.
     pub title: &'a str,
+    /// The y axis's label.
     pub y_label: &'a str,
+    /// The categories along the x axis.
     pub categories: &'a [String],
+    /// The bars of each category.
     pub clusters: &'a [Cluster],
     /// A dashed horizontal line (e.g. 1.0 for "as fast as the baseline").
     pub reference: Option<f64>,

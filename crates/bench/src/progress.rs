@@ -55,7 +55,7 @@ impl Drop for Progress {
     }
 }
 
-/// How long recovery runs before [`RecoveryBar`] shows a bar (issue 9: past a second).
+/// How long recovery runs before [`RecoveryBar`] shows a bar: past a second.
 pub const RECOVERY_BAR_AFTER: Duration = Duration::from_secs(1);
 
 /// A progress bar for a store's recovery at open (`DbOptions::on_recovery_progress`), shown

@@ -75,9 +75,13 @@ pub fn fnv1a_u64(value: u64) -> u64 {
 /// One key-value operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Reads a record.
     Read(u64),
+    /// Updates a record.
     Update(u64),
+    /// Inserts a record.
     Insert(u64),
+    /// Deletes a record.
     Delete(u64),
 }
 
@@ -119,12 +123,19 @@ impl Ycsb {
 /// The TATP transaction types and their standard mix (percent): 80 % read-only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TatpTxn {
+    /// GET_SUBSCRIBER_DATA.
     GetSubscriberData,
+    /// GET_NEW_DESTINATION.
     GetNewDestination,
+    /// GET_ACCESS_DATA.
     GetAccessData,
+    /// UPDATE_SUBSCRIBER_DATA.
     UpdateSubscriberData,
+    /// UPDATE_LOCATION.
     UpdateLocation,
+    /// INSERT_CALL_FORWARDING.
     InsertCallForwarding,
+    /// DELETE_CALL_FORWARDING.
     DeleteCallForwarding,
 }
 
@@ -151,13 +162,18 @@ pub struct Tatp {
 
 /// Tables of the TATP schema, the top byte of a key.
 pub mod tatp_table {
+    /// The subscriber table.
     pub const SUBSCRIBER: u64 = 1;
+    /// The access-info table.
     pub const ACCESS_INFO: u64 = 2;
+    /// The special-facility table.
     pub const SPECIAL_FACILITY: u64 = 3;
+    /// The call-forwarding table.
     pub const CALL_FORWARDING: u64 = 4;
 }
 
 impl Tatp {
+    /// A TATP mix over `subscribers` subscribers.
     pub fn new(subscribers: u64) -> Self {
         assert!((1..(1 << 48)).contains(&subscribers), "1..2^48 subscribers");
         // TATP: A = 65535 for up to 1M subscribers, 1048575 up to 10M, 2097151 beyond.
@@ -265,6 +281,7 @@ pub struct Poisson {
 }
 
 impl Poisson {
+    /// Poisson arrivals at `rate_per_s` per second.
     pub fn new(rate_per_s: f64) -> Self {
         assert!(rate_per_s > 0.0, "arrival rate must be positive");
         Self {

@@ -4,7 +4,7 @@
 //! of some operation at or after the last `flush` that returned (a checkpoint): nothing
 //! acknowledged by a flush lost, nothing half done, `check` clean.
 //!
-//! The seeded harness is library code (`tamer_bench::crash`, also run by `tamer crash`); this
+//! The seeded harness is library code (`tamer_crash`, also run by `tamer crash`); this
 //! test calls it at the CI's size. A failing case prints its seed and the command replaying it
 //! (`cargo run --release -- crash --harness power --seed <seed>`, or
 //! `CRASH_SEED=<seed> cargo test -p tamer-store --test crash`); `CRASH_POINTS=<n>` runs `n`
@@ -15,8 +15,8 @@ mod common;
 use common::{value_for, SeedGuardLite};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tamer_bench::crash;
-use tamer_bench::crash::power::{
+use tamer_crash as crash;
+use tamer_crash::power::{
     run_single_ops as run_ops, single_apply as apply, single_options as options,
     single_workload as workload, state_at, Model, SingleOp as Op,
 };
@@ -31,7 +31,7 @@ fn contents(db: &Db) -> Model {
 /// Seeded crash points of the CI run (issue 9 asks for at least 1,000).
 const CRASH_POINTS: u64 = 1_000;
 
-/// The harness's single-threaded power-loss points (`tamer_bench::crash::power::single_once`):
+/// The harness's single-threaded power-loss points (`tamer_crash::power::single_once`):
 /// the reopened store is exactly the state after some operation at or after the last flush
 /// that returned, every acknowledged operation present, `check` clean; one seed in four also
 /// loses power during its recovery and must then come back as an uninterrupted recovery does.

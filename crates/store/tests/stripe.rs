@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{temp_path, TempFile, TEST_HASH_KEY};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tamer_bench::crash::power::stripe_of;
+use tamer_crash::power::stripe_of;
 use tamer_device::{CrashPoint, EmulatorConfig, EmulatorModel, FaultPlan, FaultState};
 use tamer_store::{Db, DbError, DbOptions, DeviceKind, Durability, StripePart};
 

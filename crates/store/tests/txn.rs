@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{emulated, run_parallel, value_for, SeedGuardLite};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tamer_bench::crash;
+use tamer_crash as crash;
 use tamer_device::{CrashPoint, EmulatorConfig, FaultPlan, FaultState};
 use tamer_store::{
     Db, DbError, DbHandle, DeviceKind, Durability, WriteBatch, MAX_DELTAS, MAX_TX_ATTEMPTS,
@@ -312,7 +312,7 @@ fn transfers_survive_power_loss_at_any_write() {
 /// Seeded crash points of the concurrent harness in CI.
 const CONCURRENT_CRASH_POINTS: u64 = 120;
 
-/// The crash harness, concurrent (`tamer_bench::crash::power::concurrent_once`): on two
+/// The crash harness, concurrent (`tamer_crash::power::concurrent_once`): on two
 /// cores, three jobs transfer between accounts while a fourth inserts, overwrites (values up
 /// to three pages) and deletes keys, until the power is cut at a seeded write, each unflushed
 /// write kept, dropped or torn (one seed in four loses power again during recovery). After

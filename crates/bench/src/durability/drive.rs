@@ -209,6 +209,10 @@ fn job(s: Arc<Shared>, seed: u64) {
 
 /// Runs `point` on `db` (with `log` for the wal) for the plan's warm-up and window; every
 /// job's operations are drawn from `seed` and its index, the same for every configuration.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one window's phases (warm-up, checkpoint, measured window, settling checkpoint) share the jobs' counters and read in order"
+)]
 pub(super) fn window(
     db: &Db,
     log: Option<(&Arc<GroupLog>, LogRole)>,

@@ -59,6 +59,7 @@ impl Config {
     /// The `lad` stores of the staging-queue-size sweep (emulated device only).
     pub const QUEUE_SWEEP: [Config; 2] = [Config::LadQueue16, Config::LadQueue64];
 
+    /// The configuration's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Config::Volatile => "volatile",
@@ -122,6 +123,7 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// The workload's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Workload::Update => "update",
@@ -136,11 +138,14 @@ impl Workload {
 /// Which device the stores live on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
+    /// The emulated device.
     Emulated,
+    /// The real disk (io_uring on a file).
     Disk,
 }
 
 impl Target {
+    /// The device's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Target::Emulated => "emu",
@@ -152,7 +157,9 @@ impl Target {
 /// One measured point: a workload at a number of transactions in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Point {
+    /// The workload run.
     pub workload: Workload,
+    /// Transactions in flight (jobs running them back to back).
     pub in_flight: usize,
 }
 
@@ -160,7 +167,9 @@ pub struct Point {
 /// disk's [`REDB_POINT`]).
 #[derive(Clone, Debug)]
 pub struct PointRun {
+    /// The point.
     pub point: Point,
+    /// The configurations it runs, in order.
     pub configs: Vec<Config>,
 }
 
@@ -188,17 +197,25 @@ pub struct Plan {
     pub tatp_subscribers: u64,
     /// NewOrder's items (one item and one stock row each) and districts.
     pub stock_items: u64,
+    /// NewOrder's districts.
     pub districts: u64,
     /// Queues of the `queue` workload (each a head, a tail and [`QUEUE_PRELOAD`] items).
     pub queues: u64,
+    /// Cache of every store.
     pub cache_bytes: u64,
     /// Interleaved rounds per device; each ratio is the median over them.
     pub rounds: usize,
+    /// Warm-up before each measured window.
     pub warmup: Duration,
+    /// Length of each measured window.
     pub measure: Duration,
+    /// The emulated device's points.
     pub emulated_points: Vec<PointRun>,
+    /// The disk's points.
     pub disk_points: Vec<PointRun>,
+    /// Run on the emulated device.
     pub emulated: bool,
+    /// Run on the disk.
     pub disk: bool,
     /// The emulated device's read/write latency (its flush takes [`FLUSH_LATENCY_NS`]).
     pub latency_ns: u64,
@@ -267,6 +284,7 @@ fn disk_points() -> Vec<PointRun> {
 }
 
 impl Plan {
+    /// The full run's sizes, or the CI-sized run's (`quick`).
     pub fn new(quick: bool) -> Self {
         let base = Self {
             keys: 8_000_000,

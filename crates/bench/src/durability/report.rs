@@ -9,8 +9,8 @@ use super::plan::{
 };
 use super::recovery::Recovery;
 use super::redb_run::RedbWindow;
-use super::{median, ratio};
 use crate::output::BenchResult;
+use crate::summary::{median, ratio};
 
 /// One measured window of one configuration.
 #[derive(Clone, Debug)]

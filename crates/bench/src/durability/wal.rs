@@ -100,6 +100,7 @@ impl Ring {
 
 /// Where the log's blocks go: one write of whole blocks at a block offset, then a flush.
 pub trait LogSink: Send {
+    /// Writes `blocks` at block `offset` and makes them durable.
     fn write_sync(&mut self, offset: u64, blocks: &[u8]) -> Result<(), String>;
 }
 
@@ -204,6 +205,7 @@ pub struct GroupLog {
     failed: AtomicBool,
     /// Bytes written to the log's device (whole blocks) and group commits (flushes).
     pub bytes_written: AtomicU64,
+    /// Group commits (one flush each).
     pub syncs: AtomicU64,
     leader: Mutex<Option<JoinHandle<LogState>>>,
 }

@@ -45,29 +45,42 @@ pub const MAX_VALUE_BYTES: usize = 16 << 20;
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
+    /// The server's host.
     pub host: String,
+    /// The server's port.
     pub port: u16,
+    /// The protocol the server speaks.
     pub protocol: Protocol,
+    /// Connections, split between the load threads.
     pub connections: usize,
     /// Most operations in flight per connection.
     pub pipeline: usize,
     /// Open loop: operations per arrival, written together on one connection (a pipelined
     /// client's batch); at most `pipeline`.
     pub batch: usize,
+    /// Keys `key:000000000000` .. `key:N-1`.
     pub keys: u64,
+    /// How keys are chosen.
     pub distribution: Distribution,
+    /// Weights of the operations.
     pub mix: Mix,
+    /// Bytes of every value set.
     pub value_bytes: usize,
     /// Open loop at this many operations per second in all; `None`: closed loop.
     pub rate_per_s: Option<f64>,
+    /// Measured window.
     pub duration: Duration,
+    /// Run before the window (not measured).
     pub warmup: Duration,
     /// Set every key first.
     pub fill: bool,
+    /// Seed of every random choice.
     pub seed: u64,
+    /// Load threads (event loops).
     pub threads: usize,
     /// Skew: the first `hot_connections` get `hot_share` of the arrivals (open loop).
     pub hot_connections: usize,
+    /// Share of the arrivals the hot connections get, 0..=1.
     pub hot_share: f64,
     /// Pin load thread `i` to `cpus[i % len]`.
     pub cpus: Vec<usize>,

@@ -9,10 +9,15 @@ use super::{LoadOptions, Protocol};
 /// Latency percentiles in µs.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Percentiles {
+    /// Median, µs.
     pub p50_us: f64,
+    /// 99th percentile, µs.
     pub p99_us: f64,
+    /// 99.9th percentile, µs.
     pub p999_us: f64,
+    /// Largest, µs.
     pub max_us: f64,
+    /// Mean, µs.
     pub mean_us: f64,
 }
 
@@ -35,46 +40,73 @@ impl Percentiles {
 /// The fill phase.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct FillReport {
+    /// Keys set.
     pub keys: u64,
+    /// Sets answered with an error.
     pub errors: u64,
+    /// Time the fill took, seconds.
     pub seconds: f64,
 }
 
+/// What a load run measured, printed by [`LoadReport::print`] or serialized as JSON.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadReport {
+    /// The server's host.
     pub host: String,
+    /// The server's port.
     pub port: u16,
+    /// The protocol spoken.
     pub protocol: Protocol,
+    /// Open loop (`--rate`) or closed loop.
     pub open_loop: bool,
+    /// The open loop's offered rate, operations per second.
     pub rate_per_s: Option<f64>,
+    /// Connections.
     pub connections: usize,
+    /// Most operations in flight per connection.
     pub pipeline: usize,
+    /// Load threads.
     pub threads: usize,
+    /// Measured window, seconds.
     pub window_s: f64,
     /// Operations answered in the window (any reply).
     pub answered: u64,
+    /// Operations answered per second of the window.
     pub throughput_per_s: f64,
+    /// Operations answered `OK` or with a value.
     pub ok: u64,
     /// GET misses.
     pub nil: u64,
+    /// Operations answered with an error (other than `-BUSY`).
     pub errors: u64,
+    /// Operations answered `-BUSY` (refused by admission).
     pub busy: u64,
+    /// In flight when the drain ended.
     pub unfinished: u64,
+    /// Still waiting for a slot when the window ended (open loop).
     pub unsent: u64,
+    /// Refused by a full backlog (open loop; never sent).
     pub overflowed: u64,
+    /// Connections that failed.
     pub connection_errors: u64,
+    /// The last error seen, if any.
     pub last_error: Option<String>,
+    /// Latency of every operation answered.
     pub latency: Percentiles,
     /// Of the operations answered neither `-BUSY` nor an error.
     pub admitted_latency: Percentiles,
+    /// The fill phase, if `--load` ran one.
     pub fill: Option<FillReport>,
+    /// Latencies of every operation answered, ns.
     #[serde(skip)]
     pub latency_ns: Histogram<u64>,
+    /// Latencies of the admitted operations, ns.
     #[serde(skip)]
     pub admitted_ns: Histogram<u64>,
 }
 
 impl LoadReport {
+    /// The report of a run with `opts`, from the window's stats and the fill's.
     pub fn new(opts: &LoadOptions, s: &Stats, fill: Option<FillReport>) -> Self {
         let window_s = opts.duration.as_secs_f64();
         Self {
@@ -116,6 +148,7 @@ impl LoadReport {
         within as f64 / self.window_s
     }
 
+    /// Prints the report as a few lines of text.
     pub fn print(&self) {
         if let Some(f) = &self.fill {
             println!(

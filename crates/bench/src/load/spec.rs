@@ -33,6 +33,7 @@ impl FromStr for Protocol {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Distribution {
+    /// Every key equally likely.
     Uniform,
     /// YCSB's scrambled Zipfian with skew θ in (0, 1).
     Zipf(f64),
@@ -59,7 +60,9 @@ impl FromStr for Distribution {
 /// One operation a generator issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
+    /// `GET k`.
     Get,
+    /// `SET k v`.
     Set,
     /// `MULTI`, `SET k1`, `SET k2`, `EXEC`: one transaction (RESP only).
     Multi,
@@ -68,8 +71,11 @@ pub enum OpKind {
 /// Weights of GET, SET and the MULTI transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Mix {
+    /// GET's weight.
     pub get: u32,
+    /// SET's weight.
     pub set: u32,
+    /// The MULTI transaction's weight.
     pub multi: u32,
 }
 
@@ -125,11 +131,14 @@ impl FromStr for Mix {
 /// Draws keys in `0..keys` with a distribution (the Zipfian's constants computed once).
 #[derive(Clone, Debug)]
 pub enum KeyChooser {
+    /// Uniform over `0..n`.
     Uniform(u64),
+    /// Scrambled Zipfian.
     Zipf(Zipfian),
 }
 
 impl KeyChooser {
+    /// A chooser over `0..keys` (uniform when there are fewer than two keys).
     pub fn new(distribution: Distribution, keys: u64) -> Self {
         match distribution {
             Distribution::Zipf(theta) if keys >= 2 => Self::Zipf(Zipfian::new(keys, theta)),
@@ -137,6 +146,7 @@ impl KeyChooser {
         }
     }
 
+    /// The next key.
     pub fn next(&self, rng: &mut impl Rng) -> u64 {
         match self {
             Self::Uniform(keys) => rng.gen_range(0..*keys),

@@ -8,12 +8,17 @@ use super::proto::Reply;
 /// Largest latency recorded (longer ones are recorded as this).
 pub const MAX_LATENCY_NS: u64 = 100_000_000_000;
 
+/// One load thread's counts and latencies over the measured window.
 pub struct Stats {
     window_start_ns: u64,
     window_end_ns: u64,
+    /// Operations answered `OK` or with a value.
     pub ok: u64,
+    /// GET misses.
     pub nil: u64,
+    /// Operations answered with an error (other than `-BUSY`).
     pub errors: u64,
+    /// Operations answered `-BUSY`.
     pub busy: u64,
     /// In flight when the drain ended.
     pub unfinished: u64,
@@ -21,7 +26,9 @@ pub struct Stats {
     pub unsent: u64,
     /// Refused by a full backlog (open loop; never sent).
     pub overflowed: u64,
+    /// Connections that failed.
     pub connection_errors: u64,
+    /// The last error seen, if any.
     pub last_error: Option<String>,
     /// Every operation answered.
     pub latency: Histogram<u64>,
@@ -40,6 +47,7 @@ impl Default for Stats {
 }
 
 impl Stats {
+    /// Empty stats, counting every operation until the window is set.
     pub fn new() -> Self {
         Self {
             window_start_ns: 0,
@@ -86,6 +94,7 @@ impl Stats {
         }
     }
 
+    /// Counts an arrival due at `due_ns` that a full backlog refused, if it falls in the window.
     pub fn overflow(&mut self, due_ns: u64) {
         if self.in_window(due_ns) {
             self.overflowed += 1;

@@ -228,8 +228,7 @@ impl<'a> Worker<'a> {
 
     /// How long the next `epoll_wait` may block. With operations in flight, or an arrival
     /// due within [`SPIN_NS`], none: the loop spins, because waking a thread whose vCPU has
-    /// halted takes milliseconds on this kind of VM (ARCHITECTURE.md, the executor), which a
-    /// generator that sleeps would add to every latency. Otherwise the timer wakes it
+    /// halted can take milliseconds, which a generator that sleeps would add to every latency. Otherwise the timer wakes it
     /// [`SPIN_NS`] before the next arrival.
     fn timeout(&self, open: bool, draining: bool, next_arrival_ns: u64, end_ns: u64) -> Duration {
         let busy = self

@@ -1,4 +1,4 @@
-//! `tamer bench rpc`: issue 10's server figures (seed 004), tamer and its peers side by side.
+//! `tamer bench rpc`: the server's figures (seed 004), tamer and its peers side by side.
 //!
 //! Every server is started fresh for each round, pinned with `taskset` to the same CPU
 //! ([`Plan::server_cpu`]; `tamer serve --cores 1`), the load generator ([`crate::load`]) on
@@ -29,8 +29,11 @@ use crate::BenchOptions;
 
 /// What a round's scenarios write to.
 pub struct Ctx<'a> {
+    /// The plan of the run.
     pub plan: &'a Plan,
+    /// This round's seed.
     pub seed: u64,
+    /// Directory for the servers' files.
     pub dir: PathBuf,
     result: &'a mut BenchResult,
     /// This round's values of each figure.
@@ -38,6 +41,7 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The p99 objective, ns.
     pub fn slo_ns(&self) -> u64 {
         self.plan.slo_us * 1_000
     }
@@ -52,6 +56,7 @@ impl Ctx<'_> {
         self.values.record(figure, value);
     }
 
+    /// Adds a JSON row to the result.
     pub fn row(&mut self, row: serde_json::Value) {
         self.result.rows.push(row);
     }

@@ -2,27 +2,35 @@
 
 use std::time::Duration;
 
+/// Sizes, durations and objectives of one run.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Interleaved rounds of every comparison.
     pub rounds: usize,
     /// The p99 objective of every "at SLO" figure.
     pub slo_us: u64,
     /// Measured window of one step of the SLO search (and of a closed-loop probe).
     pub step: Duration,
+    /// Run before each measured window (not measured).
     pub warmup: Duration,
     /// Keys of the in-DRAM data set (vs_redis, overload, durable), `value_bytes` each.
     pub keys: u64,
+    /// Bytes of each in-DRAM value.
     pub value_bytes: usize,
     /// The DRAM budget of vs_extstore and single_vs_partitioned (tamer's cache, memcached's
     /// `-m`, redis's `maxmemory`).
     pub budget_bytes: u64,
     /// The flash data set is this many budgets.
     pub data_factor: u64,
+    /// Bytes of each value of the flash data set.
     pub ext_value_bytes: usize,
+    /// Length of the overload scenario's window.
     pub overload: Duration,
+    /// Length of the durable-SET scenario's window.
     pub durable: Duration,
     /// CPUs of the server under test and of the load generator (`taskset -c`).
     pub server_cpu: usize,
+    /// The load generator's CPU.
     pub load_cpu: usize,
     /// Cores of the single-vs-partitioned simulation.
     pub sim_cores: Vec<usize>,
@@ -32,6 +40,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The full run's plan, or the CI-sized one (`quick`).
     pub fn new(quick: bool) -> Self {
         let ms = Duration::from_millis;
         Self {

@@ -45,9 +45,13 @@ pub fn have(program: &str) -> bool {
 /// How to start one server.
 #[derive(Clone, Debug)]
 pub struct Launch {
+    /// The server's name in the figures.
     pub name: String,
+    /// The program to run.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// The port it listens on.
     pub port: u16,
     /// `taskset -c CPUS` (e.g. "1"), or none.
     pub cpus: Option<String>,
@@ -129,6 +133,7 @@ impl Launch {
         }
     }
 
+    /// Runs it under `taskset -c cpus`.
     pub fn pinned(mut self, cpus: &str) -> Self {
         self.cpus = Some(cpus.into());
         self
@@ -138,10 +143,12 @@ impl Launch {
 /// A running server; killed (SIGKILL) when dropped.
 pub struct Server {
     child: Child,
+    /// How it was started.
     pub launch: Launch,
 }
 
 impl Server {
+    /// Starts the server and waits until it answers on its port.
     pub fn start(launch: Launch) -> Result<Self, String> {
         let mut command = match &launch.cpus {
             Some(cpus) => {
@@ -185,6 +192,7 @@ impl Server {
         }
     }
 
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.launch.port
     }
@@ -207,6 +215,7 @@ impl Server {
         }
     }
 
+    /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

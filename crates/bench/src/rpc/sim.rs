@@ -13,21 +13,27 @@ use crate::workload::Poisson;
 /// Bisection steps of [`max_rate_at_slo`].
 pub const SEARCH_STEPS: usize = 16;
 
+/// How connections are queued on the cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Queues {
+    /// One queue: the next free core takes the next job.
     Shared,
+    /// Each connection pinned to one core's queue.
     Partitioned,
 }
 
 /// What one simulation runs.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
+    /// Cores serving.
     pub cores: usize,
     /// Arrival share of each connection (normalized); connection `i` on core `i % cores`.
     pub weights: Vec<f64>,
     /// Service times, ns, sampled uniformly.
     pub service_ns: Vec<u64>,
+    /// Jobs simulated.
     pub jobs: usize,
+    /// Seed of the arrivals and service times.
     pub seed: u64,
 }
 

@@ -1,9 +1,8 @@
 //! Throughput at a p99 objective: a closed-loop probe measures the capacity, then the open
 //! loop steps its rate up through fractions of it ([`STEPS`]); the figure is the throughput
 //! of the highest step whose p99 is within the SLO and which kept up with its rate (≥ 95 %).
-//! A step that fails is run once more before the search stops ([`ATTEMPTS_PER_STEP`]): on this
-//! shared VM a stall of a few ms, which redis-server and tamer both see, fails a 0.6 s step's
-//! p99 at any rate, and one such stall at the lowest step made the figure 0.
+//! A step that fails is run once more before the search stops ([`ATTEMPTS_PER_STEP`]): on a
+//! shared machine one stall of a few ms fails a short step's p99 at any rate.
 
 use serde::Serialize;
 
@@ -17,8 +16,11 @@ pub const ATTEMPTS_PER_STEP: usize = 2;
 /// What one run of a step gave.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepRun {
+    /// The offered rate, operations per second.
     pub rate_per_s: f64,
+    /// Operations answered per second.
     pub throughput_per_s: f64,
+    /// 99th-percentile latency, µs.
     pub p99_us: f64,
     /// No errors and nothing overflowed.
     pub clean: bool,
@@ -60,6 +62,7 @@ pub fn steps(
     Ok((runs, best))
 }
 
+/// A server's throughput at the p99 objective, and the search that found it.
 #[derive(Clone, Debug, Serialize)]
 pub struct AtSlo {
     /// Closed-loop throughput (same connections, depth as the open loop's batch).

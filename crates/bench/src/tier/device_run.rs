@@ -8,49 +8,28 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tamer_cache::PAGE_SIZE;
-use tamer_device::{DeviceFile, EmulatorModel};
+use tamer_device::EmulatorModel;
 use tamer_store::{Db, IndexStats};
 
 use super::context::DeviceCtx;
+use super::device_results::DeviceRun;
 use super::driver::{closed_loop, load, open_loop};
 use super::equal_load::equal_load;
+use super::fio::{fio_at, FIO_PEAK_QD};
 use super::interleave::{interleave, prepare_second};
 use super::jobs::Meter;
-use super::measurement::{fio_queue_depth, FioBeside, FioPoint, LoadPoint, Measurement, Point};
+use super::measurement::{fio_queue_depth, FioBeside, LoadPoint, Measurement, Point};
 use super::os_paging::disk_points;
 use super::plan::{workload_seed, Config, Plan, Target, Workload};
-use super::policy_rounds::{policy_rounds, PolicyRounds};
+use super::policy_rounds::policy_rounds;
 use super::report::print_point;
-use super::utilization::{utilization_rounds, UtilRounds};
-use crate::blockdev::BlockDevice;
-use crate::device::{measure_fio, BENCH_CPU};
+use super::utilization::utilization_rounds;
 use crate::output::BenchResult;
 use crate::work::Work;
 use crate::BenchOptions;
 
 /// Figure 10's workload: the open-loop curve and the equal-load rounds run YCSB-C.
 const CURVE_WORKLOAD: Workload = Workload::YcsbC;
-
-/// What one device's run measured.
-#[derive(Default)]
-pub(super) struct DeviceRun {
-    pub(super) points: Vec<Point>,
-    pub(super) load: Vec<LoadPoint>,
-    /// `tamer` ÷ `dram` throughput per interleaved round, per workload (emulated device).
-    pub(super) interleaved: Vec<(Workload, Vec<f64>)>,
-    /// `tamer` and `tamer-fifo`'s alternating windows, per device and workload.
-    pub(super) policy: Vec<(Target, PolicyRounds)>,
-    /// The DRAM budget's split and the index's size, per device, as `tamer` opened it.
-    pub(super) budget: Vec<(Target, IndexStats)>,
-    /// fio's peak on the disk: random reads at [`FIO_PEAK_QD`] on the store's file.
-    pub(super) fio_peak: Option<FioPoint>,
-    /// The disk's utilization rounds, per workload (`tamer`'s policy).
-    pub(super) utilization: Vec<UtilRounds>,
-}
-
-/// The queue depth of fio's peak point (the device bench's deepest; its IOPS stop rising
-/// from 64 on this disk).
-pub(super) const FIO_PEAK_QD: usize = 128;
 
 /// `dram`'s throughput, the reference of the other configurations on the same device.
 #[derive(Default)]
@@ -167,7 +146,7 @@ fn run_config(
         .map_err(|e| format!("{} {}: closing: {e}", dev.target.name(), config.name()))
 }
 
-/// What the store's checkpoints (issue 9) cost this configuration: writers wait for each.
+/// What the store's checkpoints cost this configuration: writers wait for each.
 fn print_checkpoints(dev: &DeviceCtx, config: Config, db: &Db, result: &mut BenchResult) {
     let stats = db.checkpoint_stats();
     println!(
@@ -351,38 +330,6 @@ fn fio_beside(
     })
 }
 
-/// fio's random reads on the store's file at `qd` for the plan's fio duration, with the
-/// disk's queue depth meanwhile; `None` (and a note) when fio fails.
-pub(super) fn fio_at(
-    dev: &DeviceCtx,
-    qd: usize,
-    result: &mut BenchResult,
-) -> Result<Option<FioPoint>, String> {
-    let Some(fio) = dev.fio else {
-        return Ok(None);
-    };
-    let file = DeviceFile::open_existing(&dev.path, 0).map_err(|e| e.to_string())?;
-    let block = dev.block.as_ref();
-    let start = block.and_then(BlockDevice::start);
-    match measure_fio(fio, &file, qd, dev.plan.fio_duration, Some(BENCH_CPU)) {
-        Ok(f) => Ok(Some(FioPoint {
-            qd,
-            iops: f.iops,
-            // Little's law over fio's reads: its IOPS × their mean latency at the block layer
-            // (the window also spans fio's start-up and exit, when nothing is in flight).
-            device_qd: block
-                .and_then(|b| b.finish(start))
-                .and_then(|w| w.read_latency_us)
-                .map(|latency_us| f.iops * latency_us / 1e6),
-            cpu_us_per_io: f.cpu_us_per_io,
-        })),
-        Err(err) => {
-            result.note(format!("fio at QD {qd}: {err}"));
-            Ok(None)
-        }
-    }
-}
-
 /// The open-loop curve of `dram` and `tamer` (none for the others): Poisson arrivals at each
 /// of the plan's fractions of `reference` (`dram`'s closed-loop YCSB-C throughput).
 fn open_curve(
@@ -429,10 +376,9 @@ fn open_curve(
     Ok(load)
 }
 
-/// `dram`'s closed-loop points a second time, after its open-loop curve: right after the
-/// load its freshly written cache ran up to 25 % slower on this VM for a while (one full run
-/// measured 143k ops/s closed loop, then served 157k/s open loop without queueing). The faster
-/// of the two is the reference: a slow spell of the baseline must not flatter the ratios.
+/// `dram`'s closed-loop points a second time, after its open-loop curve: a freshly written
+/// cache can run slower for a while after the load. The faster of the two is the reference:
+/// a slow spell of the baseline must not flatter the ratios.
 fn repeat_dram(
     dev: &DeviceCtx,
     db: &Db,

@@ -265,10 +265,8 @@ fn dma_counts(db: &Db) -> (u64, u64) {
 }
 
 /// What the load generator does while it waits: the emulated device's DMA engine (at most
-/// `max_copies` copies); otherwise it yields its CPU to whatever else is runnable there. On
-/// this VM the disk's interrupt and its completion work (softirq, kernel workers) land on the
-/// load generator's CPU: a feeder that spun there delayed every completion of the store it
-/// measured (a spin loop only yields at the next tick).
+/// `max_copies` copies); otherwise it yields its CPU to whatever else is runnable there: the
+/// disk's completion work may land on that CPU, and a spinning feeder would delay it.
 pub(super) fn feeder_idle_for(dma: &Option<Arc<EmulatorModel>>) {
     feeder_idle(dma, 8);
 }

@@ -1,7 +1,7 @@
 //! `p99_vs_flash_sync`: `tamer` and `flash-sync` at equal load, half of `flash-sync`'s
 //! closed-loop YCSB-C throughput, in alternating open-loop windows. YCSB-C only reads, so
 //! both stores open the device read-only, side by side: one window's p99 at low load is at
-//! the mercy of the VM's millisecond stalls, the median of per-round ratios much less.
+//! the mercy of the host's millisecond stalls, the median of per-round ratios much less.
 
 use tamer_store::Db;
 

@@ -46,10 +46,8 @@ fn open_second(second: &Arc<EmulatorModel>, dev: &DeviceCtx) -> Result<Db, Strin
 }
 
 /// Loads the second store of the interleaved windows onto `second` (a device like `dram`'s)
-/// through `tamer`'s own small cache, and closes it. It runs before `dram` is loaded: on this
-/// VM a multi-GiB region written after `dram`'s cache (a `dram`-sized loader cache, or
-/// reopening `dram` itself) left `dram` at half its speed for minutes, which would flatter
-/// `tamer`. (A copy of `dram`'s device would be a store not closed cleanly, which reopens
+/// through `tamer`'s own small cache, and closes it. It runs before `dram` is loaded: a large region written after `dram`'s cache can slow
+/// `dram` for minutes, which would flatter `tamer`. (A copy of `dram`'s device would be a store not closed cleanly, which reopens
 /// with no free space.)
 fn load_second(second: &Arc<EmulatorModel>, dev: &DeviceCtx) -> Result<(), String> {
     let started = Instant::now();

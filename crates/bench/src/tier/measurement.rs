@@ -8,31 +8,40 @@ use crate::blockdev::BlockWindow;
 /// What one measured point produced.
 #[derive(Clone, Debug, Default)]
 pub struct Measurement {
+    /// Operations completed in the window.
     pub ops: u64,
+    /// Length of the window, seconds.
     pub secs: f64,
     /// Latency quantiles from the job's submission (closed loop) or its *scheduled* arrival
     /// (open loop: the client's view, the load generator's lateness included).
     pub p50_us: f64,
+    /// 99th percentile of the same.
     pub p99_us: f64,
     /// Open loop: the same from the moment the load generator handed the job to the store
     /// (the store's own tail, without the generator's lateness). Closed loop: equal to the
     /// above.
     pub p50_from_submit_us: f64,
+    /// 99th percentile of the same.
     pub p99_from_submit_us: f64,
+    /// Cache hits.
     pub hits: u64,
     /// Misses (each is one device read).
     pub misses: u64,
     /// Of `misses`, reads of index pages (hash buckets).
     pub index_misses: u64,
+    /// Pages written back.
     pub write_backs: u64,
     /// Of the write-backs, those a miss made before its read (the rest: the cleaner, flush).
     pub victim_write_backs: u64,
     /// Misses that waited for another thread's read of the same page (parked on its frame).
     pub merged_misses: u64,
+    /// Mean latency of a miss, µs.
     pub mean_miss_latency_us: f64,
+    /// Operations that failed.
     pub errors: u64,
     /// Open loop: arrivals offered, refused (NACK).
     pub offered: u64,
+    /// Of `offered`, those refused.
     pub dropped: u64,
     /// Open loop: the latest the load generator submitted a measured arrival after its
     /// scheduled time, in µs (its own CPU was taken: host steal, softirqs). Latencies count
@@ -51,6 +60,7 @@ pub struct Measurement {
     /// Emulated device with DMA offload: copies its engine made in the window, and copies the
     /// polling core made because the engine had not reached them by their deadline.
     pub dma_engine_copies: u64,
+    /// Copies the polling core made (see above).
     pub dma_core_copies: u64,
     /// Sparse data pages the store compacted during the measured window (space pressure).
     pub pages_compacted: u64,
@@ -59,11 +69,14 @@ pub struct Measurement {
     /// (waiting for the device, every thread parked), how long a job whose data was back
     /// waited for its core (p99, µs), and the aging threshold at the window's end (µs).
     pub core_waiting_fraction: Option<f64>,
+    /// p99 wait of a job whose data was back, µs (see above).
     pub ready_wait_p99_us: Option<f64>,
+    /// The aging threshold at the window's end, µs (see above).
     pub aging_threshold_us: Option<f64>,
     /// CPU time the store's executor threads used in the window, seconds (user + system;
     /// `None` when unreadable), and the kernel's share of it.
     pub core_cpu_secs: Option<f64>,
+    /// The kernel's share of `core_cpu_secs`.
     pub core_system_share: Option<f64>,
     /// The disk's block-layer counters over the window (`None` on the emulated device and
     /// where not read): the requests at the device, whoever made them.
@@ -122,6 +135,7 @@ impl Measurement {
         };
     }
 
+    /// Operations per second of the window.
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.secs.max(1e-9)
     }
@@ -152,9 +166,11 @@ impl Measurement {
             .filter(|_| ios > 0)
             .map(|secs| secs * 1e6 / ios as f64)
     }
+    /// Hits over hits and misses.
     pub fn hit_ratio(&self) -> f64 {
         self.hits as f64 / (self.hits + self.misses).max(1) as f64
     }
+    /// Dropped over offered arrivals.
     pub fn drop_fraction(&self) -> f64 {
         self.dropped as f64 / self.offered.max(1) as f64
     }
@@ -197,10 +213,15 @@ pub fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
 /// One measured closed-loop point.
 #[derive(Clone, Debug)]
 pub struct Point {
+    /// The device.
     pub target: Target,
+    /// The configuration.
     pub config: Config,
+    /// The workload.
     pub workload: Workload,
+    /// What it measured.
     pub m: Measurement,
+    /// fio beside it (disk only).
     pub fio: FioBeside,
 }
 
@@ -225,11 +246,17 @@ impl Point {
 /// One open-loop point.
 #[derive(Clone, Debug)]
 pub struct LoadPoint {
+    /// The device.
     pub target: Target,
+    /// The configuration.
     pub config: Config,
+    /// The workload.
     pub workload: Workload,
+    /// The offered load as a fraction of `dram`'s closed-loop throughput.
     pub fraction: f64,
+    /// The offered load, operations per second.
     pub rate: f64,
+    /// What it measured.
     pub m: Measurement,
 }
 

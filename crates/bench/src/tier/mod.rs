@@ -1,4 +1,4 @@
-//! `tamer bench tier`: seed 002's Figures 9 and 10 on this machine.
+//! `tamer bench tier`: seed 002's Figures 9 and 10, measured where it runs.
 //!
 //! One engine ([`tamer_store::Db`]), one data set per device, several configurations that
 //! differ only in their options:
@@ -41,6 +41,8 @@
 //! - `driver`: the feeder: the load, the closed loop, the open loop, the DMA engine;
 //! - `context`: what the phases of one device's run share;
 //! - `device_run`: one device's run, phase by phase;
+//! - `device_results`: what one device's run measured (`DeviceRun`);
+//! - `fio`: fio's random reads on the store's file, beside a point or at its peak;
 //! - `interleave`: `dram` and `tamer` in alternating closed-loop windows;
 //! - `equal_load`: `tamer` and `flash-sync` at equal load, alternating open-loop windows;
 //! - `os_paging`: the os-paging worker in its memory cgroup, and the parent's side;
@@ -48,9 +50,11 @@
 //! - `report`: the printed table, the figures, the JSON rows, the plots.
 
 mod context;
+mod device_results;
 mod device_run;
 mod driver;
 mod equal_load;
+mod fio;
 mod interleave;
 mod jobs;
 mod measurement;
@@ -66,7 +70,8 @@ pub use os_paging::{run_os_paging_worker, OS_PAGING_CGROUP_ENV, OS_PAGING_ENGINE
 pub use plan::{dram_cache_bytes, estimated_pages, Config, Plan, Target, Workload};
 pub use report::figures;
 
-use device_run::{run_device, DeviceRun};
+use device_results::DeviceRun;
+use device_run::run_device;
 
 use crate::device::fio_path;
 use crate::output::BenchResult;

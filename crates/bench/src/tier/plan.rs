@@ -15,13 +15,18 @@ use tamer_store::{DbOptions, DeviceKind, Durability};
 /// The workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
+    /// YCSB-B: 95 % reads, 5 % updates.
     YcsbB,
+    /// YCSB-C: reads only.
     YcsbC,
+    /// A TATP-like mix.
     Tatp,
 }
 
 impl Workload {
+    /// Every workload, in order.
     pub const ALL: [Workload; 3] = [Workload::YcsbB, Workload::YcsbC, Workload::Tatp];
+    /// The workload's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Workload::YcsbB => "ycsb_b",
@@ -46,9 +51,13 @@ impl std::str::FromStr for Workload {
 /// The configurations (same engine, options differ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Config {
+    /// A cache as large as the data: everything in DRAM.
     Dram,
+    /// A small cache, switch-on-miss, the priority + aging scheduler.
     Tamer,
+    /// The same with the FIFO scheduler.
     TamerFifo,
+    /// The same cache; a miss blocks the core.
     FlashSync,
     /// Runs in a child process under a cgroup memory limit (see
     /// [`run_os_paging_worker`](super::run_os_paging_worker)); not in [`Config::ALL`], which
@@ -67,6 +76,7 @@ impl Config {
         Config::TamerFifo,
         Config::FlashSync,
     ];
+    /// The configuration's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Config::Dram => "dram",
@@ -81,11 +91,14 @@ impl Config {
 /// Which device a store lives on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
+    /// The emulated device.
     Emulated,
+    /// The real disk.
     Disk,
 }
 
 impl Target {
+    /// The device's name in the table and the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Target::Emulated => "emu",
@@ -101,20 +114,33 @@ pub struct Plan {
     pub data_bytes: u64,
     /// Cache of the tiered configurations.
     pub cache_bytes: u64,
+    /// Bytes of each YCSB value.
     pub value_bytes: usize,
+    /// TATP subscribers.
     pub tatp_subscribers: u64,
+    /// Bytes of each TATP row.
     pub tatp_row_bytes: usize,
+    /// CPU work per job, ns.
     pub work_ns: u64,
+    /// The emulated device's latency, ns.
     pub emulated_latency_ns: u64,
+    /// Run before each measured window.
     pub warmup: Duration,
+    /// Length of each closed-loop window.
     pub measure: Duration,
+    /// The store's executors (cores).
     pub cores: usize,
+    /// User-level threads per core.
     pub threads_per_core: usize,
+    /// Workloads run.
     pub workloads: Vec<Workload>,
+    /// Run on the emulated device.
     pub emulated: bool,
+    /// Run on the disk.
     pub disk: bool,
     /// Offered loads of the open-loop curve, as fractions of `dram`'s closed-loop throughput.
     pub load_fractions: Vec<f64>,
+    /// Length of each open-loop point.
     pub load_point: Duration,
     /// fio's run per measured queue depth.
     pub fio_duration: Duration,
@@ -127,6 +153,7 @@ pub struct Plan {
     /// Rounds of `tamer` / `tamer-fifo` slices per workload and device (a round is a pair
     /// of slices), and a slice's length.
     pub policy_rounds: usize,
+    /// A policy slice's length.
     pub policy_slice: Duration,
     /// Rounds of a `tamer` window then fio at its disk queue depth, per workload on the disk
     /// (each `fio_duration` long; 0: none).
@@ -139,6 +166,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The full run's plan, or the CI-sized one (`quick`), with `work_ns` of work per job.
     pub fn new(quick: bool, work_ns: u64) -> Self {
         let base = Self {
             data_bytes: 2 << 30,
@@ -188,6 +216,7 @@ impl Plan {
         }
     }
 
+    /// YCSB records: the data bytes over the value bytes.
     pub fn records(&self) -> u64 {
         self.data_bytes / self.value_bytes as u64
     }
@@ -228,8 +257,7 @@ pub fn dram_cache_bytes(pages: u64) -> u64 {
 
 /// How long the stores' idle cores spin before parking (the runtime's default is 200 µs): as
 /// a µs-scale service's dedicated cores, they stay awake between open-loop arrivals at low
-/// load. Parked, a core's wake-up on this VM took up to milliseconds, which set every
-/// configuration's p99 at low load (and, as some park more often than others, their ratio).
+/// load: a parked core's wake-up can take milliseconds, which would set the p99 at low load.
 /// An idle store gives its CPU back after 10 ms, inside the next window's warm-up.
 pub(super) const IDLE_SPIN: Duration = Duration::from_millis(10);
 

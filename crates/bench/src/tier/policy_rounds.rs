@@ -2,17 +2,17 @@
 //! open store whose runtime is switched between the two policies
 //! ([`tamer_runtime::Runtime::set_policy`]) every `plan.policy_slice`, a round being a pair of
 //! slices, tamer first in even rounds and FIFO first in odd ones. Slices of ≈ 100 ms leave
-//! the VM's drift (tens of percent over seconds here) little room to favour either policy; a
+//! a shared machine's drift little room to favour either policy; a
 //! job straddling a switch counts as a completion of the slice it ends in but its latency
 //! belongs to neither policy. (That leaves out a job of latency L with a probability of about
 //! L ÷ slice: 2-4 % of the jobs at a 3 ms p99 in 100 ms slices, slightly more of the policy
 //! with the longer tail.) The store, its cache and its data are the same for both.
 //!
-//! A round is *disturbed* when, in either of its slices, the VM took the store's core away
+//! A round is *disturbed* when, in either of its slices, the host took the store's core away
 //! (its executor threads together got less than [`MIN_CORE_CPU_SHARE`] of the slice's time
 //! × cores: a core spins rather than blocks under this closed loop, so the rest was stolen) or the load generator did not
-//! run for more than [`MAX_FEEDER_GAP`] (the store then drains its queue and idles). On this
-//! VM such stalls last 30-200 ms and hit whichever slice runs; the figures are the medians of
+//! run for more than [`MAX_FEEDER_GAP`] (the store then drains its queue and idles). Such
+//! stalls hit whichever slice runs; the figures are the medians of
 //! the undisturbed rounds (of all rounds when fewer than 3 are left), and how many were
 //! dropped is reported beside them.
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::device_run::DeviceRun;
+use super::device_results::DeviceRun;
 use super::measurement::{ratio, FioPoint, LoadPoint, Measurement, Point};
 use super::plan::{Config, Plan, Target, Workload};
 use super::policy_rounds::{policy_figures, PolicyRounds};

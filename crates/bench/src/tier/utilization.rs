@@ -2,11 +2,9 @@
 //! the disk queue depth that window measured, on the same file, right after; the figure is
 //! the median of the per-round ratios.
 //!
-//! A single fio run beside a whole point compared two moments of a disk whose speed drifts by
-//! more than the figure's margin: fio at QD 32 on this VM's disk gave 200 to 9 000 IOPS from one
-//! second to the next on a bad afternoon, and 50-75 k on a good one. A round pairs a window of
-//! the store with a fio run of the same length less than a second later, and the store's queue
-//! is drained in between, so that neither runs against the other.
+//! Rounds, because a shared disk's speed drifts by more than the figure's margin: a round
+//! pairs a window of the store with a fio run of the same length less than a second later,
+//! and the store's queue is drained in between, so that neither runs against the other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +14,8 @@ use serde_json::json;
 use tamer_store::Db;
 
 use super::context::DeviceCtx;
-use super::device_run::fio_at;
 use super::driver::{drain, Window};
+use super::fio::fio_at;
 use super::jobs::Meter;
 use super::measurement::{fio_queue_depth, ratio, FioPoint};
 use super::plan::{workload_seed, Workload};

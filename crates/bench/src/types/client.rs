@@ -29,6 +29,7 @@ pub fn encode(args: &[Vec<u8>], out: &mut Vec<u8>) {
 }
 
 impl Conn {
+    /// Connects to a server on 127.0.0.1 at `port`.
     pub fn connect(port: u16) -> Result<Self, String> {
         let stream =
             TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
@@ -42,12 +43,14 @@ impl Conn {
         })
     }
 
+    /// Sends one command (its arguments) without waiting for the reply.
     pub fn send(&mut self, args: &[Vec<u8>]) -> Result<(), String> {
         let mut out = Vec::with_capacity(64);
         encode(args, &mut out);
         self.send_raw(&out)
     }
 
+    /// Sends bytes already in RESP without waiting for a reply.
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.stream
             .write_all(bytes)
@@ -109,8 +112,11 @@ pub fn args(parts: &[&str]) -> Vec<Vec<u8>> {
 
 /// What a closed loop measured.
 pub struct Measured {
+    /// Operations answered.
     pub ops: u64,
+    /// Operations answered with an error.
     pub errors: u64,
+    /// Length of the window, seconds.
     pub seconds: f64,
     /// Latency of each operation, ns.
     pub latency: Histogram<u64>,
@@ -119,10 +125,12 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Operations per second.
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.seconds.max(1e-9)
     }
 
+    /// Latency quantile `q`, µs.
     pub fn p(&self, q: f64) -> f64 {
         self.latency.value_at_quantile(q) as f64 / 1_000.0
     }

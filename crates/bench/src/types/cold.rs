@@ -64,6 +64,10 @@ fn reads_per_op(
 }
 
 /// The session workload at 30× the cache and `cold_collection_reads_per_op`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario start to end: the server, the load, the measured reads and the teardown, in order"
+)]
 pub fn cold(ctx: &mut Ctx, _round: usize) -> Result<(), String> {
     let plan = ctx.plan.clone();
     let dir = fresh_dir(ctx, "tamer-cold")?;
@@ -172,6 +176,10 @@ fn latencies(
 }
 
 /// The large sorted set: loaded with a large cache, then measured in a small one.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario start to end: the load with a large cache, the reopen in a small one and the measured commands, in order"
+)]
 pub fn big_zset(ctx: &mut Ctx, _round: usize) -> Result<(), String> {
     let plan = ctx.plan.clone();
     let dir = fresh_dir(ctx, "tamer-big-zset")?;

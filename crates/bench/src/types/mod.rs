@@ -1,4 +1,4 @@
-//! `tamer bench types`: issue 11's figures for the collection types, tamer and redis-server
+//! `tamer bench types`: the figures of the collection types, tamer and redis-server
 //! side by side.
 //!
 //! - **In DRAM, vs redis** (`types_vs_redis_*`): a leaderboard (`ZINCRBY`/`ZADD` + top-10
@@ -35,13 +35,17 @@ use crate::BenchOptions;
 /// Sizes and durations of `tamer bench types`, quick and full.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Interleaved rounds of the comparisons.
     pub rounds: usize,
     /// Measured window of each workload.
     pub window: Duration,
+    /// Run before each measured window.
     pub warmup: Duration,
     /// Members of the leaderboard; sessions (10-50 fields each); YCSB-E records.
     pub board_members: u64,
+    /// Sessions (10-50 fields each).
     pub sessions: u64,
+    /// YCSB-E records.
     pub ycsb_records: u64,
     /// tamer's cache when the data fits (and the embedded store's).
     pub dram_cache_bytes: u64,
@@ -49,20 +53,26 @@ pub struct Plan {
     pub cold_cache_bytes: u64,
     /// Large collections of the cold point operations, and their elements.
     pub cold_collections: u64,
+    /// Elements of each of them.
     pub cold_elements: u64,
     /// Members of the large sorted set, its cache, its load cache.
     pub big_zset: u64,
+    /// Cache of the large sorted set.
     pub big_cache_bytes: u64,
+    /// Cache it is loaded with.
     pub big_load_cache_bytes: u64,
     /// Latency samples per operation on the large sorted set.
     pub big_samples: u64,
+    /// The server's CPU.
     pub server_cpu: usize,
+    /// The load generator's CPU.
     pub load_cpu: usize,
     /// Parts to run (by name); empty runs every part.
     pub only: Vec<String>,
 }
 
 impl Plan {
+    /// The full run's plan, or the CI-sized one (`quick`).
     pub fn new(quick: bool) -> Self {
         let ms = Duration::from_millis;
         Self {
@@ -94,9 +104,13 @@ impl Plan {
 
 /// What a scenario writes to.
 pub struct Ctx<'a> {
+    /// The plan of the run.
     pub plan: &'a Plan,
+    /// This round's seed.
     pub seed: u64,
+    /// Directory for the servers' files.
     pub dir: PathBuf,
+    /// Poll for completions instead of sleeping.
     pub poll: bool,
     result: &'a mut BenchResult,
     values: RoundValues,
@@ -108,14 +122,17 @@ impl Ctx<'_> {
         self.values.ratio(figure, num, den);
     }
 
+    /// Records a figure of this round.
     pub fn record(&mut self, figure: &str, value: f64) {
         self.values.record(figure, value);
     }
 
+    /// Adds a JSON row to the result.
     pub fn row(&mut self, row: serde_json::Value) {
         self.result.rows.push(row);
     }
 
+    /// Records a note about the run.
     pub fn note(&mut self, note: String) {
         self.result.note(note);
     }
@@ -124,6 +141,10 @@ impl Ctx<'_> {
 type Scenario = fn(&mut Ctx, usize) -> Result<(), String>;
 
 /// Runs every scenario's rounds; a failing scenario is noted and its figures stay null.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the bench's outline: the peers it needs, every scenario's rounds in their order, the notes of those that fail"
+)]
 pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let mut result = BenchResult::new("types", options.quick, options.seed);
     let missing: Vec<&str> = ["redis-server", "taskset"]

@@ -52,7 +52,7 @@ pub fn uring(cache_bytes: u64) -> DbOptions {
 /// Runs jobs on a Db's user-level threads concurrently, and deterministic value bytes for
 /// (key, version): the crash harness's own.
 #[allow(unused_imports)]
-pub use tamer_bench::crash::power::{run_parallel, value_for};
+pub use tamer_crash::power::{run_parallel, value_for};
 
 /// Prints a test's seed if the test panics while this guard is alive.
 pub struct SeedGuardLite {

@@ -26,6 +26,7 @@ pub struct KillOutcome {
 }
 
 impl KillOutcome {
+    /// Whether the store came back at exactly the last acknowledged operation.
     pub fn at_last_ack(&self) -> bool {
         self.back_at == self.durable
     }
@@ -48,9 +49,42 @@ pub fn kill_once(worker: &Path, dir: &Path, seed: u64) -> Result<KillOutcome, St
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(second_part(&path));
     let _cleanup = (TempFile(path.clone()), TempFile(second_part(&path)));
+    let durable = run_and_kill(worker, &path, seed)?;
+    ensure!(
+        path.exists(),
+        "the worker never created its store {} (acknowledged {durable})",
+        path.display()
+    );
+    let got = reopen(&path, seed)?;
+    let mut expected = HashMap::new();
+    for (done, op) in ops(seed).enumerate() {
+        if done >= durable && got == expected {
+            // Every operation that returned is durable; at most the one in flight more.
+            ensure!(
+                done <= durable + 1,
+                "back at op {done}, past the {durable} acknowledged and the one in flight"
+            );
+            return Ok(KillOutcome {
+                durable,
+                back_at: done,
+            });
+        }
+        ensure!(
+            done < durable + 100_000,
+            "the store is no state at or after op {durable} ({} keys)",
+            got.len()
+        );
+        apply(&mut expected, &op);
+    }
+    unreachable!("the workload is endless")
+}
+
+/// Runs the worker on `path` and kills it at the seeded instant; the last operation count it
+/// acknowledged.
+fn run_and_kill(worker: &Path, path: &Path, seed: u64) -> Result<usize, String> {
     let mut child = Command::new(worker)
         .arg("crash-worker")
-        .arg(&path)
+        .arg(path)
         .args(["--seed", &seed.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -86,12 +120,12 @@ pub fn kill_once(worker: &Path, dir: &Path, seed: u64) -> Result<KillOutcome, St
     while let Ok(n) = rx.try_recv() {
         durable = n;
     }
-    ensure!(
-        path.exists(),
-        "the worker never created its store {} (acknowledged {durable})",
-        path.display()
-    );
-    let db = Db::open(&path, options(&path, seed).cleaner(false))
+    Ok(durable)
+}
+
+/// Reopens the killed worker's store, checks it (`check` clean) and returns its contents.
+fn reopen(path: &Path, seed: u64) -> Result<HashMap<Vec<u8>, Vec<u8>>, String> {
+    let db = Db::open(path, options(path, seed).cleaner(false))
         .map_err(|e| format!("reopening after SIGKILL: {e}"))?;
     let report = db.check().map_err(|e| format!("check: {e}"))?;
     ensure!(report.is_clean(), "check after SIGKILL: {report:?}");
@@ -101,25 +135,5 @@ pub fn kill_once(worker: &Path, dir: &Path, seed: u64) -> Result<KillOutcome, St
         got.insert(k, v);
     }
     db.close().map_err(|e| format!("closing: {e}"))?;
-    let mut expected = HashMap::new();
-    for (done, op) in ops(seed).enumerate() {
-        if done >= durable && got == expected {
-            // Every operation that returned is durable; at most the one in flight more.
-            ensure!(
-                done <= durable + 1,
-                "back at op {done}, past the {durable} acknowledged and the one in flight"
-            );
-            return Ok(KillOutcome {
-                durable,
-                back_at: done,
-            });
-        }
-        ensure!(
-            done < durable + 100_000,
-            "the store is no state at or after op {durable} ({} keys)",
-            got.len()
-        );
-        apply(&mut expected, &op);
-    }
-    unreachable!("the workload is endless")
+    Ok(got)
 }

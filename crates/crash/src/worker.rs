@@ -21,8 +21,21 @@ pub const MAX_VALUE: usize = 16 << 10;
 /// One operation of the workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    Put { key: u32, len: usize, version: u64 },
-    Delete { key: u32 },
+    /// Puts a key: [`value`] of `len` bytes for `version`.
+    Put {
+        /// The key's number.
+        key: u32,
+        /// The value's length.
+        len: usize,
+        /// The value's version.
+        version: u64,
+    },
+    /// Deletes a key.
+    Delete {
+        /// The key's number.
+        key: u32,
+    },
+    /// `Db::flush`: a checkpoint.
     Flush,
 }
 

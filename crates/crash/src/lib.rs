@@ -1,4 +1,4 @@
-//! The crash harness (issue 9), a library so that the cargo tests and `tamer crash` run the
+//! The crash harness, a library so that the cargo tests and `tamer crash` run the
 //! same code and report the same figures.
 //!
 //! - [`power`]: power loss on the fault-injecting device at seeded writes, every unflushed write
@@ -31,25 +31,29 @@ macro_rules! ensure {
 
 pub mod power;
 pub mod process;
+mod progress;
 pub mod worker;
 
 pub use worker::{apply, ops, options, run_worker, value, Op, KEYS, MAX_VALUE};
 
-/// Power-loss points of the CI-sized run (issue 9: at least 1,000).
+/// Power-loss points of the CI-sized run.
 pub const CI_POINTS: u64 = 1_000;
-/// SIGKILLs of the CI-sized run (issue 9: at least 20).
+/// SIGKILLs of the CI-sized run.
 pub const CI_KILLS: u64 = 20;
-/// Power-loss points of a `--long` run (issue 9: at least 100,000).
+/// Power-loss points of a `--long` run.
 pub const LONG_POINTS: u64 = 100_000;
-/// SIGKILLs of a `--long` run (issue 9: at least 1,000).
+/// SIGKILLs of a `--long` run.
 pub const LONG_KILLS: u64 = 1_000;
 /// The share of power-loss points given to the concurrent workload, in percent (it costs ≈ 4
 /// single-threaded points each).
 pub const CONCURRENT_PERCENT: u64 = 12;
 
-/// First seed of each harness: the seed of point `i` is `base + i`.
+/// First seed of the single-threaded power harness; for each harness the seed of point `i` is
+/// its base `+ i`.
 pub const SINGLE_SEED_BASE: u64 = 0xc0de_0000;
+/// First seed of the concurrent harness.
 pub const CONCURRENT_SEED_BASE: u64 = 0xba4c_0000;
+/// First seed of the process harness.
 pub const PROCESS_SEED_BASE: u64 = 0;
 
 /// One of the three harnesses.
@@ -64,8 +68,10 @@ pub enum Harness {
 }
 
 impl Harness {
+    /// Every harness, in the order a run takes them.
     pub const ALL: [Harness; 3] = [Harness::Power, Harness::Concurrent, Harness::Process];
 
+    /// The name `--harness` takes.
     pub fn name(self) -> &'static str {
         match self {
             Harness::Power => "power",
@@ -74,6 +80,7 @@ impl Harness {
         }
     }
 
+    /// The harness named `name`, if any.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|h| h.name() == name)
     }
@@ -88,8 +95,11 @@ impl fmt::Display for Harness {
 /// A violated check: the harness, its seed and what was wrong.
 #[derive(Clone, Debug)]
 pub struct Failure {
+    /// The harness that found it.
     pub harness: Harness,
+    /// The seed that replays it.
     pub seed: u64,
+    /// The check that failed, or the panic's message.
     pub message: String,
 }
 
@@ -150,10 +160,12 @@ pub struct Report {
     pub violations: u64,
     /// The first [`FAILURES_KEPT`] of them, in order.
     pub failures: Vec<Failure>,
+    /// Time the run took so far.
     pub elapsed: Duration,
 }
 
 impl Report {
+    /// The first violation found, if any.
     pub fn first_failure(&self) -> Option<&Failure> {
         self.failures.first()
     }
@@ -202,8 +214,11 @@ impl fmt::Display for Report {
 /// What to run: the seeds of each harness.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
+    /// Seeds of the single-threaded power-loss points.
     pub power: Vec<u64>,
+    /// Seeds of the concurrent power-loss points.
     pub concurrent: Vec<u64>,
+    /// Seeds of the SIGKILLs.
     pub process: Vec<u64>,
     /// The `tamer` binary the process harness runs (`tamer crash-worker`).
     pub worker: Option<PathBuf>,
@@ -424,7 +439,7 @@ mod tests {
         assert_eq!(state_at(&after(6), &ops, 4, 4), None);
     }
 
-    /// The CI size is the issue's: 1,000 power-loss points over both workloads, 20 kills;
+    /// The CI size: 1,000 power-loss points over both workloads, 20 kills;
     /// a failure names the command that replays it. Mutation caught: a split that drops points.
     #[test]
     fn plans_and_commands() {

@@ -167,79 +167,97 @@ pub fn recover(
     for state in states {
         state.power_loss();
     }
-    let images = |states: &[Arc<FaultState>], seed: u64| -> Vec<DeviceKind> {
-        states
-            .iter()
-            .enumerate()
-            .map(|(i, state)| {
-                let fates = state.seeded_fates(seed ^ (i as u64) << 56);
-                DeviceKind::Model(
-                    state
-                        .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
-                        .expect("a crash image"),
-                )
-            })
-            .collect()
-    };
     let db = match second {
-        None => Db::open("unused", options(device_of(images(states, seed))))
+        None => Db::open("unused", options(device_of(crash_images(states, seed))))
             .map_err(|e| format!("reopening after the crash: {e}"))?,
-        Some(at) => {
-            let clean = Db::open("unused", options(device_of(images(states, seed))))
-                .map_err(|e| format!("reopening after the crash: {e}"))?;
-            let expected = contents(&clean)?;
-            clean.close().map_err(|e| format!("closing: {e}"))?;
-            let during: Vec<Arc<FaultState>> = states
-                .iter()
-                .enumerate()
-                .map(|(i, state)| {
-                    let crash = if i == 0 {
-                        CrashPoint::AfterWrites(at)
-                    } else {
-                        CrashPoint::Never
-                    };
-                    let plan = FaultPlan {
-                        crash,
-                        ..FaultPlan::default()
-                    };
-                    let fates = state.seeded_fates(seed ^ (i as u64) << 56);
-                    state
-                        .after_crash(EmulatorConfig::with_latency_ns(1_000), &fates, plan)
-                        .expect("a fault device")
-                })
-                .collect();
-            let faulty = during
-                .iter()
-                .map(|d| DeviceKind::Faulty(d.clone()))
-                .collect();
-            if let Ok(db) = Db::open("unused", options(device_of(faulty))) {
-                for d in &during {
-                    d.power_loss();
-                }
-                let _ = db.close();
-            }
-            for d in &during {
-                d.power_loss();
-            }
-            let db = Db::open(
-                "unused",
-                options(device_of(images(&during, seed ^ 0x5ec0_0d00))),
-            )
-            .map_err(|e| format!("reopening after a second crash at recovery write {at}: {e}"))?;
-            let got = contents(&db)?;
-            ensure!(
-                got == expected,
-                "after a second crash at recovery write {at}, the store holds {} keys, not the \
-                 {} an uninterrupted recovery holds (or other values)",
-                got.len(),
-                expected.len()
-            );
-            db
-        }
+        Some(at) => recover_twice(states, seed, options, at)?,
     };
     let report = db.check().map_err(|e| format!("check: {e}"))?;
     ensure!(report.is_clean(), "check after the crash: {report:?}");
     Ok((db, report))
+}
+
+/// What each part's medium holds after its power loss, with seeded fates for its unflushed
+/// writes (each part's own, from `seed`).
+fn crash_images(states: &[Arc<FaultState>], seed: u64) -> Vec<DeviceKind> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            let fates = state.seeded_fates(seed ^ (i as u64) << 56);
+            DeviceKind::Model(
+                state
+                    .crash_model(EmulatorConfig::with_latency_ns(1_000), &fates)
+                    .expect("a crash image"),
+            )
+        })
+        .collect()
+}
+
+/// [`recover`] with a second power loss at recovery write `at`: the store reopened after both
+/// must hold what an uninterrupted reopening of the first crash holds.
+fn recover_twice(
+    states: &[Arc<FaultState>],
+    seed: u64,
+    options: &dyn Fn(DeviceKind) -> DbOptions,
+    at: u64,
+) -> Result<Db, String> {
+    let clean = Db::open("unused", options(device_of(crash_images(states, seed))))
+        .map_err(|e| format!("reopening after the crash: {e}"))?;
+    let expected = contents(&clean)?;
+    clean.close().map_err(|e| format!("closing: {e}"))?;
+    let during = recovering_devices(states, seed, at);
+    let faulty = during
+        .iter()
+        .map(|d| DeviceKind::Faulty(d.clone()))
+        .collect();
+    if let Ok(db) = Db::open("unused", options(device_of(faulty))) {
+        for d in &during {
+            d.power_loss();
+        }
+        let _ = db.close();
+    }
+    for d in &during {
+        d.power_loss();
+    }
+    let db = Db::open(
+        "unused",
+        options(device_of(crash_images(&during, seed ^ 0x5ec0_0d00))),
+    )
+    .map_err(|e| format!("reopening after a second crash at recovery write {at}: {e}"))?;
+    let got = contents(&db)?;
+    ensure!(
+        got == expected,
+        "after a second crash at recovery write {at}, the store holds {} keys, not the {} an \
+         uninterrupted recovery holds (or other values)",
+        got.len(),
+        expected.len()
+    );
+    Ok(db)
+}
+
+/// Fault devices on each part's crash image (the same fates as [`crash_images`]) for the
+/// recovery to run on: the first loses power at its `at`-th write, the others never.
+fn recovering_devices(states: &[Arc<FaultState>], seed: u64, at: u64) -> Vec<Arc<FaultState>> {
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            let crash = if i == 0 {
+                CrashPoint::AfterWrites(at)
+            } else {
+                CrashPoint::Never
+            };
+            let plan = FaultPlan {
+                crash,
+                ..FaultPlan::default()
+            };
+            let fates = state.seeded_fates(seed ^ (i as u64) << 56);
+            state
+                .after_crash(EmulatorConfig::with_latency_ns(1_000), &fates, plan)
+                .expect("a fault device")
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,11 +266,15 @@ pub fn recover(
 /// One operation of the single-threaded workload.
 #[derive(Clone, Debug)]
 pub enum SingleOp {
+    /// Puts (key, value length, version): the value is [`value_for`] them.
     Put(Vec<u8>, usize, u64),
+    /// Deletes a key.
     Delete(Vec<u8>),
+    /// `Db::flush`: a checkpoint.
     Flush,
-    /// A put and a delete in the tree [`TREE_NAME`] (made by the first tree operation).
+    /// A put in the tree [`TREE_NAME`] (made by the first tree operation), as [`SingleOp::Put`].
     TreePut(Vec<u8>, usize, u64),
+    /// A delete in the tree [`TREE_NAME`].
     TreeDelete(Vec<u8>),
 }
 
@@ -301,6 +323,7 @@ pub fn staging_queue_pages(seed: u64) -> (Option<u64>, Option<u64>) {
     (made, reopened)
 }
 
+/// The single-threaded workload of `seed`: `n` seeded operations.
 pub fn single_workload(seed: u64, n: usize) -> Vec<SingleOp> {
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n)
@@ -432,6 +455,46 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
         let _ = db.close();
     }
     let (db, report) = recover(std::slice::from_ref(&state), seed, &reopen_options, second)?;
+    let at = check_single(
+        db,
+        &report,
+        &ops,
+        Acked { done, flushed },
+        durability,
+        reopened,
+    )?;
+    if std::env::var_os("CRASH_VERBOSE").is_some() {
+        eprintln!(
+            "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, second crash \
+             {second:?}, {:?}",
+            state.counts()
+        );
+    }
+    Ok(Outcome {
+        back_at: at,
+        second_crash: second.is_some(),
+    })
+}
+
+/// How far the single-threaded workload got before the power went: operations that returned,
+/// and the count at the last flush that returned.
+#[derive(Clone, Copy)]
+struct Acked {
+    done: usize,
+    flushed: usize,
+}
+
+/// [`single_once`]'s checks of the reopened store (closed here); the operation count it came
+/// back at.
+fn check_single(
+    db: Db,
+    report: &CheckReport,
+    ops: &[SingleOp],
+    acked: Acked,
+    durability: Durability,
+    reopened: Option<u64>,
+) -> Result<usize, String> {
+    let Acked { done, flushed } = acked;
     ensure!(
         report.leaked_pages <= 2,
         "{} leaked pages (at most 2): {report:?}",
@@ -453,43 +516,36 @@ pub fn single_once(seed: u64) -> Result<Outcome, String> {
     // Only `Commit` acknowledges durable writes; every mode keeps a state at or after the
     // last flush (a checkpoint) that returned.
     ensure!(
-        durability != Durability::Commit || state_at(&got, &ops, done, done).is_some(),
+        durability != Durability::Commit || state_at(&got, ops, done, done).is_some(),
         "the store is not the state after the {done} ops that returned (nor after the one in \
          flight): an acknowledged write was lost"
     );
-    let Some(at) = state_at(&got, &ops, flushed, done) else {
+    let Some(at) = state_at(&got, ops, flushed, done) else {
         return Err(format!(
             "the store is no state between op {flushed} (the last flush that returned) and op \
              {done} ({} keys, {durability:?})",
             got.len()
         ));
     };
-    if std::env::var_os("CRASH_VERBOSE").is_some() {
-        eprintln!(
-            "seed {seed}: ops {done}, last flush at {flushed}, back at {at}, second crash \
-             {second:?}, {:?}",
-            state.counts()
-        );
-    }
-    Ok(Outcome {
-        back_at: at,
-        second_crash: second.is_some(),
-    })
+    Ok(at)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Bank transfers and churn on two cores.
 
-/// Accounts of the bank workload and each one's opening balance.
+/// Accounts of the bank workload.
 pub const ACCOUNTS: u32 = 64;
+/// Each account's opening balance.
 pub const START: u64 = 1_000;
 /// Keys of the churn job.
 pub const CHURN_KEYS: u32 = 600;
 
+/// Account `i`'s key.
 pub fn account(i: u32) -> Vec<u8> {
     format!("acct-{i}").into_bytes()
 }
 
+/// Account `i`'s balance, read in `tx`.
 pub fn balance(tx: &mut Tx<'_>, i: u32) -> Result<u64, DbError> {
     let v = tx.get(&account(i))?.expect("accounts are never deleted");
     Ok(u64::from_le_bytes(v[..8].try_into().unwrap()))
@@ -521,10 +577,13 @@ pub fn open_accounts(db: &Db) -> Result<(), DbError> {
 /// What the churn job did: its ops in order (key, `Some(version, len)` for a put, `None` for a
 /// delete) and whether the last one was in flight at the crash.
 pub struct Churn {
+    /// The ops started, in order.
     pub ops: Vec<(u32, Option<(u64, usize)>)>,
+    /// Whether the last one failed (in flight at the crash).
     pub in_flight: bool,
 }
 
+/// Churn key `k`.
 pub fn churn_key(k: u32) -> Vec<u8> {
     format!("churn-{k}").into_bytes()
 }
@@ -632,30 +691,7 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
     if let Ok(db) = Db::open("unused", options(faulty())) {
         setup_done = open_accounts(&db).is_ok();
         if setup_done {
-            let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
-            for w in 0..3u64 {
-                jobs.push(Box::new(move |h: DbHandle| {
-                    let mut rng = SmallRng::seed_from_u64(seed ^ (w << 40));
-                    for _ in 0..1_000 {
-                        let a = rng.gen_range(0..ACCOUNTS);
-                        let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
-                        if transfer(&h, a, b, rng.gen_range(0..100)).is_err() {
-                            break;
-                        }
-                    }
-                    None
-                }));
-            }
-            jobs.push(Box::new(move |h: DbHandle| Some(churn(&h, seed))));
-            let start = Instant::now();
-            churned = run_parallel(&db, jobs).pop().flatten();
-            // Liveness, not speed: a write waiting for a group commit that failed must wake
-            // and fail, not sit out the store's 60 s bound on that wait.
-            ensure!(
-                start.elapsed() < Duration::from_secs(30),
-                "the jobs took {:?} to end after the power loss",
-                start.elapsed()
-            );
+            churned = transfer_and_churn(&db, seed)?;
         }
         for state in &states {
             state.power_loss();
@@ -663,6 +699,51 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
         let _ = db.close();
     }
     let (db, _) = recover(&states, seed, &reopen_options, second)?;
+    check_accounts(&db, setup_done)?;
+    if let Some(c) = churned {
+        check_churn(&db, &c)?;
+    }
+    db.close().map_err(|e| format!("closing: {e}"))?;
+    Ok(Outcome {
+        back_at: 0,
+        second_crash: second.is_some(),
+    })
+}
+
+/// Runs the concurrent workload until the power goes: three jobs transferring between
+/// accounts and one churning keys; what the churn job did. An error if the jobs did not end
+/// within 30 s of the power loss.
+fn transfer_and_churn(db: &Db, seed: u64) -> Result<Option<Churn>, String> {
+    let mut jobs: Vec<Job<Option<Churn>>> = Vec::new();
+    for w in 0..3u64 {
+        jobs.push(Box::new(move |h: DbHandle| {
+            let mut rng = SmallRng::seed_from_u64(seed ^ (w << 40));
+            for _ in 0..1_000 {
+                let a = rng.gen_range(0..ACCOUNTS);
+                let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+                if transfer(&h, a, b, rng.gen_range(0..100)).is_err() {
+                    break;
+                }
+            }
+            None
+        }));
+    }
+    jobs.push(Box::new(move |h: DbHandle| Some(churn(&h, seed))));
+    let start = Instant::now();
+    let churned = run_parallel(db, jobs).pop().flatten();
+    // Liveness, not speed: a write waiting for a group commit that failed must wake
+    // and fail, not sit out the store's 60 s bound on that wait.
+    ensure!(
+        start.elapsed() < Duration::from_secs(30),
+        "the jobs took {:?} to end after the power loss",
+        start.elapsed()
+    );
+    Ok(churned)
+}
+
+/// The accounts after reopening: all present once their batch returned (all or none
+/// otherwise), and when present, their total conserved.
+fn check_accounts(db: &Db, setup_done: bool) -> Result<(), String> {
     let mut accounts = 0u32;
     for i in 0..ACCOUNTS {
         accounts += u32::from(
@@ -692,20 +773,19 @@ pub fn concurrent_once(seed: u64) -> Result<Outcome, String> {
             "acknowledged accounts lost ({accounts} of {ACCOUNTS})"
         );
     }
-    if let Some(c) = churned {
-        let mut got = Vec::with_capacity(CHURN_KEYS as usize);
-        for k in 0..CHURN_KEYS {
-            got.push(db.get(&churn_key(k)).map_err(|e| format!("a read: {e}"))?);
-        }
-        let acked = c.ops.len() - usize::from(c.in_flight);
-        ensure!(
-            got == churn_state(&c.ops, acked) || got == churn_state(&c.ops, c.ops.len()),
-            "the churn keys are not as after the {acked} acknowledged ops"
-        );
+    Ok(())
+}
+
+/// The churn keys after reopening: as after the churn job's acknowledged ops, or one more.
+fn check_churn(db: &Db, c: &Churn) -> Result<(), String> {
+    let mut got = Vec::with_capacity(CHURN_KEYS as usize);
+    for k in 0..CHURN_KEYS {
+        got.push(db.get(&churn_key(k)).map_err(|e| format!("a read: {e}"))?);
     }
-    db.close().map_err(|e| format!("closing: {e}"))?;
-    Ok(Outcome {
-        back_at: 0,
-        second_crash: second.is_some(),
-    })
+    let acked = c.ops.len() - usize::from(c.in_flight);
+    ensure!(
+        got == churn_state(&c.ops, acked) || got == churn_state(&c.ops, c.ops.len()),
+        "the churn keys are not as after the {acked} acknowledged ops"
+    );
+    Ok(())
 }
