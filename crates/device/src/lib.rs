@@ -61,11 +61,11 @@ pub use fault::{
 };
 pub use file::{fill_with_data, DeviceFile};
 pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
-pub use open::{open_device, uring_available, DeviceSpec};
+pub use open::{open_device, DeviceSpec};
 pub use stats::DeviceStats;
 pub use striped::{stripe_place, FileSet, StripedDevice, STRIPE_UNIT_BLOCKS};
 pub use sync::SyncDevice;
-pub use uring::{UringConfig, UringDevice, UringSetup};
+pub use uring::{uring_available, UringConfig, UringDevice, UringSetup};
 
 use std::time::Duration;
 

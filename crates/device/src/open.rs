@@ -1,14 +1,11 @@
 //! Choosing and opening a device, with the io_uring-to-sync fallback.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::{
     Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FaultState,
     FaultyDevice, FileMap, MmapDevice, StripedDevice, SyncDevice, UringConfig, UringDevice,
 };
-
-/// Set this environment variable to make tamer behave as if io_uring were unavailable.
-pub const DISABLE_URING_ENV: &str = "TAMER_DISABLE_URING";
 
 /// What to open on each core.
 #[derive(Clone, Debug)]
@@ -55,25 +52,6 @@ impl DeviceSpec {
             }
         }
     }
-}
-
-/// Whether io_uring can be set up in this process (probed once).
-pub fn uring_available() -> Result<(), DeviceError> {
-    static PROBE: OnceLock<Result<(), DeviceError>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            if std::env::var_os(DISABLE_URING_ENV).is_some() {
-                return Err(DeviceError::UringUnavailable {
-                    reason: format!("disabled by {DISABLE_URING_ENV}"),
-                });
-            }
-            io_uring::IoUring::new(2)
-                .map(|_| ())
-                .map_err(|err| DeviceError::UringUnavailable {
-                    reason: err.to_string(),
-                })
-        })
-        .clone()
 }
 
 /// Opens one per-core handle. `handle_index` distinguishes handles (jitter seeds).

@@ -27,7 +27,7 @@
 //! kernel entry or timer tick, and every wait here is bounded by a timeout.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use io_uring::{opcode, types, EnterFlags, IoUring};
@@ -36,6 +36,28 @@ use crate::{
     now_ns, validate, Arena, Completion, Device, DeviceError, DeviceFile, DeviceStats, IoKind,
     IoRequest,
 };
+
+/// Set this environment variable to make tamer behave as if io_uring were unavailable.
+const DISABLE_URING_ENV: &str = "TAMER_DISABLE_URING";
+
+/// Whether io_uring can be set up in this process (probed once).
+pub fn uring_available() -> Result<(), DeviceError> {
+    static PROBE: OnceLock<Result<(), DeviceError>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            if std::env::var_os(DISABLE_URING_ENV).is_some() {
+                return Err(DeviceError::UringUnavailable {
+                    reason: format!("disabled by {DISABLE_URING_ENV}"),
+                });
+            }
+            io_uring::IoUring::new(2)
+                .map(|_| ())
+                .map_err(|err| DeviceError::UringUnavailable {
+                    reason: err.to_string(),
+                })
+        })
+        .clone()
+}
 
 /// Ring parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,9 +194,9 @@ impl UringDevice {
                 config.entries
             )));
         }
-        if std::env::var_os(crate::open::DISABLE_URING_ENV).is_some() {
+        if std::env::var_os(DISABLE_URING_ENV).is_some() {
             return Err(DeviceError::UringUnavailable {
-                reason: format!("disabled by {}", crate::open::DISABLE_URING_ENV),
+                reason: format!("disabled by {DISABLE_URING_ENV}"),
             });
         }
         let (ring, taskrun_flag) =
