@@ -482,7 +482,6 @@ fn files_per_folder(graph: &Graph, src: &Path) -> BTreeMap<String, usize> {
 const KNOWN_CYCLES: &[&str] = &[
     "bench: durability::report <-> durability <-> output",
     "bench: tier::utilization <-> tier::report <-> tier::os_paging <-> tier::device_run",
-    "runtime: runtime <-> executor",
     "server: expiry <-> stats <-> commands::keys <-> collections <-> commands::databases <-> \
      commands::strings <-> collections::hashes <-> collections::zsets <-> keyspace <-> \
      commands::scan <-> collections::sets <-> collections::lists <-> collections::blocking <-> \

@@ -13,8 +13,8 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
+use crate::gauge::CoreGauge;
 use crate::poller::PollerSlot;
-use crate::runtime::CoreGauge;
 use crate::sched::{decide, Decision, Policy};
 use crate::{Job, Poller, RuntimeConfig};
 

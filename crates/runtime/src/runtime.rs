@@ -1,13 +1,14 @@
 //! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
 //! balancing, seed 004) and small per-core inboxes.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_queue::ArrayQueue;
 use tamer_device::{open_device, Arena, DeviceSpec, DeviceStats};
 
+use crate::gauge::CoreGauge;
 use crate::poller::PollerSlot;
 use crate::{CoreStats, Executor, Job, Policy, Poller, RuntimeConfig};
 
@@ -53,24 +54,6 @@ pub struct ThreadStates {
     pub idle: usize,
     /// New jobs in the cores' local queues (not counting the shared queue).
     pub queued: usize,
-}
-
-/// What a core publishes for observers on other threads (one cache line per core).
-#[repr(align(64))]
-#[derive(Debug, Default)]
-pub(crate) struct CoreGauge {
-    /// Device accesses in flight on the core's handle, as of its last loop pass.
-    pub(crate) device_in_flight: AtomicUsize,
-    /// The core's user-level threads by state, as of its last loop pass: parked on the
-    /// device (accesses in flight), ready (accesses done, waiting for the core), runnable
-    /// (yielded, timer- or watch-woken), idle (no job); and new jobs in its local queue.
-    pub(crate) threads: [AtomicUsize; 5],
-    /// An observer asks for a snapshot of the core's counters: the core copies them into
-    /// `stats` at its next loop pass and clears the flag (one relaxed load per pass otherwise).
-    pub(crate) stats_wanted: AtomicBool,
-    pub(crate) stats: Mutex<Option<CoreStats>>,
-    /// The scheduling policy the core applies from its next pass on ([`Policy::code`]).
-    pub(crate) policy: AtomicU8,
 }
 
 struct Shared {
