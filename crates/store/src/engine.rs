@@ -55,13 +55,13 @@ pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
 pub use commit::{CommitStats, Durability};
 pub use compaction::{
-    CompactionStats, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
-    SPARSE_QUEUE,
+    CompactionStats, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, SPARSE_QUEUE,
 };
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
 pub use small::{SMALL_KEY_MAX, SMALL_VALUE_MAX};
 pub(crate) use space::Space;
+pub use space::COMPACT_LIVE_BYTES;
 pub use tree::{Direction, TreeId, RECLAIM_BATCH};
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
