@@ -487,7 +487,6 @@ const KNOWN_CYCLES: &[&str] = &[
      commands::scan <-> collections::sets <-> collections::lists <-> collections::blocking <-> \
      commands",
     "server: commands::meta <-> session <-> info <-> admin",
-    "store: device <-> db",
 ];
 
 #[test]
