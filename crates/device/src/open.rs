@@ -13,27 +13,41 @@ pub enum DeviceSpec {
     /// io_uring on a file; falls back to [`DeviceSpec::Sync`] with a warning when io_uring is
     /// unavailable.
     Uring {
+        /// The `O_DIRECT` file.
         file: Arc<DeviceFile>,
+        /// The ring each core sets up.
         config: UringConfig,
     },
     /// The microsecond-latency emulator.
-    Emulated { model: Arc<EmulatorModel> },
+    Emulated {
+        /// The device-wide model every core's handle shares.
+        model: Arc<EmulatorModel>,
+    },
     /// The emulator under fault injection (power loss, read errors, a full device).
-    Faulty { state: Arc<FaultState> },
+    Faulty {
+        /// The device-wide fault state every core's handle shares.
+        state: Arc<FaultState>,
+    },
     /// Blocking pread/pwrite on a file.
     Sync {
+        /// The file.
         file: Arc<DeviceFile>,
+        /// Requests a handle accepts before they are reaped.
         queue_depth: usize,
     },
     /// The file mapped into memory: the kernel's demand paging does the I/O (the os-paging
     /// baseline; a fault blocks the core).
     Mmap {
+        /// The mapped file.
         map: Arc<FileMap>,
+        /// Requests a handle accepts before they are reaped.
         queue_depth: usize,
     },
     /// Several devices as one ([`StripedDevice`]), striped in units of `unit_blocks` blocks.
     Striped {
+        /// The parts, in stripe order (none of them striped).
         parts: Vec<DeviceSpec>,
+        /// Stripe unit, in 4 KiB blocks.
         unit_blocks: u64,
     },
 }
