@@ -66,6 +66,85 @@ struct Shared {
     poller: Arc<PollerSlot>,
 }
 
+impl Shared {
+    /// The queues, gauges and flags of `config.cores` cores, none started.
+    fn new(config: &RuntimeConfig) -> Self {
+        Self {
+            global: Arc::new(ArrayQueue::new(config.global_queue)),
+            inboxes: (0..config.cores)
+                .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
+                .collect(),
+            gauges: (0..config.cores)
+                .map(|_| {
+                    let gauge = CoreGauge::default();
+                    gauge.policy.store(config.policy.code(), Ordering::Relaxed);
+                    Arc::new(gauge)
+                })
+                .collect(),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            poller: Arc::default(),
+        }
+    }
+}
+
+/// What one core's thread starts from.
+struct CoreStart {
+    /// The core's index.
+    core: usize,
+    /// The CPU it is pinned to (when `config.pin`).
+    cpu: usize,
+    shared: Arc<Shared>,
+    config: RuntimeConfig,
+    spec: DeviceSpec,
+    arena: Arc<Arena>,
+    /// Where it reports whether its device and executor were set up.
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+}
+
+/// One core's thread: opens its device handle and executor, reports the start-up, runs
+/// until shutdown and returns the core's counters.
+fn run_core(start: CoreStart) -> Result<CoreReport, String> {
+    let CoreStart {
+        core,
+        cpu,
+        shared,
+        config,
+        spec,
+        arena,
+        ready,
+    } = start;
+    if config.pin {
+        pin_to_cpu(cpu);
+    }
+    let setup = open_device(&spec, arena.clone(), core)
+        .map_err(|err| err.to_string())
+        .and_then(|device| Executor::new(core, config, device, arena));
+    let mut executor = match setup {
+        Ok(executor) => {
+            let _ = ready.send(Ok(()));
+            executor
+        }
+        Err(err) => {
+            let _ = ready.send(Err(err.clone()));
+            return Err(err);
+        }
+    };
+    executor.attach(
+        shared.global.clone(),
+        shared.inboxes[core].clone(),
+        shared.gauges[core].clone(),
+        shared.poller.clone(),
+    );
+    executor.run_until_shutdown(&shared.stop);
+    Ok(CoreReport {
+        core,
+        stats: executor.stats(),
+        device_name: executor.device_name(),
+        device: executor.device_stats(),
+    })
+}
+
 /// A running set of executors.
 ///
 /// ```
@@ -100,64 +179,23 @@ impl Runtime {
         arena: Arc<Arena>,
     ) -> Result<Self, String> {
         config.validate()?;
-        let shared = Arc::new(Shared {
-            global: Arc::new(ArrayQueue::new(config.global_queue)),
-            inboxes: (0..config.cores)
-                .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
-                .collect(),
-            gauges: (0..config.cores)
-                .map(|_| {
-                    let gauge = CoreGauge::default();
-                    gauge.policy.store(config.policy.code(), Ordering::Relaxed);
-                    Arc::new(gauge)
-                })
-                .collect(),
-            stop: AtomicBool::new(false),
-            threads: Mutex::new(Vec::new()),
-            poller: Arc::default(),
-        });
+        let shared = Arc::new(Shared::new(&config));
         let cpus = online_cpus();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut handles = Vec::with_capacity(config.cores);
         for core in 0..config.cores {
-            let core_shared = shared.clone();
-            let config = config.clone();
-            let spec = spec.clone();
-            let arena = arena.clone();
-            let ready = ready_tx.clone();
+            let start = CoreStart {
+                core,
+                cpu: core % cpus,
+                shared: shared.clone(),
+                config: config.clone(),
+                spec: spec.clone(),
+                arena: arena.clone(),
+                ready: ready_tx.clone(),
+            };
             let handle = std::thread::Builder::new()
                 .name(format!("tamer-core-{core}"))
-                .spawn(move || -> Result<CoreReport, String> {
-                    if config.pin {
-                        pin_to_cpu(core % cpus);
-                    }
-                    let setup = open_device(&spec, arena.clone(), core)
-                        .map_err(|err| err.to_string())
-                        .and_then(|device| Executor::new(core, config, device, arena));
-                    let mut executor = match setup {
-                        Ok(executor) => {
-                            let _ = ready.send(Ok(()));
-                            executor
-                        }
-                        Err(err) => {
-                            let _ = ready.send(Err(err.clone()));
-                            return Err(err);
-                        }
-                    };
-                    executor.attach(
-                        core_shared.global.clone(),
-                        core_shared.inboxes[core].clone(),
-                        core_shared.gauges[core].clone(),
-                        core_shared.poller.clone(),
-                    );
-                    executor.run_until_shutdown(&core_shared.stop);
-                    Ok(CoreReport {
-                        core,
-                        stats: executor.stats(),
-                        device_name: executor.device_name(),
-                        device: executor.device_stats(),
-                    })
-                })
+                .spawn(move || run_core(start))
                 .map_err(|err| format!("spawning core {core}: {err}"))?;
             shared
                 .threads
@@ -167,21 +205,30 @@ impl Runtime {
             handles.push(handle);
         }
         drop(ready_tx);
-        let runtime = Self { shared, handles };
-        for _ in 0..config.cores {
-            match ready_rx.recv() {
+        Self { shared, handles }.ready(&ready_rx, config.cores)
+    }
+
+    /// Waits for each of the `cores` core threads to report its start-up; the first failure
+    /// shuts the others down and is returned.
+    fn ready(
+        self,
+        ready: &std::sync::mpsc::Receiver<Result<(), String>>,
+        cores: usize,
+    ) -> Result<Self, String> {
+        for _ in 0..cores {
+            match ready.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => {
-                    runtime.shutdown();
+                    self.shutdown();
                     return Err(err);
                 }
                 Err(_) => {
-                    runtime.shutdown();
+                    self.shutdown();
                     return Err("a core exited during start-up".into());
                 }
             }
         }
-        Ok(runtime)
+        Ok(self)
     }
 
     /// Device accesses in flight on every core, as each core last published it (once per
