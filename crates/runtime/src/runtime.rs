@@ -35,9 +35,13 @@ impl std::error::Error for SpawnError {}
 /// What one core reports when the runtime shuts down.
 #[derive(Clone, Debug)]
 pub struct CoreReport {
+    /// The core's index.
     pub core: usize,
+    /// Its scheduling counters.
     pub stats: CoreStats,
+    /// Its device handle's counters.
     pub device: DeviceStats,
+    /// Its device's short name (`uring`, `emulated`, `sync`).
     pub device_name: &'static str,
 }
 
@@ -380,7 +384,7 @@ impl Runtime {
     }
 }
 
-/// CPUs online on this machine. Unlike `std::thread::available_parallelism`, not narrowed by
+/// CPUs online on the host. Unlike `std::thread::available_parallelism`, not narrowed by
 /// the calling thread's affinity: a thread pinned to one CPU still sees every CPU, so executors
 /// started from it spread over all of them.
 pub fn online_cpus() -> usize {
