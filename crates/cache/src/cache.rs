@@ -126,7 +126,10 @@ pub enum PageClass {
     /// and a set evicts its index frames only when it holds more than
     /// [`CacheConfig::index_ways_max`] of them or has no data frame to give up
     /// (`crate::evict`). Every lookup of the page must pass the same `set_key`.
-    Index { set_key: u64 },
+    Index {
+        /// Chooses the page's set (`set_key % sets`).
+        set_key: u64,
+    },
 }
 
 impl PageClass {
