@@ -1,5 +1,5 @@
 //! Which copy of each index page holds its last checkpointed image, and the cache's
-//! [`PageAddresses`] built on it (issue 9's checkpoints, `docs/durability.md`).
+//! [`PageAddresses`] built on it (the checkpoints of `docs/durability.md`).
 //!
 //! Index pages (buckets, directory pages, map pages) have two copies on the device. Between
 //! checkpoints they change only in DRAM: the cache never writes them back nor evicts them while

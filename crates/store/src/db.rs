@@ -40,6 +40,7 @@ pub struct DbOptions {
     /// KiB) that the store shares between index pages (hash buckets, kept ahead of data
     /// pages while they fit) and data pages. See [`Db::index_stats`] for the split.
     pub cache_bytes: u64,
+    /// What the store lives on (default [`DeviceKind::Uring`] on the file at the path).
     pub device: DeviceKind,
     /// Executors (OS threads).
     pub cores: usize,
@@ -189,42 +190,52 @@ impl DbOptions {
         }
     }
 
+    /// Sets `DbOptions::device`.
     pub fn device(mut self, device: DeviceKind) -> Self {
         self.device = device;
         self
     }
+    /// Sets `DbOptions::cores`.
     pub fn cores(mut self, cores: usize) -> Self {
         self.cores = cores;
         self
     }
+    /// Sets `DbOptions::threads_per_core`.
     pub fn threads_per_core(mut self, threads: usize) -> Self {
         self.threads_per_core = threads;
         self
     }
+    /// Sets `DbOptions::pin`.
     pub fn pin(mut self, pin: bool) -> Self {
         self.pin = pin;
         self
     }
+    /// Sets `DbOptions::max_value_bytes`.
     pub fn max_value_bytes(mut self, bytes: usize) -> Self {
         self.max_value_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::initial_file_bytes`.
     pub fn initial_file_bytes(mut self, bytes: u64) -> Self {
         self.initial_file_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::max_file_bytes`.
     pub fn max_file_bytes(mut self, bytes: Option<u64>) -> Self {
         self.max_file_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::max_directory_depth`.
     pub fn max_directory_depth(mut self, depth: u32) -> Self {
         self.max_directory_depth = depth;
         self
     }
+    /// Sets `DbOptions::pinned_directory_depth`.
     pub fn pinned_directory_depth(mut self, depth: u32) -> Self {
         self.pinned_directory_depth = depth;
         self
     }
+    /// Sets `DbOptions::staging_queue_pages`.
     pub fn staging_queue_pages(mut self, pages: Option<u64>) -> Self {
         self.staging_queue_pages = pages;
         self
@@ -247,30 +258,37 @@ impl DbOptions {
         self.recovery_progress = Some(RecoveryObserver(Arc::new(f)));
         self
     }
+    /// Sets `DbOptions::policy`.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
     }
+    /// Sets `DbOptions::miss_wait`.
     pub fn miss_wait(mut self, mode: WaitMode) -> Self {
         self.miss_wait = mode;
         self
     }
+    /// Sets `DbOptions::idle`.
     pub fn idle(mut self, idle: IdleMode) -> Self {
         self.idle = idle;
         self
     }
+    /// Sets `DbOptions::idle_spin`.
     pub fn idle_spin(mut self, spin: Duration) -> Self {
         self.idle_spin = spin;
         self
     }
+    /// Sets `DbOptions::cleaner`.
     pub fn cleaner(mut self, on: bool) -> Self {
         self.cleaner = on;
         self
     }
+    /// Sets `DbOptions::read_only`.
     pub fn read_only(mut self, on: bool) -> Self {
         self.read_only = on;
         self
     }
+    /// Sets `DbOptions::warm_index`.
     pub fn warm_index(mut self, on: bool) -> Self {
         self.warm_index = on;
         self
@@ -862,6 +880,7 @@ impl Db {
         self.engine.len()
     }
 
+    /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -1069,6 +1088,7 @@ impl DbHandle {
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
+    /// See [`Db::get`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         self.engine.get(key)
     }
@@ -1080,12 +1100,15 @@ impl DbHandle {
     pub fn prefetch(&self, keys: &[&[u8]]) -> Result<u64, DbError> {
         self.engine.prefetch(keys)
     }
+    /// See [`Db::put`].
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         self.engine.put(key, value)
     }
+    /// See [`Db::delete`].
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
         self.engine.delete(key)
     }
+    /// See [`Db::contains`].
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
         self.engine.contains(key)
     }
@@ -1113,6 +1136,7 @@ impl DbHandle {
     pub fn len(&self) -> u64 {
         self.engine.len()
     }
+    /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

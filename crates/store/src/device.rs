@@ -34,7 +34,9 @@ pub enum DeviceKind {
     Mmap,
     /// A new emulated device in DRAM (the path is ignored): `latency_ns` per access.
     Emulated {
+        /// Time of one access.
         latency_ns: u64,
+        /// The device's size, bytes.
         capacity_bytes: u64,
     },
     /// An existing emulator model, e.g. [`crate::Db::emulator_model`] of a closed Db, to reopen a
@@ -53,7 +55,9 @@ pub enum DeviceKind {
     /// staging queue whatever parts its pages are on, and is acknowledged once every part it
     /// wrote is flushed (`docs/durability.md`).
     Striped {
+        /// The parts, in stripe order.
         parts: Vec<StripePart>,
+        /// Stripe unit, in 4 KiB pages.
         unit_blocks: u64,
     },
 }
@@ -65,7 +69,9 @@ pub const MAX_STRIPE_PARTS: usize = 64;
 /// [`DeviceKind::Sync`]) or an emulated device (`path` ignored).
 #[derive(Clone, Debug)]
 pub struct StripePart {
+    /// The part's file (ignored for an emulated part).
     pub path: PathBuf,
+    /// What the part is.
     pub device: DeviceKind,
 }
 

@@ -207,7 +207,7 @@
 //! image, then the superblock with the new epoch. Freed pages are reused only after the
 //! checkpoint that records them free. Records are written out of place and flushed before
 //! the index that names them. What a crash loses: the changes since the last checkpoint
-//! (per-operation durability comes with issue 9's staging queues).
+//! (less with the staging queues: see [`Durability`]).
 
 mod alloc;
 mod copies;

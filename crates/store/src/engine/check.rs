@@ -19,7 +19,9 @@ pub const MAX_PROBLEMS_LISTED: usize = 100;
 /// One thing wrong, on one page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The page it is on.
     pub page: u64,
+    /// What is wrong.
     pub what: String,
 }
 
@@ -28,7 +30,9 @@ pub struct Problem {
 pub struct CheckReport {
     /// Index entries (one per key).
     pub keys: u64,
+    /// Bucket pages the directory names.
     pub buckets: u64,
+    /// Data pages holding live small records.
     pub data_pages: u64,
     /// Pages of extents (large records), heads and tails.
     pub extent_pages: u64,
@@ -36,6 +40,7 @@ pub struct CheckReport {
     pub queue_pages: u64,
     /// Pages of the directory's segments (both copies), past its fixed region.
     pub directory_pages: u64,
+    /// Pages the map says are free.
     pub free_pages: u64,
     /// Pages the map says are in use that nothing references (space lost, not data).
     pub leaked_pages: u64,
@@ -43,10 +48,13 @@ pub struct CheckReport {
     pub records: u64,
     /// Ordered trees, their entries, and their nodes' pages (both copies).
     pub trees: u64,
+    /// See `trees`.
     pub tree_entries: u64,
+    /// See `trees`.
     pub tree_pages: u64,
     /// The first [`MAX_PROBLEMS_LISTED`] problems.
     pub problems: Vec<Problem>,
+    /// Problems found, listed or not.
     pub problems_total: u64,
 }
 

@@ -101,12 +101,14 @@ impl Drop for ExclusiveGuard<'_> {
 /// What checkpoints have done since open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointStats {
+    /// Checkpoints completed.
     pub checkpoints: u64,
     /// Index pages written (each to its other copy).
     pub index_pages_written: u64,
     /// Time writers waited for checkpoints in all, and the longest one (ns): a checkpoint
     /// holds the checkpoint latch for its whole run.
     pub total_ns: u64,
+    /// See `total_ns`.
     pub max_ns: u64,
     /// When the last checkpoint since open ended (Unix time in ms; 0: none yet), as the
     /// server's `LASTSAVE` reports it.

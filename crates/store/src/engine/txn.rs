@@ -54,26 +54,31 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds a put of `value` under `key`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.bytes += key.len() + value.len();
         self.writes.push((key.to_vec(), Some(value.to_vec())));
         self
     }
 
+    /// Adds a delete of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
         self.bytes += key.len();
         self.writes.push((key.to_vec(), None));
         self
     }
 
+    /// Writes in the batch.
     pub fn len(&self) -> usize {
         self.writes.len()
     }
 
+    /// Whether the batch holds no write.
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty()
     }
@@ -209,6 +214,8 @@ impl<'a> Tx<'a> {
         Ok(value)
     }
 
+    /// True when `key` is stored, as this transaction sees it (its own writes included);
+    /// locks the key.
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, DbError> {
         check_sizes(key, None, self.engine.max_value)?;
         self.lock(key)?;
@@ -218,6 +225,7 @@ impl<'a> Tx<'a> {
         self.engine.contains(key)
     }
 
+    /// Buffers a put of `value` under `key` (applied at commit); locks the key.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         check_sizes(key, Some(value), self.engine.max_value)?;
         self.lock(key)?;
