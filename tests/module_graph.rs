@@ -477,15 +477,6 @@ fn files_per_folder(graph: &Graph, src: &Path) -> BTreeMap<String, usize> {
     per
 }
 
-/// Cycles that exist and are being taken apart: the test fails on any other cycle, and on a
-/// listed one that is gone (remove it here). Empty when the graph is a DAG.
-const KNOWN_CYCLES: &[&str] = &[
-    "device: uring <-> open",
-    "runtime: runtime <-> executor",
-    "store: engine::records <-> engine::compaction",
-    "store: device <-> db",
-];
-
 #[test]
 fn no_module_reaches_itself() {
     let root = std::env::var_os("TAMER_MODULE_GRAPH_ROOT")
@@ -514,18 +505,9 @@ fn no_module_reaches_itself() {
             failures.push(format!("{name}: {}", names.join(" <-> ")));
         }
     }
-    let new: Vec<&String> = failures
-        .iter()
-        .filter(|f| !KNOWN_CYCLES.contains(&f.as_str()))
-        .collect();
-    let gone: Vec<&&str> = KNOWN_CYCLES
-        .iter()
-        .filter(|k| !failures.iter().any(|f| f == *k))
-        .collect();
     assert!(
-        new.is_empty() && gone.is_empty(),
-        "import cycles (each a set of modules that reach one another):\n{}\n\
-         listed in KNOWN_CYCLES but gone (remove them there): {gone:?}",
+        failures.is_empty(),
+        "import cycles (each a set of modules that reach one another):\n{}",
         failures.join("\n")
     );
 }

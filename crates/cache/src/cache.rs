@@ -126,7 +126,10 @@ pub enum PageClass {
     /// and a set evicts its index frames only when it holds more than
     /// [`CacheConfig::index_ways_max`] of them or has no data frame to give up
     /// (`crate::evict`). Every lookup of the page must pass the same `set_key`.
-    Index { set_key: u64 },
+    Index {
+        /// Chooses the page's set (`set_key % sets`).
+        set_key: u64,
+    },
 }
 
 impl PageClass {
@@ -161,6 +164,16 @@ struct Begin {
     blocking: bool,
     /// On a miss, install the frame zeroed without reading the device (an overwrite).
     zeroed: bool,
+}
+
+/// What [`PageCache::move_to_pinned`] did with the page's frame in the data partition.
+enum ToPinned {
+    /// No frame of the set holds the page.
+    Absent,
+    /// The page moved to the pinned frame; its data frame is empty.
+    Moved,
+    /// The frame holding it is claimed by another thread (a load, a write-back).
+    Busy,
 }
 
 /// A miss owned by the calling thread.
@@ -486,49 +499,20 @@ impl PageCache {
             let target = &self.frames[pinned_frame as usize];
             let (set, base) = self.data_set_of(page);
             let set_guard = lock(&self.sets[set]);
-            let mut busy = false;
-            let mut moved = false;
-            for way in 0..self.ways {
-                let frame_index = base + way;
-                let frame = &self.frames[frame_index as usize];
-                if frame.tag.load(Ordering::Acquire) != page {
+            let moved = match self.move_to_pinned(page, base, pinned_frame) {
+                ToPinned::Moved => true,
+                ToPinned::Absent => false,
+                ToPinned::Busy => {
+                    drop(set_guard);
+                    drop(next);
+                    self.release_miss();
+                    self.wait_step(deadline, || CacheError::MissTimeout {
+                        page,
+                        waited_ms: self.waited_ms(),
+                    })?;
                     continue;
                 }
-                if frame.try_claim(WRITEBACK, 0) {
-                    // We own the unpinned data frame: move the page over.
-                    // SAFETY: both frames are owned by this thread (the data frame is claimed,
-                    // the pinned frame is not yet published), neither is in an I/O.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            self.arena.frame_ptr(frame_index),
-                            self.arena.frame_ptr(pinned_frame),
-                            BLOCK_SIZE,
-                        );
-                    }
-                    let dirty = frame.dirty.swap(false, Ordering::AcqRel);
-                    target.dirty.store(dirty, Ordering::Release);
-                    target.tag.store(page, Ordering::Release);
-                    target.control.store(control(READY, 0), Ordering::Release);
-                    frame.tag.store(NO_PAGE, Ordering::Release);
-                    frame.referenced.store(false, Ordering::Relaxed);
-                    frame.index.store(false, Ordering::Relaxed);
-                    frame.control.store(control(EMPTY, 0), Ordering::Release);
-                    moved = true;
-                } else {
-                    busy = true;
-                }
-                break;
-            }
-            if busy {
-                drop(set_guard);
-                drop(next);
-                self.release_miss();
-                self.wait_step(deadline, || CacheError::MissTimeout {
-                    page,
-                    waited_ms: self.waited_ms(),
-                })?;
-                continue;
-            }
+            };
             if !moved {
                 target.tag.store(page, Ordering::Release);
                 target.dirty.store(false, Ordering::Release);
@@ -545,6 +529,41 @@ impl PageCache {
             let load = self.submit_load(pinned_frame, page, Kind::Data)?;
             return self.finish_load(load);
         }
+    }
+
+    /// Moves `page`, if a frame of its data set (at `base`) holds it, into the unpublished
+    /// pinned frame `pinned_frame`, leaving the data frame empty. Called with the set locked.
+    fn move_to_pinned(&self, page: u64, base: u32, pinned_frame: u32) -> ToPinned {
+        let target = &self.frames[pinned_frame as usize];
+        for frame_index in base..base + self.ways {
+            let frame = &self.frames[frame_index as usize];
+            if frame.tag.load(Ordering::Acquire) != page {
+                continue;
+            }
+            if !frame.try_claim(WRITEBACK, 0) {
+                return ToPinned::Busy;
+            }
+            // We own the unpinned data frame: move the page over.
+            // SAFETY: both frames are owned by this thread (the data frame is claimed, the
+            // pinned frame is not yet published), neither is in an I/O.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.arena.frame_ptr(frame_index),
+                    self.arena.frame_ptr(pinned_frame),
+                    BLOCK_SIZE,
+                );
+            }
+            let dirty = frame.dirty.swap(false, Ordering::AcqRel);
+            target.dirty.store(dirty, Ordering::Release);
+            target.tag.store(page, Ordering::Release);
+            target.control.store(control(READY, 0), Ordering::Release);
+            frame.tag.store(NO_PAGE, Ordering::Release);
+            frame.referenced.store(false, Ordering::Relaxed);
+            frame.index.store(false, Ordering::Relaxed);
+            frame.control.store(control(EMPTY, 0), Ordering::Release);
+            return ToPinned::Moved;
+        }
+        ToPinned::Absent
     }
 
     /// Writes back every dirty frame (in batches of [`BATCH`]) and then calls the device's
@@ -843,6 +862,18 @@ impl PageCache {
                 }
             }
         }
+        self.finish_cleaning(claimed, first_error)
+    }
+
+    /// Waits (parking) for the cleaner's writes `claimed` (frame, page, ticket), marks the
+    /// frames written clean and hands every frame back. Returns how many were written, or
+    /// `first_error` or the first write's error.
+    #[inline]
+    fn finish_cleaning(
+        &self,
+        claimed: Vec<(u32, u64, Ticket)>,
+        mut first_error: Option<CacheError>,
+    ) -> Result<usize, CacheError> {
         let mut written = 0;
         for (index, page, ticket) in claimed {
             let frame = &self.frames[index as usize];
@@ -1340,92 +1371,114 @@ impl PageCache {
                 }
                 return Ok(Start::Ready(PageRef::new(self, frame, page)));
             }
-            // A pinned-partition page whose load is in flight or failed.
-            if let Some(index) = self.pinned.lookup(page) {
-                match self.start_pinned(page, index, deadline, begin)? {
-                    Some(start) => return Ok(start),
-                    None => continue,
-                }
-            }
-            let (set, base) = self.place(page, class);
-            let mut guard = lock(&self.sets[set]);
-            if self.pinned.lookup(page).is_some() {
-                continue; // moved to the pinned partition meanwhile
-            }
-            let found = (base..base + self.ways).find_map(|index| {
-                let frame = &self.frames[index as usize];
-                (frame.tag.load(Ordering::Acquire) == page).then(|| (index, frame.state()))
-            });
-            match found {
-                Some((_, READY)) => continue, // installed meanwhile: pin it
-                Some((index, LOADING)) => {
-                    drop(guard);
-                    if begin.count_hit {
-                        Counters::bump(&self.counters.merged_misses);
-                    }
-                    return Ok(Start::Merged { frame: index });
-                }
-                Some((index, _)) => {
-                    // Being written back (or moved): the device copy is not current yet.
-                    drop(guard);
-                    self.wait_frame(index, page, deadline)?;
-                    continue;
-                }
-                None => {}
-            }
-            if !self.reserve_miss() {
-                drop(guard);
-                if !begin.blocking {
-                    return Ok(Start::Deferred);
-                }
-                self.wait_step(deadline, || self.table_full())?;
-                continue;
-            }
-            match self.choose_victim(&mut guard, base, kind, page) {
-                Victim::Clean(index, evicted) => {
-                    let frame = &self.frames[index as usize];
-                    frame.tag.store(page, Ordering::Release);
-                    frame.dirty.store(false, Ordering::Release);
-                    // A data page enters unreferenced and probationary: it keeps its frame
-                    // past the next sweep only if it is asked for again. An index page is
-                    // kept by its class.
-                    frame
-                        .referenced
-                        .store(kind == Kind::Index, Ordering::Relaxed);
-                    frame.index.store(kind == Kind::Index, Ordering::Relaxed);
-                    frame.probation.store(kind == Kind::Data, Ordering::Relaxed);
-                    guard.probation = if kind == Kind::Data {
-                        index - base
-                    } else {
-                        NO_WAY
-                    };
-                    drop(guard);
-                    if evicted {
-                        Counters::bump(&self.counters.evictions);
-                    }
-                    return self.install(index, page, kind, begin);
-                }
-                Victim::Dirty(index) => {
-                    drop(guard);
-                    self.release_miss();
-                    // Only this set's victim page waits for the write; other pages and sets
-                    // go on. Then retry: the frame is clean now.
-                    self.write_back_victim(index)?;
-                }
-                Victim::None => {
-                    drop(guard);
-                    self.release_miss();
-                    if !begin.blocking {
-                        return Ok(Start::Deferred);
-                    }
-                    self.wait_step(deadline, || CacheError::SetPinned {
-                        page,
-                        ways: self.ways as usize,
-                        waited_ms: self.waited_ms(),
-                    })?;
-                }
+            if let Some(start) = self.start_miss(page, class, deadline, begin)? {
+                return Ok(start);
             }
         }
+    }
+
+    /// One pass of the miss path of [`PageCache::start`]: merge with a read in flight, or
+    /// take a miss-status entry and a victim and submit the read. `None`: look the page up
+    /// again (it was installed or moved meanwhile, or a wait for a frame or an entry ended).
+    #[inline]
+    fn start_miss(
+        &self,
+        page: u64,
+        class: PageClass,
+        deadline: u64,
+        begin: Begin,
+    ) -> Result<Option<Start<'_>>, CacheError> {
+        // A pinned-partition page whose load is in flight or failed.
+        if let Some(index) = self.pinned.lookup(page) {
+            return self.start_pinned(page, index, deadline, begin);
+        }
+        let kind = class.kind();
+        let (set, base) = self.place(page, class);
+        let mut guard = lock(&self.sets[set]);
+        if self.pinned.lookup(page).is_some() {
+            return Ok(None); // moved to the pinned partition meanwhile
+        }
+        let found = (base..base + self.ways).find_map(|index| {
+            let frame = &self.frames[index as usize];
+            (frame.tag.load(Ordering::Acquire) == page).then(|| (index, frame.state()))
+        });
+        match found {
+            Some((_, READY)) => return Ok(None), // installed meanwhile: pin it
+            Some((index, LOADING)) => {
+                drop(guard);
+                if begin.count_hit {
+                    Counters::bump(&self.counters.merged_misses);
+                }
+                return Ok(Some(Start::Merged { frame: index }));
+            }
+            Some((index, _)) => {
+                // Being written back (or moved): the device copy is not current yet.
+                drop(guard);
+                self.wait_frame(index, page, deadline)?;
+                return Ok(None);
+            }
+            None => {}
+        }
+        if !self.reserve_miss() {
+            drop(guard);
+            if !begin.blocking {
+                return Ok(Some(Start::Deferred));
+            }
+            self.wait_step(deadline, || self.table_full())?;
+            return Ok(None);
+        }
+        match self.choose_victim(&mut guard, base, kind, page) {
+            Victim::Clean(index, evicted) => {
+                self.take_victim(&mut guard, base, index, page, kind);
+                drop(guard);
+                if evicted {
+                    Counters::bump(&self.counters.evictions);
+                }
+                self.install(index, page, kind, begin).map(Some)
+            }
+            Victim::Dirty(index) => {
+                drop(guard);
+                self.release_miss();
+                // Only this set's victim page waits for the write; other pages and sets go
+                // on. Then retry: the frame is clean now.
+                self.write_back_victim(index)?;
+                Ok(None)
+            }
+            Victim::None => {
+                drop(guard);
+                self.release_miss();
+                if !begin.blocking {
+                    return Ok(Some(Start::Deferred));
+                }
+                self.wait_step(deadline, || CacheError::SetPinned {
+                    page,
+                    ways: self.ways as usize,
+                    waited_ms: self.waited_ms(),
+                })?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Gives clean victim frame `index` (a way of the set at `base`, whose state `set` is,
+    /// locked) to `page` of class `kind`, not yet loaded.
+    #[inline]
+    fn take_victim(&self, set: &mut SetState, base: u32, index: u32, page: u64, kind: Kind) {
+        let frame = &self.frames[index as usize];
+        frame.tag.store(page, Ordering::Release);
+        frame.dirty.store(false, Ordering::Release);
+        // A data page enters unreferenced and probationary: it keeps its frame past the next
+        // sweep only if it is asked for again. An index page is kept by its class.
+        frame
+            .referenced
+            .store(kind == Kind::Index, Ordering::Relaxed);
+        frame.index.store(kind == Kind::Index, Ordering::Relaxed);
+        frame.probation.store(kind == Kind::Data, Ordering::Relaxed);
+        set.probation = if kind == Kind::Data {
+            index - base
+        } else {
+            NO_WAY
+        };
     }
 
     /// The miss path of a pinned-partition page found in the pinned directory but not

@@ -88,7 +88,7 @@ pub struct CacheConfig {
 
 impl CacheConfig {
     /// `capacity_bytes` of data frames, 8 ways, no pinned partition, 256 misses per core of
-    /// this machine, 10 s wait bound.
+    /// the host, 10 s wait bound.
     pub fn new(capacity_bytes: u64) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {

@@ -12,24 +12,48 @@ pub enum CacheError {
     /// The device failed a read or a write (or refused it).
     Device(DeviceError),
     /// The page lies past the end of the device.
-    PageOutOfRange { page: u64, capacity_bytes: u64 },
+    PageOutOfRange {
+        /// The page asked for.
+        page: u64,
+        /// The device's size, bytes.
+        capacity_bytes: u64,
+    },
     /// The call needs a tamer user-level thread (it may park on a device access).
     NotInUserThread,
     /// The miss-status table stayed full for the whole wait bound.
-    MissTableFull { max_misses: usize, waited_ms: u64 },
+    MissTableFull {
+        /// The table's size ([`crate::CacheConfig::max_misses`]).
+        max_misses: usize,
+        /// How long the caller waited.
+        waited_ms: u64,
+    },
     /// Every way of the page's set stayed pinned or busy for the whole wait bound.
     SetPinned {
+        /// The page asked for.
         page: u64,
+        /// Ways per set.
         ways: usize,
+        /// How long the caller waited.
         waited_ms: u64,
     },
     /// Another thread's miss on this page did not finish within the wait bound (or this very
     /// thread holds an unwaited [`crate::Prefetch`] of it).
-    MissTimeout { page: u64, waited_ms: u64 },
+    MissTimeout {
+        /// The page asked for.
+        page: u64,
+        /// How long the caller waited.
+        waited_ms: u64,
+    },
     /// The pinned partition has no free frame.
-    PinnedFull { pinned_frames: u32 },
+    PinnedFull {
+        /// The partition's size, frames.
+        pinned_frames: u32,
+    },
     /// The page read from the device failed its checksum (it is not installed).
-    Corrupt { page: u64 },
+    Corrupt {
+        /// The page read.
+        page: u64,
+    },
 }
 
 impl From<DeviceError> for CacheError {

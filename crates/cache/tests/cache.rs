@@ -1,5 +1,8 @@
 //! Page-cache behaviour on the emulated device (and one io_uring test on a temp file).
 
+// A test reads as one scenario, from setup to check; splitting it would scatter the story.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

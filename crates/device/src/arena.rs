@@ -50,10 +50,9 @@ impl Arena {
             ))
         })?;
         if layout.align() == HUGE_PAGE_BYTES {
-            // Transparent huge pages where the kernel has them (this machine: "madvise" mode):
-            // a 4 KiB-page arena of GiBs misses the TLB on nearly every page it touches, and on
-            // a VM each miss is a two-level walk. Advice only: failure changes nothing else (on
-            // this machine the kernel found huge pages for only 16 MiB of a 3 GiB arena).
+            // Transparent huge pages where the kernel has them: a 4 KiB-page arena of GiBs
+            // misses the TLB on nearly every page it touches (a two-level walk when
+            // virtualized). Advice only: failure, or few huge pages found, changes nothing else.
             // SAFETY: advice on the range just allocated, 2 MiB-aligned and sized.
             unsafe { libc::madvise(ptr.cast(), layout.size(), libc::MADV_HUGEPAGE) };
         }

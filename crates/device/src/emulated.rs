@@ -86,9 +86,11 @@ unsafe impl Send for DmaJob {}
 /// Parameters of the emulated device. Build with [`EmulatorConfig::with_latency_ns`] or a preset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmulatorConfig {
+    /// Time from a request's admission to its completion, before jitter.
     pub latency_ns: u64,
     /// Uniform extra latency in `[0, jitter_ns]`, drawn from a seeded generator per handle.
     pub jitter_ns: u64,
+    /// Seed of the jitter generators (each handle mixes in its index).
     pub seed: u64,
     /// Requests in service at once, device-wide; `None` for no cap.
     pub queue_depth: Option<usize>,
@@ -96,6 +98,7 @@ pub struct EmulatorConfig {
     pub iops: Option<u64>,
     /// Bytes per second, device-wide; `None` for no cap.
     pub bandwidth_bytes_per_s: Option<u64>,
+    /// The device's size, bytes.
     pub capacity_bytes: u64,
     /// Move data with a DMA engine instead of on the polling core: requests are queued for
     /// [`EmulatorModel::run_dma`], which some other thread (on another CPU) calls; a request
@@ -143,31 +146,37 @@ impl EmulatorConfig {
         Ok(Self::with_latency_ns(latency_ns))
     }
 
+    /// Sets [`EmulatorConfig::jitter_ns`].
     pub fn jitter_ns(mut self, jitter_ns: u64) -> Self {
         self.jitter_ns = jitter_ns;
         self
     }
 
+    /// Sets [`EmulatorConfig::seed`].
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
 
+    /// Caps the requests in service at once, device-wide.
     pub fn queue_depth(mut self, queue_depth: usize) -> Self {
         self.queue_depth = Some(queue_depth);
         self
     }
 
+    /// Caps the requests per second, device-wide.
     pub fn iops(mut self, iops: u64) -> Self {
         self.iops = Some(iops);
         self
     }
 
+    /// Caps the bytes per second, device-wide.
     pub fn bandwidth_bytes_per_s(mut self, bytes_per_s: u64) -> Self {
         self.bandwidth_bytes_per_s = Some(bytes_per_s);
         self
     }
 
+    /// Sets [`EmulatorConfig::capacity_bytes`].
     pub fn capacity_bytes(mut self, capacity_bytes: u64) -> Self {
         self.capacity_bytes = capacity_bytes;
         self
@@ -284,10 +293,12 @@ impl EmulatorModel {
             .sum()
     }
 
+    /// The parameters the model was built with.
     pub fn config(&self) -> &EmulatorConfig {
         &self.config
     }
 
+    /// The device's size, bytes.
     pub fn capacity_bytes(&self) -> u64 {
         self.config.capacity_bytes
     }
@@ -595,6 +606,7 @@ impl EmulatedDevice {
         }
     }
 
+    /// The device-wide model this handle serves.
     pub fn model(&self) -> &Arc<EmulatorModel> {
         &self.model
     }

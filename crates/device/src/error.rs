@@ -7,36 +7,64 @@ pub enum DeviceError {
     /// A request with zero frames.
     EmptyRequest,
     /// The device offset is not a multiple of 4 KiB.
-    MisalignedOffset { offset_bytes: u64 },
+    MisalignedOffset {
+        /// The offset asked for, bytes.
+        offset_bytes: u64,
+    },
     /// The request runs past the end of the device.
     OutOfRange {
+        /// Where the request starts, bytes.
         offset_bytes: u64,
+        /// How much it moves, bytes.
         len_bytes: u64,
+        /// The device's size, bytes.
         capacity_bytes: u64,
     },
     /// The request names frames outside the arena.
     BadFrame {
+        /// The request's first frame.
         frame: u32,
+        /// How many frames it names.
         frames: u32,
+        /// Frames in the arena.
         arena_frames: u32,
     },
     /// A frame is already part of a request in flight.
-    FrameBusy { frame: u32 },
+    FrameBusy {
+        /// The busy frame.
+        frame: u32,
+    },
     /// The handle already has `queue_depth` requests in flight; reap completions first.
-    QueueFull { queue_depth: usize },
+    QueueFull {
+        /// The handle's bound on requests in flight.
+        queue_depth: usize,
+    },
     /// The file system refuses `O_DIRECT` (tmpfs does).
-    NoDirectIo { path: String },
+    NoDirectIo {
+        /// The file that could not be opened.
+        path: String,
+    },
     /// io_uring cannot be set up here (kernel too old, disabled by sysctl or seccomp).
-    UringUnavailable { reason: String },
+    UringUnavailable {
+        /// Why, as the kernel or the environment said.
+        reason: String,
+    },
     /// A bad configuration value.
     Config(String),
     /// The device transferred fewer bytes than asked.
     ShortTransfer {
+        /// Bytes asked for.
         expected_bytes: u64,
+        /// Bytes moved.
         actual_bytes: u64,
     },
     /// An operating-system error, with what was being done.
-    Os { what: String, errno: i32 },
+    Os {
+        /// What was being done.
+        what: String,
+        /// The `errno` it failed with.
+        errno: i32,
+    },
 }
 
 impl DeviceError {

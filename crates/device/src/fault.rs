@@ -142,6 +142,7 @@ pub enum CrashPoint {
 /// What a fault-injecting device does.
 #[derive(Clone, Debug)]
 pub struct FaultPlan {
+    /// When the power goes.
     pub crash: CrashPoint,
     /// Most bytes of completed, unflushed writes the drive's cache holds; beyond it the oldest
     /// becomes durable. At least one block.
@@ -165,7 +166,10 @@ pub enum Fate {
     /// None does.
     Drop,
     /// Sector `i` (of the whole write) reaches the medium when bit `i % 64` of `mask` is set.
-    Tear { mask: u64 },
+    Tear {
+        /// One bit per sector, repeating every 64 sectors.
+        mask: u64,
+    },
 }
 
 /// One write not yet known durable.
@@ -182,12 +186,15 @@ struct Unflushed {
 /// Counters of a [`FaultState`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Writes whose completion was reported.
     pub writes_completed: u64,
+    /// Flushes whose completion was reported.
     pub flushes_completed: u64,
     /// Unflushed writes (completed or in flight) right now, or at the power loss.
     pub unflushed_writes: usize,
     /// Writes the drive made durable on its own because its cache was full.
     pub destaged_writes: u64,
+    /// Whether the power was lost.
     pub crashed: bool,
 }
 
@@ -277,6 +284,7 @@ impl FaultState {
         }))
     }
 
+    /// The emulator model behind the faults (the data as the drive sees it).
     pub fn model(&self) -> &Arc<EmulatorModel> {
         &self.model
     }
@@ -291,6 +299,7 @@ impl FaultState {
         self.journal().counts.crashed = true;
     }
 
+    /// The counters so far, with the unflushed writes right now.
     pub fn counts(&self) -> FaultCounts {
         let journal = self.journal();
         FaultCounts {

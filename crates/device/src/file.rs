@@ -138,10 +138,12 @@ impl DeviceFile {
         Ok(bytes)
     }
 
+    /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The open file's descriptor (owned by this `DeviceFile`; do not close it).
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }

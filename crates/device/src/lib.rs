@@ -61,11 +61,11 @@ pub use fault::{
 };
 pub use file::{fill_with_data, DeviceFile};
 pub use mmap::{FileMap, MmapDevice, MMAP_RESERVE_BYTES};
-pub use open::{open_device, uring_available, DeviceSpec};
+pub use open::{open_device, DeviceSpec};
 pub use stats::DeviceStats;
 pub use striped::{stripe_place, FileSet, StripedDevice, STRIPE_UNIT_BLOCKS};
 pub use sync::SyncDevice;
-pub use uring::{UringConfig, UringDevice, UringSetup};
+pub use uring::{uring_available, UringConfig, UringDevice, UringSetup};
 
 use std::time::Duration;
 
@@ -95,6 +95,7 @@ pub enum IoKind {
 /// `frames` consecutive blocks starting at byte `offset_bytes` of the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoRequest {
+    /// Read, write or flush.
     pub kind: IoKind,
     /// Byte offset on the device; must be a multiple of [`BLOCK_SIZE`].
     pub offset_bytes: u64,
@@ -149,7 +150,9 @@ impl IoRequest {
 /// The outcome of one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Completion {
+    /// The request's [`IoRequest::tag`], handed back.
     pub tag: u64,
+    /// Whether the request succeeded.
     pub result: Result<(), DeviceError>,
     /// From the doorbell that made the request visible to the completion being reaped.
     pub latency_ns: u64,
@@ -266,9 +269,9 @@ pub use clock::now_ns;
 
 mod clock {
     //! The clock of the data path. On x86-64 with an invariant TSC (constant and non-stop, as
-    //! /proc/cpuinfo reports) it reads the TSC (about 8 ns here) scaled by a rate calibrated
-    //! against `Instant` over 20 ms at first use; elsewhere it is `Instant` (about 24 ns here,
-    //! a VM's vDSO clock). Both are monotonic and comparable across cores.
+    //! /proc/cpuinfo reports) it reads the TSC (a few ns) scaled by a rate calibrated against
+    //! `Instant` over 20 ms at first use; elsewhere it is `Instant` (a vDSO clock read, several
+    //! times slower under virtualization). Both are monotonic and comparable across cores.
 
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};

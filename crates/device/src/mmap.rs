@@ -91,6 +91,7 @@ impl FileMap {
         self.file.capacity_bytes().min(self.reserved_bytes as u64)
     }
 
+    /// The mapped file.
     pub fn file(&self) -> &Arc<DeviceFile> {
         &self.file
     }

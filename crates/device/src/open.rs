@@ -1,14 +1,11 @@
 //! Choosing and opening a device, with the io_uring-to-sync fallback.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::{
     Arena, Device, DeviceError, DeviceFile, EmulatedDevice, EmulatorModel, FaultState,
     FaultyDevice, FileMap, MmapDevice, StripedDevice, SyncDevice, UringConfig, UringDevice,
 };
-
-/// Set this environment variable to make tamer behave as if io_uring were unavailable.
-pub const DISABLE_URING_ENV: &str = "TAMER_DISABLE_URING";
 
 /// What to open on each core.
 #[derive(Clone, Debug)]
@@ -16,27 +13,41 @@ pub enum DeviceSpec {
     /// io_uring on a file; falls back to [`DeviceSpec::Sync`] with a warning when io_uring is
     /// unavailable.
     Uring {
+        /// The `O_DIRECT` file.
         file: Arc<DeviceFile>,
+        /// The ring each core sets up.
         config: UringConfig,
     },
     /// The microsecond-latency emulator.
-    Emulated { model: Arc<EmulatorModel> },
+    Emulated {
+        /// The device-wide model every core's handle shares.
+        model: Arc<EmulatorModel>,
+    },
     /// The emulator under fault injection (power loss, read errors, a full device).
-    Faulty { state: Arc<FaultState> },
+    Faulty {
+        /// The device-wide fault state every core's handle shares.
+        state: Arc<FaultState>,
+    },
     /// Blocking pread/pwrite on a file.
     Sync {
+        /// The file.
         file: Arc<DeviceFile>,
+        /// Requests a handle accepts before they are reaped.
         queue_depth: usize,
     },
     /// The file mapped into memory: the kernel's demand paging does the I/O (the os-paging
     /// baseline; a fault blocks the core).
     Mmap {
+        /// The mapped file.
         map: Arc<FileMap>,
+        /// Requests a handle accepts before they are reaped.
         queue_depth: usize,
     },
     /// Several devices as one ([`StripedDevice`]), striped in units of `unit_blocks` blocks.
     Striped {
+        /// The parts, in stripe order (none of them striped).
         parts: Vec<DeviceSpec>,
+        /// Stripe unit, in 4 KiB blocks.
         unit_blocks: u64,
     },
 }
@@ -55,25 +66,6 @@ impl DeviceSpec {
             }
         }
     }
-}
-
-/// Whether io_uring can be set up in this process (probed once).
-pub fn uring_available() -> Result<(), DeviceError> {
-    static PROBE: OnceLock<Result<(), DeviceError>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            if std::env::var_os(DISABLE_URING_ENV).is_some() {
-                return Err(DeviceError::UringUnavailable {
-                    reason: format!("disabled by {DISABLE_URING_ENV}"),
-                });
-            }
-            io_uring::IoUring::new(2)
-                .map(|_| ())
-                .map_err(|err| DeviceError::UringUnavailable {
-                    reason: err.to_string(),
-                })
-        })
-        .clone()
 }
 
 /// Opens one per-core handle. `handle_index` distinguishes handles (jitter seeds).

@@ -56,6 +56,7 @@ impl FileSet {
         Ok(Self { files, unit_blocks })
     }
 
+    /// The parts, in stripe order.
     pub fn files(&self) -> &[Arc<DeviceFile>] {
         &self.files
     }

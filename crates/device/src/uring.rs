@@ -27,7 +27,7 @@
 //! kernel entry or timer tick, and every wait here is bounded by a timeout.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use io_uring::{opcode, types, EnterFlags, IoUring};
@@ -36,6 +36,28 @@ use crate::{
     now_ns, validate, Arena, Completion, Device, DeviceError, DeviceFile, DeviceStats, IoKind,
     IoRequest,
 };
+
+/// Set this environment variable to make tamer behave as if io_uring were unavailable.
+const DISABLE_URING_ENV: &str = "TAMER_DISABLE_URING";
+
+/// Whether io_uring can be set up in this process (probed once).
+pub fn uring_available() -> Result<(), DeviceError> {
+    static PROBE: OnceLock<Result<(), DeviceError>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            if std::env::var_os(DISABLE_URING_ENV).is_some() {
+                return Err(DeviceError::UringUnavailable {
+                    reason: format!("disabled by {DISABLE_URING_ENV}"),
+                });
+            }
+            io_uring::IoUring::new(2)
+                .map(|_| ())
+                .map_err(|err| DeviceError::UringUnavailable {
+                    reason: err.to_string(),
+                })
+        })
+        .clone()
+}
 
 /// Ring parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,16 +77,12 @@ impl Default for UringConfig {
 /// [`UringDevice::open_with`] ([`UringDevice::open`] and [`crate::open_device`] use the
 /// default).
 ///
-/// Measured on the project's 2-vCPU VM (virtio disk whose interrupts land on the other vCPU,
-/// 2026-11-23): `coop_taskrun` removed the rescheduling IPI a completion sent to a core that
-/// polls (1.0 per I/O at QD 1 → 0, replaced by one cheaper flush `io_uring_enter`; 0.14 → 0.06
-/// per I/O at QD 16 when blocking): through the runtime, whose idle core polls before it
-/// blocks, QD 1 p50 61 vs 75 µs and +23 % IOPS (QD 4: +15 %); with a blocking core, no change
-/// beyond noise. `IORING_SETUP_SQPOLL` was tried and not kept: its kernel thread spins a whole
-/// vCPU (18-90 µs of its CPU per I/O at QD 16..1, against 6-35 µs of the submitting thread's
-/// without it). `IORING_SETUP_DEFER_TASKRUN` (+ `SINGLE_ISSUER`) measured the same as
-/// `coop_taskrun` within noise and would make a wait from any thread but the ring's creator
-/// fail (`EEXIST`), which `Drop` on another thread needs; not kept either.
+/// `coop_taskrun` removes the rescheduling IPI a completion sends to a core that polls (one
+/// cheaper flush `io_uring_enter` instead), which lowers latency and raises IOPS at low queue
+/// depths through the runtime. Not kept: `IORING_SETUP_SQPOLL` (its kernel thread spins a whole
+/// CPU, costing more CPU per I/O than the submitting thread saves) and
+/// `IORING_SETUP_DEFER_TASKRUN` (no faster than `coop_taskrun`, and a wait from any thread but
+/// the ring's creator fails with `EEXIST`, which `Drop` on another thread needs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UringSetup {
     /// `IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG`: a completion never interrupts
@@ -172,9 +190,9 @@ impl UringDevice {
                 config.entries
             )));
         }
-        if std::env::var_os(crate::open::DISABLE_URING_ENV).is_some() {
+        if std::env::var_os(DISABLE_URING_ENV).is_some() {
             return Err(DeviceError::UringUnavailable {
-                reason: format!("disabled by {}", crate::open::DISABLE_URING_ENV),
+                reason: format!("disabled by {DISABLE_URING_ENV}"),
             });
         }
         let (ring, taskrun_flag) =

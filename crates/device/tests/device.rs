@@ -3,6 +3,9 @@
 //! Every random choice is seeded; a failing test prints its seed. File-backed devices live in a
 //! fresh directory under `std::env::temp_dir()` removed when the test ends.
 
+// A test reads as one scenario, from setup to check; splitting it would scatter the story.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::path::Path;

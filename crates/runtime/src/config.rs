@@ -25,6 +25,7 @@ pub struct RuntimeConfig {
     pub threads_per_core: usize,
     /// Stack size of each user-level thread.
     pub stack_bytes: usize,
+    /// How the core picks the next thread to run.
     pub policy: Policy,
     /// Most jobs parked on device accesses per core; default: all threads.
     pub max_pending: usize,
@@ -36,16 +37,17 @@ pub struct RuntimeConfig {
     pub inbox_queue: usize,
     /// Threads run between two doorbells when the doorbell costs a syscall (io_uring). Default
     /// 1: a doorbell after every run that pushed an access (several accesses pushed in one run
-    /// still share one). On this machine's virtio disk, batching doorbells over 8 runs made the
-    /// replacements reach the device together and the queue drain between refills: 0.79-0.92
-    /// of fio's IOPS at QD 16, against 1.02-1.04 with 1 (docs/benchmarks.md). Raise it for a
-    /// device that keeps up with batches, to amortize the syscall.
+    /// still share one). Batching doorbells over several runs makes the replacements reach the
+    /// device together and lets its queue drain between refills, which lost IOPS against fio
+    /// at QD 16 (docs/benchmarks.md). Raise it for a device that keeps up with batches, to
+    /// amortize the syscall.
     pub runs_per_iteration: usize,
+    /// How an idle core waits for its device: block in the kernel or spin.
     pub idle: IdleMode,
     /// How long a core with nothing at all to do keeps checking its queues before it parks its
     /// OS thread (at most 1 s; [`IdleMode::Poll`] never parks). Waking a parked thread costs a
-    /// futex wake and, on a VM, waking a halted vCPU: on this machine that put the p99 of
-    /// requests at 10 % load in the milliseconds. Default 200 µs. In [`IdleMode::Block`] it
+    /// futex wake and, when virtualized, waking a halted CPU, enough to put the p99 of a lightly
+    /// loaded server in the milliseconds. Default 200 µs. In [`IdleMode::Block`] it
     /// also bounds how long a core whose threads all wait for the device polls the completion
     /// queue before it blocks in the kernel for a completion.
     pub idle_spin_ns: u64,

@@ -88,13 +88,17 @@ pub(crate) struct WorkerState {
 /// What one core counted.
 #[derive(Clone, Debug)]
 pub struct CoreStats {
+    /// Jobs a user-level thread began.
     pub jobs_started: u64,
     /// Jobs that ended, including those that panicked (`jobs_panicked` of them).
     pub jobs_completed: u64,
+    /// Jobs that ended in a panic (caught; the thread took the next job).
     pub jobs_panicked: u64,
     /// Resumes of a user-level thread (each is a switch in and, later, out).
     pub switches: u64,
+    /// Switches away from a thread that waits for device accesses.
     pub parks: u64,
+    /// Switches away from a thread that yielded the core.
     pub yields: u64,
     /// Resumes with forced progress (the pending set was full, new work was waiting, and the
     /// oldest pending job's access was still in flight).
@@ -111,10 +115,12 @@ pub struct CoreStats {
     /// OS sleeps of the core while its only work was threads sleeping on timers (nothing in
     /// flight, nothing watched, no job start or completion for `idle_spin_ns`).
     pub timer_sleeps: u64,
+    /// Most jobs parked on device accesses at once.
     pub max_pending_seen: usize,
     /// At the snapshot: aging's threshold (the device's service time) and the average device
     /// latency (doorbell to reap), in ns.
     pub aging_threshold_ns: u64,
+    /// See `aging_threshold_ns`.
     pub avg_device_latency_ns: u64,
     /// CPU time of the executor's OS thread (user + kernel) at the snapshot, in ns: what the
     /// core cost, device syscalls and interrupts taken on it included.
@@ -177,6 +183,7 @@ fn wait_histogram() -> Histogram<u64> {
 }
 
 impl CoreStats {
+    /// Adds `other`'s counts to these (maxima take the larger), for totals over cores.
     pub fn merge(&mut self, other: &CoreStats) {
         self.jobs_started += other.jobs_started;
         self.jobs_completed += other.jobs_completed;

@@ -13,8 +13,8 @@ use crossbeam_queue::ArrayQueue;
 use tamer_device::{now_ns, Arena, Device};
 
 use crate::core::{Core, CoreStats, Status, WorkerId};
+use crate::gauge::CoreGauge;
 use crate::poller::PollerSlot;
-use crate::runtime::CoreGauge;
 use crate::sched::{decide, Decision, Policy};
 use crate::{Job, Poller, RuntimeConfig};
 
@@ -97,7 +97,8 @@ const IDLE_WAIT_SHARED_NS: u64 = 20_000;
 const IDLE_WAIT_WATCH_NS: u64 = 5_000;
 
 /// How much earlier than its next timer a core sleeping in the OS asks to be woken: a parked
-/// OS thread resumes tens of µs late on a VM, and the rest of the wait is spun.
+/// OS thread can resume tens of µs late (more so when virtualized), and the rest of the wait
+/// is spun.
 const TIMER_SLEEP_MARGIN_NS: u64 = 50_000;
 /// Longest OS sleep for a timer (bounds how late a missed unpark is noticed).
 const TIMER_SLEEP_MAX_NS: u64 = 10_000_000;
@@ -109,6 +110,24 @@ enum Until {
     Idle,
     /// The shutdown flag is set and no work is left.
     Shutdown,
+}
+
+/// The run loop's timestamps, kept across its passes.
+struct LoopClocks {
+    /// When the core found nothing at all to do (for the spin before parking).
+    idle_since_ns: Option<u64>,
+    /// When the core began waiting for its device with nothing runnable (for the spin before
+    /// blocking in the kernel).
+    device_wait_since_ns: Option<u64>,
+    /// When the core last saw a job start or a device completion (checked on the idle path
+    /// only): what a timer-woken background thread (a store's cleaner finding nothing to do)
+    /// does in between does not count.
+    last_activity_ns: u64,
+    /// [`Executor::activity_count`] as of `last_activity_ns`.
+    activity_seen: u64,
+    /// When the core began waiting with work outstanding and nothing runnable (for
+    /// `CoreStats::waiting_ns`).
+    waiting_since_ns: Option<u64>,
 }
 
 /// One core's scheduler and its user-level threads.
@@ -334,19 +353,13 @@ impl Executor {
         // Restored on every exit, unwinding included: a pointer left behind would dangle once
         // the executor is dropped.
         let _restore = RestoreCore(CORE.with(|c| c.replace(Rc::as_ptr(&self.core))));
-        // When the core found nothing at all to do (for the spin before parking).
-        let mut idle_since_ns: Option<u64> = None;
-        // When the core began waiting for its device with nothing runnable (for the spin
-        // before blocking in the kernel).
-        let mut device_wait_since_ns: Option<u64> = None;
-        // When the core last saw a job start or a device completion (checked on the idle
-        // path only): what a timer-woken background thread (a store's cleaner finding nothing
-        // to do) does in between does not count.
-        let mut last_activity_ns = self.core.read_clock();
-        let mut activity_seen = self.activity_count();
-        // When the core began waiting with work outstanding and nothing runnable (for
-        // `CoreStats::waiting_ns`).
-        let mut waiting_since_ns: Option<u64> = None;
+        let mut clocks = LoopClocks {
+            idle_since_ns: None,
+            device_wait_since_ns: None,
+            last_activity_ns: self.core.read_clock(),
+            activity_seen: self.activity_count(),
+            waiting_since_ns: None,
+        };
         loop {
             self.core.read_clock();
             let polled = self.poll_external();
@@ -356,94 +369,114 @@ impl Executor {
             let ran = self.run_batch();
             self.publish();
             if ran > 0 || polled > 0 || self.core.reap() > 0 {
-                idle_since_ns = None;
-                device_wait_since_ns = None;
-                self.end_waiting(&mut waiting_since_ns);
+                clocks.idle_since_ns = None;
+                clocks.device_wait_since_ns = None;
+                self.end_waiting(&mut clocks.waiting_since_ns);
                 continue;
             }
             self.runs_since_doorbell = 0;
             if self.has_work() {
-                idle_since_ns = None;
-                waiting_since_ns.get_or_insert(self.core.clock());
-                let activity = self.activity_count();
-                if activity != activity_seen {
-                    activity_seen = activity;
-                    last_activity_ns = self.core.clock();
-                }
-                let quiet_ns = self.core.clock().saturating_sub(last_activity_ns);
-                if let Some(sleep_ns) = self.timer_sleep_ns(quiet_ns) {
-                    // Only timers are pending, the next is far, and no job arrived and no
-                    // access completed for `idle_spin_ns`: sleep in the OS instead of spinning
-                    // a core away (an idle store's cleaner wakes every few ms). Spawns unpark
-                    // every core, so new jobs end the sleep.
-                    self.core.stats.borrow_mut().timer_sleeps += 1;
-                    if !self.wait_external(sleep_ns) {
-                        std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
-                    }
-                    continue;
-                }
-                if self.core.config.idle == crate::IdleMode::Block
-                    && self.core.device_in_flight() > 0
-                {
-                    // Poll the completion queue for up to `idle_spin_ns` before blocking in
-                    // the kernel: a blocked thread's wake-up on a VM (interrupt, halted vCPU)
-                    // costs more than a flash read, and put the p99 of a lightly loaded store
-                    // on the disk in the milliseconds.
-                    let now_ns = self.core.read_clock();
-                    let since_ns = *device_wait_since_ns.get_or_insert(now_ns);
-                    if now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns {
-                        self.core.stats.borrow_mut().device_waits += 1;
-                        self.core.ring_doorbell();
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                }
-                // Nothing runnable: one wait rings the doorbell and blocks for a completion (or
-                // the next timer, or a bounded time so that new shared-queue jobs are seen).
-                let bound_ns = if !self.core.sched.borrow().watches.is_empty() {
-                    // A watched word is changed by another thread, not by this device.
-                    IDLE_WAIT_WATCH_NS
-                } else if self.global.is_some() {
-                    IDLE_WAIT_SHARED_NS
-                } else {
-                    IDLE_WAIT_NS
-                };
-                let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
-                self.core.wait_device(timeout_ns.max(1));
-                self.publish();
+                clocks.idle_since_ns = None;
+                self.wait_with_work(&mut clocks);
                 continue;
             }
-            self.end_waiting(&mut waiting_since_ns);
+            self.end_waiting(&mut clocks.waiting_since_ns);
             self.core.ring_doorbell();
             if !self.shared_queues_empty() {
                 continue;
             }
-            match until {
-                Until::Idle => break,
-                Until::Shutdown => {
-                    if stop.is_some_and(|s| s.load(Ordering::Acquire)) {
-                        break;
-                    }
-                    // Spin a while before parking (bounded by `idle_spin_ns`; forever when
-                    // polling): a parked thread wakes slowly.
-                    let now_ns = self.core.read_clock();
-                    let since_ns = *idle_since_ns.get_or_insert(now_ns);
-                    if self.core.config.idle == crate::IdleMode::Poll
-                        || now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns
-                    {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    // `Runtime::spawn` unparks every core, and an unpark that comes first makes
-                    // this return at once, so the timeout only bounds a missed shutdown. The
-                    // idle start is kept: a timeout with still nothing to do parks again at
-                    // once instead of spinning `idle_spin_ns` anew (with a 10 ms spin, an idle
-                    // core spun half the time).
-                    if !self.wait_external(IDLE_PARK_NS) {
-                        std::thread::park_timeout(std::time::Duration::from_nanos(IDLE_PARK_NS));
-                    }
-                }
+            if until == Until::Idle || stop.is_some_and(|s| s.load(Ordering::Acquire)) {
+                break;
             }
+            self.wait_without_work(&mut clocks.idle_since_ns);
+        }
+    }
+
+    /// A pass with work outstanding (threads parked, sleeping or watching) and nothing
+    /// runnable: sleep in the OS for a far timer, spin on the completion queue, or block in
+    /// the device for a completion, in that order of preference.
+    #[inline]
+    fn wait_with_work(&mut self, clocks: &mut LoopClocks) {
+        clocks.waiting_since_ns.get_or_insert(self.core.clock());
+        let activity = self.activity_count();
+        if activity != clocks.activity_seen {
+            clocks.activity_seen = activity;
+            clocks.last_activity_ns = self.core.clock();
+        }
+        let quiet_ns = self.core.clock().saturating_sub(clocks.last_activity_ns);
+        if let Some(sleep_ns) = self.timer_sleep_ns(quiet_ns) {
+            // Only timers are pending, the next is far, and no job arrived and no access
+            // completed for `idle_spin_ns`: sleep in the OS instead of spinning a core away
+            // (an idle store's cleaner wakes every few ms). Spawns unpark every core, so new
+            // jobs end the sleep.
+            self.core.stats.borrow_mut().timer_sleeps += 1;
+            if !self.wait_external(sleep_ns) {
+                std::thread::park_timeout(std::time::Duration::from_nanos(sleep_ns));
+            }
+            return;
+        }
+        if self.spin_for_device(&mut clocks.device_wait_since_ns) {
+            return;
+        }
+        self.block_for_device();
+    }
+
+    /// With [`crate::IdleMode::Block`] and accesses in flight, polls the completion queue
+    /// (one spin) while the device wait that began at `since_ns` is younger than
+    /// `idle_spin_ns`: a blocked thread's wake-up (an interrupt, a halted CPU when
+    /// virtualized) costs more than a flash read. `true` when it spun.
+    #[inline]
+    fn spin_for_device(&mut self, since_ns: &mut Option<u64>) -> bool {
+        if self.core.config.idle != crate::IdleMode::Block || self.core.device_in_flight() == 0 {
+            return false;
+        }
+        let now_ns = self.core.read_clock();
+        let since_ns = *since_ns.get_or_insert(now_ns);
+        if now_ns.saturating_sub(since_ns) >= self.core.config.idle_spin_ns {
+            return false;
+        }
+        self.core.stats.borrow_mut().device_waits += 1;
+        self.core.ring_doorbell();
+        std::hint::spin_loop();
+        true
+    }
+
+    /// Nothing runnable: one wait rings the doorbell and blocks for a completion (or the next
+    /// timer, or a bounded time so that new shared-queue jobs are seen).
+    #[inline]
+    fn block_for_device(&mut self) {
+        let bound_ns = if !self.core.sched.borrow().watches.is_empty() {
+            // A watched word is changed by another thread, not by this device.
+            IDLE_WAIT_WATCH_NS
+        } else if self.global.is_some() {
+            IDLE_WAIT_SHARED_NS
+        } else {
+            IDLE_WAIT_NS
+        };
+        let timeout_ns = self.next_timer_in_ns().unwrap_or(bound_ns).min(bound_ns);
+        self.core.wait_device(timeout_ns.max(1));
+        self.publish();
+    }
+
+    /// A pass with no work at all, waiting for shutdown or new jobs: spin a while before
+    /// parking (bounded by `idle_spin_ns`, counted from `idle_since_ns`; forever when
+    /// polling), since a parked thread wakes slowly.
+    #[inline]
+    fn wait_without_work(&self, idle_since_ns: &mut Option<u64>) {
+        let now_ns = self.core.read_clock();
+        let since_ns = *idle_since_ns.get_or_insert(now_ns);
+        if self.core.config.idle == crate::IdleMode::Poll
+            || now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns
+        {
+            std::hint::spin_loop();
+            return;
+        }
+        // `Runtime::spawn` unparks every core, and an unpark that comes first makes this
+        // return at once, so the timeout only bounds a missed shutdown. The idle start is
+        // kept: a timeout with still nothing to do parks again at once instead of spinning
+        // `idle_spin_ns` anew (with a 10 ms spin, an idle core spun half the time).
+        if !self.wait_external(IDLE_PARK_NS) {
+            std::thread::park_timeout(std::time::Duration::from_nanos(IDLE_PARK_NS));
         }
     }
 

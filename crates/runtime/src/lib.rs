@@ -18,6 +18,7 @@
 mod config;
 mod core;
 mod executor;
+mod gauge;
 pub mod io;
 mod job;
 mod poller;

@@ -1,13 +1,14 @@
 //! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
 //! balancing, seed 004) and small per-core inboxes.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_queue::ArrayQueue;
 use tamer_device::{open_device, Arena, DeviceSpec, DeviceStats};
 
+use crate::gauge::CoreGauge;
 use crate::poller::PollerSlot;
 use crate::{CoreStats, Executor, Job, Policy, Poller, RuntimeConfig};
 
@@ -34,9 +35,13 @@ impl std::error::Error for SpawnError {}
 /// What one core reports when the runtime shuts down.
 #[derive(Clone, Debug)]
 pub struct CoreReport {
+    /// The core's index.
     pub core: usize,
+    /// Its scheduling counters.
     pub stats: CoreStats,
+    /// Its device handle's counters.
     pub device: DeviceStats,
+    /// Its device's short name (`uring`, `emulated`, `sync`).
     pub device_name: &'static str,
 }
 
@@ -55,24 +60,6 @@ pub struct ThreadStates {
     pub queued: usize,
 }
 
-/// What a core publishes for observers on other threads (one cache line per core).
-#[repr(align(64))]
-#[derive(Debug, Default)]
-pub(crate) struct CoreGauge {
-    /// Device accesses in flight on the core's handle, as of its last loop pass.
-    pub(crate) device_in_flight: AtomicUsize,
-    /// The core's user-level threads by state, as of its last loop pass: parked on the
-    /// device (accesses in flight), ready (accesses done, waiting for the core), runnable
-    /// (yielded, timer- or watch-woken), idle (no job); and new jobs in its local queue.
-    pub(crate) threads: [AtomicUsize; 5],
-    /// An observer asks for a snapshot of the core's counters: the core copies them into
-    /// `stats` at its next loop pass and clears the flag (one relaxed load per pass otherwise).
-    pub(crate) stats_wanted: AtomicBool,
-    pub(crate) stats: Mutex<Option<CoreStats>>,
-    /// The scheduling policy the core applies from its next pass on ([`Policy::code`]).
-    pub(crate) policy: AtomicU8,
-}
-
 struct Shared {
     global: Arc<ArrayQueue<Job>>,
     inboxes: Vec<Arc<ArrayQueue<Job>>>,
@@ -81,6 +68,85 @@ struct Shared {
     threads: Mutex<Vec<std::thread::Thread>>,
     /// The event source every core polls besides its device (the server's network).
     poller: Arc<PollerSlot>,
+}
+
+impl Shared {
+    /// The queues, gauges and flags of `config.cores` cores, none started.
+    fn new(config: &RuntimeConfig) -> Self {
+        Self {
+            global: Arc::new(ArrayQueue::new(config.global_queue)),
+            inboxes: (0..config.cores)
+                .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
+                .collect(),
+            gauges: (0..config.cores)
+                .map(|_| {
+                    let gauge = CoreGauge::default();
+                    gauge.policy.store(config.policy.code(), Ordering::Relaxed);
+                    Arc::new(gauge)
+                })
+                .collect(),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            poller: Arc::default(),
+        }
+    }
+}
+
+/// What one core's thread starts from.
+struct CoreStart {
+    /// The core's index.
+    core: usize,
+    /// The CPU it is pinned to (when `config.pin`).
+    cpu: usize,
+    shared: Arc<Shared>,
+    config: RuntimeConfig,
+    spec: DeviceSpec,
+    arena: Arc<Arena>,
+    /// Where it reports whether its device and executor were set up.
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+}
+
+/// One core's thread: opens its device handle and executor, reports the start-up, runs
+/// until shutdown and returns the core's counters.
+fn run_core(start: CoreStart) -> Result<CoreReport, String> {
+    let CoreStart {
+        core,
+        cpu,
+        shared,
+        config,
+        spec,
+        arena,
+        ready,
+    } = start;
+    if config.pin {
+        pin_to_cpu(cpu);
+    }
+    let setup = open_device(&spec, arena.clone(), core)
+        .map_err(|err| err.to_string())
+        .and_then(|device| Executor::new(core, config, device, arena));
+    let mut executor = match setup {
+        Ok(executor) => {
+            let _ = ready.send(Ok(()));
+            executor
+        }
+        Err(err) => {
+            let _ = ready.send(Err(err.clone()));
+            return Err(err);
+        }
+    };
+    executor.attach(
+        shared.global.clone(),
+        shared.inboxes[core].clone(),
+        shared.gauges[core].clone(),
+        shared.poller.clone(),
+    );
+    executor.run_until_shutdown(&shared.stop);
+    Ok(CoreReport {
+        core,
+        stats: executor.stats(),
+        device_name: executor.device_name(),
+        device: executor.device_stats(),
+    })
 }
 
 /// A running set of executors.
@@ -117,64 +183,23 @@ impl Runtime {
         arena: Arc<Arena>,
     ) -> Result<Self, String> {
         config.validate()?;
-        let shared = Arc::new(Shared {
-            global: Arc::new(ArrayQueue::new(config.global_queue)),
-            inboxes: (0..config.cores)
-                .map(|_| Arc::new(ArrayQueue::new(config.inbox_queue)))
-                .collect(),
-            gauges: (0..config.cores)
-                .map(|_| {
-                    let gauge = CoreGauge::default();
-                    gauge.policy.store(config.policy.code(), Ordering::Relaxed);
-                    Arc::new(gauge)
-                })
-                .collect(),
-            stop: AtomicBool::new(false),
-            threads: Mutex::new(Vec::new()),
-            poller: Arc::default(),
-        });
+        let shared = Arc::new(Shared::new(&config));
         let cpus = online_cpus();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut handles = Vec::with_capacity(config.cores);
         for core in 0..config.cores {
-            let core_shared = shared.clone();
-            let config = config.clone();
-            let spec = spec.clone();
-            let arena = arena.clone();
-            let ready = ready_tx.clone();
+            let start = CoreStart {
+                core,
+                cpu: core % cpus,
+                shared: shared.clone(),
+                config: config.clone(),
+                spec: spec.clone(),
+                arena: arena.clone(),
+                ready: ready_tx.clone(),
+            };
             let handle = std::thread::Builder::new()
                 .name(format!("tamer-core-{core}"))
-                .spawn(move || -> Result<CoreReport, String> {
-                    if config.pin {
-                        pin_to_cpu(core % cpus);
-                    }
-                    let setup = open_device(&spec, arena.clone(), core)
-                        .map_err(|err| err.to_string())
-                        .and_then(|device| Executor::new(core, config, device, arena));
-                    let mut executor = match setup {
-                        Ok(executor) => {
-                            let _ = ready.send(Ok(()));
-                            executor
-                        }
-                        Err(err) => {
-                            let _ = ready.send(Err(err.clone()));
-                            return Err(err);
-                        }
-                    };
-                    executor.attach(
-                        core_shared.global.clone(),
-                        core_shared.inboxes[core].clone(),
-                        core_shared.gauges[core].clone(),
-                        core_shared.poller.clone(),
-                    );
-                    executor.run_until_shutdown(&core_shared.stop);
-                    Ok(CoreReport {
-                        core,
-                        stats: executor.stats(),
-                        device_name: executor.device_name(),
-                        device: executor.device_stats(),
-                    })
-                })
+                .spawn(move || run_core(start))
                 .map_err(|err| format!("spawning core {core}: {err}"))?;
             shared
                 .threads
@@ -184,21 +209,30 @@ impl Runtime {
             handles.push(handle);
         }
         drop(ready_tx);
-        let runtime = Self { shared, handles };
-        for _ in 0..config.cores {
-            match ready_rx.recv() {
+        Self { shared, handles }.ready(&ready_rx, config.cores)
+    }
+
+    /// Waits for each of the `cores` core threads to report its start-up; the first failure
+    /// shuts the others down and is returned.
+    fn ready(
+        self,
+        ready: &std::sync::mpsc::Receiver<Result<(), String>>,
+        cores: usize,
+    ) -> Result<Self, String> {
+        for _ in 0..cores {
+            match ready.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => {
-                    runtime.shutdown();
+                    self.shutdown();
                     return Err(err);
                 }
                 Err(_) => {
-                    runtime.shutdown();
+                    self.shutdown();
                     return Err("a core exited during start-up".into());
                 }
             }
         }
-        Ok(runtime)
+        Ok(self)
     }
 
     /// Device accesses in flight on every core, as each core last published it (once per
@@ -350,7 +384,7 @@ impl Runtime {
     }
 }
 
-/// CPUs online on this machine. Unlike `std::thread::available_parallelism`, not narrowed by
+/// CPUs online on the host. Unlike `std::thread::available_parallelism`, not narrowed by
 /// the calling thread's affinity: a thread pinned to one CPU still sees every CPU, so executors
 /// started from it spread over all of them.
 pub fn online_cpus() -> usize {

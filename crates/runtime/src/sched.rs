@@ -108,6 +108,7 @@ impl ServiceTime {
 /// The oldest pending job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PendingHead {
+    /// When it parked.
     pub parked_at_ns: u64,
     /// All of its accesses have completed.
     pub ready: bool,
@@ -116,6 +117,7 @@ pub struct PendingHead {
 /// A snapshot of one core's scheduling state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
+    /// The present, as the core's clock last read it.
     pub now_ns: u64,
     /// How long a ready or runnable job may be passed over by new jobs: the device's service
     /// time ([`ServiceTime`]), so that a job whose data is back runs once it has waited about
@@ -123,7 +125,9 @@ pub struct View {
     pub aging_ns: u64,
     /// Jobs parked on device accesses (ready or not).
     pub pending: usize,
+    /// The bound on `pending` ([`crate::RuntimeConfig::max_pending`]).
     pub max_pending: usize,
+    /// The oldest pending job, if any.
     pub head: Option<PendingHead>,
     /// When the first ready pending job became ready: under [`Policy::PriorityAging`] the
     /// ready job whose job arrived first (oldest first), under [`Policy::Fifo`] the one whose
@@ -145,7 +149,10 @@ pub struct View {
 pub enum Decision {
     /// Resume the oldest pending job; `forced` when its accesses are not complete, so the core
     /// waits for them rather than switching away again (forward progress).
-    ResumeHead { forced: bool },
+    ResumeHead {
+        /// Its accesses are still in flight.
+        forced: bool,
+    },
     /// Resume the first ready pending job ([`View::first_ready_at_ns`]: the oldest job under
     /// priority, the first completed under FIFO).
     ResumeReady,

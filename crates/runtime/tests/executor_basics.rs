@@ -2,6 +2,9 @@
 //! interleave, sleeps keep their deadlines, panics and device errors stay inside their job, and
 //! the non-parking wait modes do not park.
 
+// A test reads as one scenario, from setup to check; splitting it would scatter the story.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

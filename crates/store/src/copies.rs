@@ -1,5 +1,5 @@
 //! Which copy of each index page holds its last checkpointed image, and the cache's
-//! [`PageAddresses`] built on it (issue 9's checkpoints, `docs/durability.md`).
+//! [`PageAddresses`] built on it (the checkpoints of `docs/durability.md`).
 //!
 //! Index pages (buckets, directory pages, map pages) have two copies on the device. Between
 //! checkpoints they change only in DRAM: the cache never writes them back nor evicts them while
@@ -439,48 +439,22 @@ pub(crate) fn recover(
     sb: &Superblock,
     mut read: impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
 ) -> Result<(CopyState, u64), crate::DbError> {
-    let corrupt = |page: u64, detail: String| crate::DbError::Corrupt { page, detail };
-    let dirs = dir_pages(sb.fixed_depth);
-    let start = space_start(dirs);
+    let start = space_start(dir_pages(sb.fixed_depth));
     let mut max_seen = sb.epoch + 1;
-    let mut dir_copy = Vec::with_capacity(dirs as usize);
-    let (mut stale_dirs, mut stale_groups) = (Vec::new(), Vec::new());
-    let mut dir_bytes = Vec::with_capacity(dirs as usize);
-    for i in 0..dirs {
-        let pages = [dir_page(dirs, i, 0), dir_page(dirs, i, 1)];
-        let chosen = choose_page(pages, 0, sb.epoch, &mut read, &mut max_seen)?
-            .ok_or_else(|| no_copy(pages[0], format!("directory page {i}"), sb.epoch))?;
-        dir_copy.push(chosen.copy as u8);
-        if chosen.stale {
-            stale_dirs.push(i);
-        }
-        dir_bytes.push(chosen.bytes);
-    }
+    let (directory, dir_bytes) = recover_fixed_directory(sb, &mut read, &mut max_seen)?;
     let segments = recover_segments(sb, start, &mut read, &mut max_seen)?;
-    let groups = sb.next_page.div_ceil(MAP_ENTRIES);
-    let mut map_copy = Vec::with_capacity(groups as usize);
-    let mut trees = Vec::new();
-    for group in 0..groups {
-        let pages = [map_page(start, group, 0), map_page(start, group, 1)];
-        let chosen = choose_page(pages, 8, sb.epoch, &mut read, &mut max_seen)?
-            .ok_or_else(|| no_copy(pages[0], format!("group {group}'s map"), sb.epoch))?;
-        map_copy.push(chosen.copy as u8);
-        if chosen.stale {
-            stale_groups.push(group);
-        }
-        map_trees(&chosen.bytes, group, sb.next_page, &mut trees);
-    }
-    let state = CopyState::new(sb.fixed_depth, dir_copy, map_copy);
+    let (maps, trees) = recover_maps(sb, start, &mut read, &mut max_seen)?;
+    let state = CopyState::new(sb.fixed_depth, directory.copies, maps.copies);
     for (l, copy) in trees {
         state.set_tree(l, copy);
     }
     // A copy a crashed checkpoint wrote (its epoch above the superblock's) would be taken for
     // current once a later superblock's epoch passes its own, unless the page is written
     // again first: the next checkpoint (the one ending this open) overwrites it.
-    for i in stale_dirs {
+    for i in directory.stale {
         state.mark_dir_changed(i);
     }
-    for group in stale_groups {
+    for group in maps.stale {
         state.mark_map_changed(group);
     }
     for page in segments.iter().flatten() {
@@ -489,6 +463,81 @@ pub(crate) fn recover(
             state.mark_pair_changed(page.l, physical(start, page.l));
         }
     }
+    recover_buckets(sb, &state, &dir_bytes, &segments)?;
+    Ok((state, max_seen + 1))
+}
+
+/// The current copies of a run of index pages (the fixed directory region's, or the maps').
+struct RunCopies {
+    /// Each page's current copy, 0 or 1.
+    copies: Vec<u8>,
+    /// The pages (directory page index, or group) whose other copy is stale.
+    stale: Vec<u64>,
+}
+
+/// The fixed directory region's current copies, and each page's current bytes.
+fn recover_fixed_directory(
+    sb: &Superblock,
+    read: &mut impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
+    max_seen: &mut u64,
+) -> Result<(RunCopies, Vec<Vec<u8>>), crate::DbError> {
+    let dirs = dir_pages(sb.fixed_depth);
+    let mut run = RunCopies {
+        copies: Vec::with_capacity(dirs as usize),
+        stale: Vec::new(),
+    };
+    let mut bytes = Vec::with_capacity(dirs as usize);
+    for i in 0..dirs {
+        let pages = [dir_page(dirs, i, 0), dir_page(dirs, i, 1)];
+        let chosen = choose_page(pages, 0, sb.epoch, read, max_seen)?
+            .ok_or_else(|| no_copy(pages[0], format!("directory page {i}"), sb.epoch))?;
+        run.copies.push(chosen.copy as u8);
+        if chosen.stale {
+            run.stale.push(i);
+        }
+        bytes.push(chosen.bytes);
+    }
+    Ok((run, bytes))
+}
+
+/// The map pages' current copies (one pair per group below `sb.next_page`), and the tree
+/// nodes they name: (first logical page, current copy).
+fn recover_maps(
+    sb: &Superblock,
+    start: u64,
+    read: &mut impl FnMut(u64) -> Result<Vec<u8>, crate::DbError>,
+    max_seen: &mut u64,
+) -> Result<(RunCopies, Vec<(u64, u64)>), crate::DbError> {
+    let groups = sb.next_page.div_ceil(MAP_ENTRIES);
+    let mut run = RunCopies {
+        copies: Vec::with_capacity(groups as usize),
+        stale: Vec::new(),
+    };
+    let mut trees = Vec::new();
+    for group in 0..groups {
+        let pages = [map_page(start, group, 0), map_page(start, group, 1)];
+        let chosen = choose_page(pages, 8, sb.epoch, read, max_seen)?
+            .ok_or_else(|| no_copy(pages[0], format!("group {group}'s map"), sb.epoch))?;
+        run.copies.push(chosen.copy as u8);
+        if chosen.stale {
+            run.stale.push(group);
+        }
+        map_trees(&chosen.bytes, group, sb.next_page, &mut trees);
+    }
+    Ok((run, trees))
+}
+
+/// Sets each bucket's current copy in `state` from the directory as recovered (the fixed
+/// region's pages `dir_bytes`, then `segments`): the bucket's lowest slot names it.
+fn recover_buckets(
+    sb: &Superblock,
+    state: &CopyState,
+    dir_bytes: &[Vec<u8>],
+    segments: &[Vec<SegmentPage>],
+) -> Result<(), crate::DbError> {
+    let corrupt = |page: u64, detail: String| crate::DbError::Corrupt { page, detail };
+    let dirs = dir_pages(sb.fixed_depth);
+    let start = space_start(dirs);
     for index in 0..1u64 << sb.global_depth {
         let (place, at) = dir_place(sb.fixed_depth, index);
         let (b, slot_page) = match place {
@@ -513,7 +562,7 @@ pub(crate) fn recover(
             })?;
         state.set_bucket(l, dir_slot_copy(slot));
     }
-    Ok((state, max_seen + 1))
+    Ok(())
 }
 
 /// Appends the tree nodes group `group`'s map (its bytes `map`) names below logical page

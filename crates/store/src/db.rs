@@ -12,7 +12,8 @@ use tamer_device::EmulatorModel;
 use tamer_runtime::io::WaitMode;
 use tamer_runtime::{thread, IdleMode, Job, Policy, Runtime, RuntimeConfig, SpawnError};
 
-use crate::device::{Layout, RawPages};
+use crate::copies::CopyState;
+use crate::device::{DeviceKind, Layout, RawPages};
 use crate::engine::{
     check_sizes, is_data_page, CheckReport, CheckpointStats, CommitStats, CompactionStats,
     Durability, Engine, EngineSetup, RecoveryObserver, RecoveryProgress, RecoveryStats, Tx,
@@ -31,45 +32,6 @@ pub const DEFAULT_DIRECTORY_DEPTH: u32 = MAX_DIRECTORY_DEPTH;
 /// per copy).
 pub const DEFAULT_PINNED_DIRECTORY_DEPTH: u32 = 16;
 
-/// What the store lives on.
-#[derive(Clone, Debug)]
-pub enum DeviceKind {
-    /// io_uring on the file at the path (falls back to `Sync` with a warning when io_uring is
-    /// unavailable).
-    Uring,
-    /// Blocking pread/pwrite on the file at the path.
-    Sync,
-    /// The file at the path mapped into memory: the kernel's demand paging does the I/O and
-    /// its page cache is the DRAM tier (the `os-paging` baseline; a page fault blocks the
-    /// core). Give it a small `cache_bytes`, so the engine's own cache does not hold the data
-    /// twice.
-    Mmap,
-    /// A new emulated device in DRAM (the path is ignored): `latency_ns` per access.
-    Emulated {
-        latency_ns: u64,
-        capacity_bytes: u64,
-    },
-    /// An existing emulator model, e.g. [`Db::emulator_model`] of a closed Db, to reopen a
-    /// store within the process.
-    Model(Arc<EmulatorModel>),
-    /// The emulator under fault injection ([`tamer_device::FaultState`]: power loss with torn
-    /// writes, read errors, a full device), for crash tests; reopen on
-    /// [`tamer_device::FaultState::crash_model`].
-    Faulty(Arc<tamer_device::FaultState>),
-    /// Several files (one per drive, say) or emulated devices as one store, striped in units
-    /// of `unit_blocks` pages ([`tamer_device::STRIPE_UNIT_BLOCKS`] is a good default): page
-    /// `p` lives on part `(p / unit) % parts` (the path given to [`Db::open`] is ignored).
-    /// The parts and their order are fixed when the store is created (the superblock records
-    /// how many and the unit; a reopen with others is refused, parts given in another order
-    /// fail their page checksums). A transaction commits with one record in its core's
-    /// staging queue whatever parts its pages are on, and is acknowledged once every part it
-    /// wrote is flushed (`docs/durability.md`).
-    Striped {
-        parts: Vec<crate::device::StripePart>,
-        unit_blocks: u64,
-    },
-}
-
 /// How to open a [`Db`].
 #[derive(Clone, Debug)]
 pub struct DbOptions {
@@ -78,6 +40,7 @@ pub struct DbOptions {
     /// KiB) that the store shares between index pages (hash buckets, kept ahead of data
     /// pages while they fit) and data pages. See [`Db::index_stats`] for the split.
     pub cache_bytes: u64,
+    /// What the store lives on (default [`DeviceKind::Uring`] on the file at the path).
     pub device: DeviceKind,
     /// Executors (OS threads).
     pub cores: usize,
@@ -227,42 +190,52 @@ impl DbOptions {
         }
     }
 
+    /// Sets `DbOptions::device`.
     pub fn device(mut self, device: DeviceKind) -> Self {
         self.device = device;
         self
     }
+    /// Sets `DbOptions::cores`.
     pub fn cores(mut self, cores: usize) -> Self {
         self.cores = cores;
         self
     }
+    /// Sets `DbOptions::threads_per_core`.
     pub fn threads_per_core(mut self, threads: usize) -> Self {
         self.threads_per_core = threads;
         self
     }
+    /// Sets `DbOptions::pin`.
     pub fn pin(mut self, pin: bool) -> Self {
         self.pin = pin;
         self
     }
+    /// Sets `DbOptions::max_value_bytes`.
     pub fn max_value_bytes(mut self, bytes: usize) -> Self {
         self.max_value_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::initial_file_bytes`.
     pub fn initial_file_bytes(mut self, bytes: u64) -> Self {
         self.initial_file_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::max_file_bytes`.
     pub fn max_file_bytes(mut self, bytes: Option<u64>) -> Self {
         self.max_file_bytes = bytes;
         self
     }
+    /// Sets `DbOptions::max_directory_depth`.
     pub fn max_directory_depth(mut self, depth: u32) -> Self {
         self.max_directory_depth = depth;
         self
     }
+    /// Sets `DbOptions::pinned_directory_depth`.
     pub fn pinned_directory_depth(mut self, depth: u32) -> Self {
         self.pinned_directory_depth = depth;
         self
     }
+    /// Sets `DbOptions::staging_queue_pages`.
     pub fn staging_queue_pages(mut self, pages: Option<u64>) -> Self {
         self.staging_queue_pages = pages;
         self
@@ -285,30 +258,37 @@ impl DbOptions {
         self.recovery_progress = Some(RecoveryObserver(Arc::new(f)));
         self
     }
+    /// Sets `DbOptions::policy`.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
     }
+    /// Sets `DbOptions::miss_wait`.
     pub fn miss_wait(mut self, mode: WaitMode) -> Self {
         self.miss_wait = mode;
         self
     }
+    /// Sets `DbOptions::idle`.
     pub fn idle(mut self, idle: IdleMode) -> Self {
         self.idle = idle;
         self
     }
+    /// Sets `DbOptions::idle_spin`.
     pub fn idle_spin(mut self, spin: Duration) -> Self {
         self.idle_spin = spin;
         self
     }
+    /// Sets `DbOptions::cleaner`.
     pub fn cleaner(mut self, on: bool) -> Self {
         self.cleaner = on;
         self
     }
+    /// Sets `DbOptions::read_only`.
     pub fn read_only(mut self, on: bool) -> Self {
         self.read_only = on;
         self
     }
+    /// Sets `DbOptions::warm_index`.
     pub fn warm_index(mut self, on: bool) -> Self {
         self.warm_index = on;
         self
@@ -327,6 +307,45 @@ impl DbOptions {
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
         self
+    }
+}
+
+impl DbOptions {
+    /// Refuses out-of-range options before anything is opened.
+    fn validate(&self) -> Result<(), DbError> {
+        if self.max_value_bytes > 1 << 30 {
+            return Err(DbError::Config("max_value_bytes: at most 1 GiB".into()));
+        }
+        for (name, depth, min) in [
+            ("max_directory_depth", self.max_directory_depth, 4),
+            ("pinned_directory_depth", self.pinned_directory_depth, 0),
+        ] {
+            if !(min..=MAX_DIRECTORY_DEPTH).contains(&depth) {
+                return Err(DbError::Config(format!(
+                    "{name} {depth}: must be {min}..={MAX_DIRECTORY_DEPTH}"
+                )));
+            }
+        }
+        if let Some(pages) = self.staging_queue_pages {
+            if !(QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&pages) {
+                return Err(DbError::Config(format!(
+                    "staging_queue_pages {pages}: must be {QUEUE_PAGES_MIN}..={QUEUE_PAGES_MAX}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime the store runs on.
+    fn runtime_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            cores: self.cores,
+            pin: self.pin,
+            policy: self.policy,
+            idle: self.idle,
+            idle_spin_ns: self.idle_spin.as_nanos().min(u128::from(u64::MAX)) as u64,
+            ..RuntimeConfig::with_threads(self.threads_per_core)
+        }
     }
 }
 
@@ -381,85 +400,9 @@ impl Cleaners {
                 cleaners.stop.clone(),
                 cleaners.running.clone(),
             );
-            let cache = engine.cache.clone();
             running.fetch_add(1, Ordering::AcqRel);
-            // Passes that cover this core's share of the sets once.
-            let sweep = (cache.sets() as usize).div_ceil(cores * CLEAN_SETS_PER_PASS);
             let spawned = runtime.spawn_on(core, move || {
-                let mut cursor = core;
-                // Empty passes in a row: after a whole empty sweep the pause doubles per pass
-                // up to `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
-                let mut empty = 0usize;
-                let mut last_checkpoint = Instant::now();
-                let mut last_sync = Instant::now();
-                while !stop.load(Ordering::Acquire) {
-                    // Under space pressure, sparse data pages first (their moves dirty the
-                    // open page, which this pass or a later one writes back). After close
-                    // begins, nothing is taken.
-                    let budget = if engine.space_pressure() {
-                        COMPACT_PAGES_PER_PASS
-                    } else {
-                        0
-                    };
-                    let mut compacted = match engine.compact_some(budget) {
-                        Ok(n) => n,
-                        Err(DbError::Closed) => 0,
-                        Err(err) => {
-                            tracing::warn!(core, "compaction failed: {err}");
-                            0
-                        }
-                    };
-                    // Core 0's cleaner reclaims dropped trees, a batch per pass.
-                    if core == 0 {
-                        compacted += match engine.reclaim_trees() {
-                            Ok(n) => n as usize,
-                            Err(DbError::Closed) => 0,
-                            Err(err) => {
-                                tracing::warn!("reclaiming dropped trees failed: {err}");
-                                0
-                            }
-                        };
-                    }
-                    // Core 0's cleaner also bounds what a crash loses: a checkpoint at least
-                    // every `CHECKPOINT_INTERVAL` while anything changed.
-                    // `Durability::Periodic`: staged writes made durable at least this often.
-                    if let Durability::Periodic(every) = engine.durability() {
-                        if core == 0 && last_sync.elapsed() >= every {
-                            match engine.sync() {
-                                Ok(()) | Err(DbError::Closed) => {}
-                                Err(err) => tracing::warn!("periodic group commit failed: {err}"),
-                            }
-                            last_sync = Instant::now();
-                        }
-                    }
-                    // Past a bound (a cache set nearly full of dirty index pages, which a
-                    // reader may be waiting on), at once.
-                    let due = last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
-                    if core == 0 && (due || engine.over_bounds()) {
-                        match engine.checkpoint_if_dirty() {
-                            Ok(()) | Err(DbError::Closed) => {}
-                            Err(err) => tracing::warn!("periodic checkpoint failed: {err}"),
-                        }
-                        last_checkpoint = Instant::now();
-                    }
-                    let result = cache
-                        .clean_some(&mut cursor, cores, CLEAN_SETS_PER_PASS, BATCH)
-                        .map(|written| written + compacted);
-                    empty = if matches!(result, Ok(0)) {
-                        empty + 1
-                    } else {
-                        0
-                    };
-                    match result {
-                        Ok(0) => thread::sleep(idle_pause(empty, sweep)),
-                        Ok(n) if n < BATCH => thread::sleep(CLEAN_BUSY_PAUSE),
-                        Ok(_) => thread::yield_now(),
-                        Err(err) => {
-                            tracing::warn!(core, "background write-back failed: {err}");
-                            thread::sleep(CLEAN_ERROR_PAUSE);
-                        }
-                    }
-                }
+                Cleaner::new(core, cores, engine).run(&stop);
                 running.fetch_sub(1, Ordering::AcqRel);
             });
             if let Err(err) = spawned {
@@ -477,6 +420,131 @@ impl Cleaners {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.running.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// One core's cleaner, a job on that core: each pass compacts sparse pages under space
+/// pressure, keeps a crash's loss bounded (core 0: periodic group commit and checkpoints) and
+/// writes back dirty frames the CLOCK would evict next, then pauses.
+struct Cleaner {
+    core: usize,
+    cores: usize,
+    engine: Arc<Engine>,
+    cache: Arc<PageCache>,
+    /// Passes that cover this core's share of the sets once.
+    sweep: usize,
+    /// Where the next pass's scan of the sets starts.
+    cursor: usize,
+    /// Empty passes in a row: after a whole empty sweep the pause doubles per pass up to
+    /// `CLEAN_IDLE_MAX_PAUSE`, so an idle store's core can sleep.
+    empty: usize,
+    last_checkpoint: Instant,
+    last_sync: Instant,
+}
+
+impl Cleaner {
+    /// The cleaner of core `core` of `cores`.
+    fn new(core: usize, cores: usize, engine: Arc<Engine>) -> Self {
+        let cache = engine.cache.clone();
+        Self {
+            core,
+            cores,
+            sweep: (cache.sets() as usize).div_ceil(cores * CLEAN_SETS_PER_PASS),
+            engine,
+            cache,
+            cursor: core,
+            empty: 0,
+            last_checkpoint: Instant::now(),
+            last_sync: Instant::now(),
+        }
+    }
+
+    /// Runs passes until `stop` is set.
+    fn run(mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            let compacted = self.compact();
+            self.bound_loss();
+            self.write_back(compacted);
+        }
+    }
+
+    /// Under space pressure, sparse data pages first (their moves dirty the open page, which
+    /// this pass or a later one writes back); on core 0, a batch of dropped trees reclaimed.
+    /// After close begins, nothing is taken. Returns the pages compacted and reclaimed.
+    fn compact(&self) -> usize {
+        let engine = &self.engine;
+        let budget = if engine.space_pressure() {
+            COMPACT_PAGES_PER_PASS
+        } else {
+            0
+        };
+        let mut compacted = match engine.compact_some(budget) {
+            Ok(n) => n,
+            Err(DbError::Closed) => 0,
+            Err(err) => {
+                tracing::warn!(core = self.core, "compaction failed: {err}");
+                0
+            }
+        };
+        if self.core == 0 {
+            compacted += match engine.reclaim_trees() {
+                Ok(n) => n as usize,
+                Err(DbError::Closed) => 0,
+                Err(err) => {
+                    tracing::warn!("reclaiming dropped trees failed: {err}");
+                    0
+                }
+            };
+        }
+        compacted
+    }
+
+    /// Core 0's cleaner bounds what a crash loses: with `Durability::Periodic`, staged writes
+    /// made durable at least that often; a checkpoint at least every `CHECKPOINT_INTERVAL`
+    /// while anything changed, and at once past a bound (a cache set nearly full of dirty
+    /// index pages, which a reader may be waiting on).
+    fn bound_loss(&mut self) {
+        let engine = &self.engine;
+        if let Durability::Periodic(every) = engine.durability() {
+            if self.core == 0 && self.last_sync.elapsed() >= every {
+                match engine.sync() {
+                    Ok(()) | Err(DbError::Closed) => {}
+                    Err(err) => tracing::warn!("periodic group commit failed: {err}"),
+                }
+                self.last_sync = Instant::now();
+            }
+        }
+        let due = self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
+        if self.core == 0 && (due || engine.over_bounds()) {
+            match engine.checkpoint_if_dirty() {
+                Ok(()) | Err(DbError::Closed) => {}
+                Err(err) => tracing::warn!("periodic checkpoint failed: {err}"),
+            }
+            self.last_checkpoint = Instant::now();
+        }
+    }
+
+    /// Writes back a batch of likely victims, then pauses by how much the pass found to do
+    /// (`compacted` pages counted as work done).
+    fn write_back(&mut self, compacted: usize) {
+        let result = self
+            .cache
+            .clean_some(&mut self.cursor, self.cores, CLEAN_SETS_PER_PASS, BATCH)
+            .map(|written| written + compacted);
+        self.empty = if matches!(result, Ok(0)) {
+            self.empty + 1
+        } else {
+            0
+        };
+        match result {
+            Ok(0) => thread::sleep(idle_pause(self.empty, self.sweep)),
+            Ok(n) if n < BATCH => thread::sleep(CLEAN_BUSY_PAUSE),
+            Ok(_) => thread::yield_now(),
+            Err(err) => {
+                tracing::warn!(core = self.core, "background write-back failed: {err}");
+                thread::sleep(CLEAN_ERROR_PAUSE);
+            }
         }
     }
 }
@@ -562,42 +630,101 @@ fn choose_superblock(pages: &[Option<Vec<u8>>]) -> Result<Found, DbError> {
     }
 }
 
+/// Reads the superblock copies: the current superblock and its page, if a store is there,
+/// and whether its very first checkpoint was torn (a new store then).
+fn find_store(raw: &RawPages) -> Result<(Option<(Superblock, u64)>, bool), DbError> {
+    let superblocks = (0..SUPERBLOCK_COPIES)
+        .map(|copy| raw.read(copy).map(Some))
+        .collect::<Result<Vec<_>, _>>()?;
+    let found = choose_superblock(&superblocks)?;
+    let first_torn = matches!(found, Found::FirstCheckpointTorn);
+    let existing = match found {
+        Found::Store(sb, page) => Some((sb, page)),
+        Found::Nothing | Found::FirstCheckpointTorn => None,
+    };
+    Ok((existing, first_torn))
+}
+
+/// Recovery's first step: which copy of each index page the last checkpoint wrote (for a new
+/// store, copy 0 of the `fixed_depth` directory), and the next checkpoint's epoch.
+fn recover_copies(
+    existing: Option<&(Superblock, u64)>,
+    layout: &Layout,
+    raw: &RawPages,
+    fixed_depth: u32,
+    first_torn: bool,
+) -> Result<(CopyState, u64), DbError> {
+    if let Some((sb, _)) = existing {
+        if (sb.stripe_parts, sb.stripe_unit) != (layout.parts(), layout.unit_blocks()) {
+            return Err(DbError::Config(format!(
+                "the store is striped over {} parts in units of {} pages; opened with {} parts \
+                 in units of {}",
+                sb.stripe_parts,
+                sb.stripe_unit,
+                layout.parts(),
+                layout.unit_blocks()
+            )));
+        }
+        return crate::copies::recover(sb, |page| raw.read(page));
+    }
+    let state = CopyState::new(
+        fixed_depth,
+        vec![0; dir_pages(fixed_depth) as usize],
+        vec![],
+    );
+    let next_epoch = if first_torn {
+        1 + crate::copies::max_epoch_written(fixed_depth, |page| raw.read(page))?
+    } else {
+        1
+    };
+    Ok((state, next_epoch))
+}
+
+/// The store's page cache: the `fixed_depth` directory pinned, the rest of `cache_bytes` in
+/// evictable frames, page addresses from `copies`.
+fn open_cache(
+    options: &DbOptions,
+    fixed_depth: u32,
+    copies: &Arc<CopyState>,
+) -> Result<Arc<PageCache>, DbError> {
+    let pinned_bytes = dir_pages(fixed_depth) * PAGE_SIZE as u64;
+    let frames_bytes = options
+        .cache_bytes
+        .checked_sub(pinned_bytes)
+        .filter(|&rest| rest >= 8 * PAGE_SIZE as u64)
+        .ok_or_else(|| {
+            DbError::Config(format!(
+                "cache_bytes = {}: must hold the pinned directory ({pinned_bytes} bytes at \
+                 pinned_directory_depth {fixed_depth}) and one 8-way set (32 KiB)",
+                options.cache_bytes
+            ))
+        })?;
+    let cache = PageCache::new(
+        CacheConfig::new(frames_bytes)
+            .pinned_bytes(pinned_bytes)
+            .cores(options.cores)
+            .checksum(true)
+            .checksum_exempt(is_data_page)
+            .addresses(copies.clone())
+            .miss_wait(options.miss_wait),
+    )
+    .map_err(DbError::from)
+    .map_err(|err| match err {
+        DbError::Cache(tamer_cache::CacheError::Config(msg)) => DbError::Config(msg),
+        other => other,
+    })?;
+    Ok(Arc::new(cache))
+}
+
 impl Db {
     /// Opens (creating if needed) the store at `path` (ignored for emulated devices).
     pub fn open(path: impl AsRef<Path>, options: DbOptions) -> Result<Db, DbError> {
         let path = path.as_ref().to_path_buf();
-        if options.max_value_bytes > 1 << 30 {
-            return Err(DbError::Config("max_value_bytes: at most 1 GiB".into()));
-        }
-        for (name, depth, min) in [
-            ("max_directory_depth", options.max_directory_depth, 4),
-            ("pinned_directory_depth", options.pinned_directory_depth, 0),
-        ] {
-            if !(min..=MAX_DIRECTORY_DEPTH).contains(&depth) {
-                return Err(DbError::Config(format!(
-                    "{name} {depth}: must be {min}..={MAX_DIRECTORY_DEPTH}"
-                )));
-            }
-        }
-        if let Some(pages) = options.staging_queue_pages {
-            if !(QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&pages) {
-                return Err(DbError::Config(format!(
-                    "staging_queue_pages {pages}: must be {QUEUE_PAGES_MIN}..={QUEUE_PAGES_MAX}"
-                )));
-            }
-        }
+        options.validate()?;
         let layout = Layout::of(&path, &options.device)?;
         let model = layout.single_model();
         let raw = RawPages::open(&layout)?;
-        let superblocks = (0..SUPERBLOCK_COPIES)
-            .map(|copy| raw.read(copy).map(Some))
-            .collect::<Result<Vec<_>, _>>()?;
-        let found = choose_superblock(&superblocks)?;
-        let first_torn = matches!(found, Found::FirstCheckpointTorn);
-        let existing = match found {
-            Found::Store(sb, page) => Some((sb, page)),
-            Found::Nothing | Found::FirstCheckpointTorn => None,
-        };
+        let (existing, first_torn) = find_store(&raw)?;
         if options.read_only && existing.is_none() {
             return Err(DbError::Config(format!(
                 "read-only open of {}: no tamer store there yet",
@@ -616,79 +743,18 @@ impl Db {
         // The directory's fixed region; the superblock copies are written through evictable
         // frames.
         let pinned_pages = dir_pages(fixed_depth);
-        // Recovery's first step: which copy of each index page the last checkpoint wrote.
-        let (copies, next_epoch) = match &existing {
-            Some((sb, _)) => {
-                if (sb.stripe_parts, sb.stripe_unit) != (layout.parts(), layout.unit_blocks()) {
-                    return Err(DbError::Config(format!(
-                        "the store is striped over {} parts in units of {} pages; opened with \
-                         {} parts in units of {}",
-                        sb.stripe_parts,
-                        sb.stripe_unit,
-                        layout.parts(),
-                        layout.unit_blocks()
-                    )));
-                }
-                crate::copies::recover(sb, |page| raw.read(page))?
-            }
-            None => {
-                let state = crate::copies::CopyState::new(
-                    fixed_depth,
-                    vec![0; pinned_pages as usize],
-                    vec![],
-                );
-                let next_epoch = if first_torn {
-                    1 + crate::copies::max_epoch_written(fixed_depth, |page| raw.read(page))?
-                } else {
-                    1
-                };
-                (state, next_epoch)
-            }
-        };
+        let (copies, next_epoch) =
+            recover_copies(existing.as_ref(), &layout, &raw, fixed_depth, first_torn)?;
         let copies = Arc::new(copies);
-        let pinned_bytes = pinned_pages * PAGE_SIZE as u64;
-        let frames_bytes = options
-            .cache_bytes
-            .checked_sub(pinned_bytes)
-            .filter(|&rest| rest >= 8 * PAGE_SIZE as u64)
-            .ok_or_else(|| {
-                DbError::Config(format!(
-                    "cache_bytes = {}: must hold the pinned directory ({pinned_bytes} bytes at \
-                     pinned_directory_depth {fixed_depth}) and one 8-way set (32 KiB)",
-                    options.cache_bytes
-                ))
-            })?;
-        let cache = PageCache::new(
-            CacheConfig::new(frames_bytes)
-                .pinned_bytes(pinned_bytes)
-                .cores(options.cores)
-                .checksum(true)
-                .checksum_exempt(is_data_page)
-                .addresses(copies.clone())
-                .miss_wait(options.miss_wait),
-        )
-        .map_err(DbError::from)
-        .map_err(|err| match err {
-            DbError::Cache(tamer_cache::CacheError::Config(msg)) => DbError::Config(msg),
-            other => other,
-        })?;
-        let cache = Arc::new(cache);
+        let cache = open_cache(&options, fixed_depth, &copies)?;
         // Read-only: the files as they are, never grown.
         let initial_bytes = options
             .initial_file_bytes
             .max(PAGE_SIZE as u64 * (DIR_START + 2 * pinned_pages + 4));
         let (spec, space) =
             layout.open(initial_bytes, options.max_file_bytes, options.read_only)?;
-        let runtime_config = RuntimeConfig {
-            cores: options.cores,
-            pin: options.pin,
-            policy: options.policy,
-            idle: options.idle,
-            idle_spin_ns: options.idle_spin.as_nanos().min(u128::from(u64::MAX)) as u64,
-            ..RuntimeConfig::with_threads(options.threads_per_core)
-        };
-        let runtime =
-            Runtime::start(runtime_config, spec, cache.arena()).map_err(DbError::Runtime)?;
+        let runtime = Runtime::start(options.runtime_config(), spec, cache.arena())
+            .map_err(DbError::Runtime)?;
         let mut engine = Engine::new(EngineSetup {
             cache,
             space,
@@ -709,37 +775,42 @@ impl Db {
         if options.read_only {
             engine = engine.read_only();
         }
-        let engine = Arc::new(engine);
-        let mut db = Db {
-            engine,
+        let db = Db {
+            engine: Arc::new(engine),
             runtime: Some(runtime),
             cleaners: None,
             model,
             path,
         };
-        if let Err(err) = db.run(|h| h.engine.load()).and_then(|loaded| loaded) {
+        db.finish_open(&options)
+    }
+
+    /// The open's last steps on the running store: load (recover) it, read the index in, start
+    /// the cleaners. A failure closes the store again.
+    fn finish_open(mut self, options: &DbOptions) -> Result<Db, DbError> {
+        if let Err(err) = self.run(|h| h.engine.load()).and_then(|loaded| loaded) {
             // The close fails for the open's reason (the store never opened): the open's
             // error says it, without a second warning from `Drop`.
-            let _ = db.close_inner();
+            let _ = self.close_inner();
             return Err(err);
         }
         if options.warm_index {
             // Only a head start: a bucket it cannot read (corrupt, a device error) reports
             // that error to the operations that need it.
-            if let Err(err) = db.warm_index(options.threads_per_core * options.cores) {
+            if let Err(err) = self.warm_index(options.threads_per_core * options.cores) {
                 tracing::warn!("reading the index in at open failed: {err}");
             }
         }
         if options.cleaner && !options.read_only {
-            match Cleaners::start(db.runtime(), &db.engine, options.cores) {
-                Ok(cleaners) => db.cleaners = Some(cleaners),
+            match Cleaners::start(self.runtime(), &self.engine, options.cores) {
+                Ok(cleaners) => self.cleaners = Some(cleaners),
                 Err(err) => {
-                    let _ = db.close_inner();
+                    let _ = self.close_inner();
                     return Err(err);
                 }
             }
         }
-        Ok(db)
+        Ok(self)
     }
 
     /// Reads the bucket pages into the cache, every one when the index fits its share, else
@@ -809,6 +880,7 @@ impl Db {
         self.engine.len()
     }
 
+    /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -1016,6 +1088,7 @@ impl DbHandle {
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
+    /// See [`Db::get`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
         self.engine.get(key)
     }
@@ -1027,12 +1100,15 @@ impl DbHandle {
     pub fn prefetch(&self, keys: &[&[u8]]) -> Result<u64, DbError> {
         self.engine.prefetch(keys)
     }
+    /// See [`Db::put`].
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         self.engine.put(key, value)
     }
+    /// See [`Db::delete`].
     pub fn delete(&self, key: &[u8]) -> Result<bool, DbError> {
         self.engine.delete(key)
     }
+    /// See [`Db::contains`].
     pub fn contains(&self, key: &[u8]) -> Result<bool, DbError> {
         self.engine.contains(key)
     }
@@ -1060,6 +1136,7 @@ impl DbHandle {
     pub fn len(&self) -> u64 {
         self.engine.len()
     }
+    /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -16,9 +16,51 @@ use tamer_device::{
     FileSet, UringConfig,
 };
 
-use crate::db::DeviceKind;
 use crate::engine::Space;
 use crate::DbError;
+
+/// What the store lives on.
+#[derive(Clone, Debug)]
+pub enum DeviceKind {
+    /// io_uring on the file at the path (falls back to `Sync` with a warning when io_uring is
+    /// unavailable).
+    Uring,
+    /// Blocking pread/pwrite on the file at the path.
+    Sync,
+    /// The file at the path mapped into memory: the kernel's demand paging does the I/O and
+    /// its page cache is the DRAM tier (the `os-paging` baseline; a page fault blocks the
+    /// core). Give it a small `cache_bytes`, so the engine's own cache does not hold the data
+    /// twice.
+    Mmap,
+    /// A new emulated device in DRAM (the path is ignored): `latency_ns` per access.
+    Emulated {
+        /// Time of one access.
+        latency_ns: u64,
+        /// The device's size, bytes.
+        capacity_bytes: u64,
+    },
+    /// An existing emulator model, e.g. [`crate::Db::emulator_model`] of a closed Db, to reopen a
+    /// store within the process.
+    Model(Arc<EmulatorModel>),
+    /// The emulator under fault injection ([`tamer_device::FaultState`]: power loss with torn
+    /// writes, read errors, a full device), for crash tests; reopen on
+    /// [`tamer_device::FaultState::crash_model`].
+    Faulty(Arc<tamer_device::FaultState>),
+    /// Several files (one per drive, say) or emulated devices as one store, striped in units
+    /// of `unit_blocks` pages ([`tamer_device::STRIPE_UNIT_BLOCKS`] is a good default): page
+    /// `p` lives on part `(p / unit) % parts` (the path given to [`crate::Db::open`] is ignored).
+    /// The parts and their order are fixed when the store is created (the superblock records
+    /// how many and the unit; a reopen with others is refused, parts given in another order
+    /// fail their page checksums). A transaction commits with one record in its core's
+    /// staging queue whatever parts its pages are on, and is acknowledged once every part it
+    /// wrote is flushed (`docs/durability.md`).
+    Striped {
+        /// The parts, in stripe order.
+        parts: Vec<StripePart>,
+        /// Stripe unit, in 4 KiB pages.
+        unit_blocks: u64,
+    },
+}
 
 /// Most parts a store may be striped over.
 pub const MAX_STRIPE_PARTS: usize = 64;
@@ -27,7 +69,9 @@ pub const MAX_STRIPE_PARTS: usize = 64;
 /// [`DeviceKind::Sync`]) or an emulated device (`path` ignored).
 #[derive(Clone, Debug)]
 pub struct StripePart {
+    /// The part's file (ignored for an emulated part).
     pub path: PathBuf,
+    /// What the part is.
     pub device: DeviceKind,
 }
 

@@ -55,13 +55,13 @@ pub use check::{CheckReport, Problem, MAX_PROBLEMS_LISTED};
 pub use checkpoint::{CheckpointStats, FREED_PAGES_MIN};
 pub use commit::{CommitStats, Durability};
 pub use compaction::{
-    CompactionStats, COMPACT_LIVE_BYTES, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES,
-    SPARSE_QUEUE,
+    CompactionStats, COMPACT_RESERVE_FRACTION, COMPACT_RESERVE_MIN_PAGES, SPARSE_QUEUE,
 };
 pub(crate) use records::is_data_page;
 pub use recover::{RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats};
 pub use small::{SMALL_KEY_MAX, SMALL_VALUE_MAX};
 pub(crate) use space::Space;
+pub use space::COMPACT_LIVE_BYTES;
 pub use tree::{Direction, TreeId, RECLAIM_BATCH};
 pub use txn::{Tx, WriteBatch, MAX_TX_ATTEMPTS, MAX_TX_BYTES};
 
@@ -219,6 +219,62 @@ pub(crate) struct EngineSetup {
     pub stripe: (u32, u64),
 }
 
+/// What an engine starts from that an existing store's superblock decides (for a new store,
+/// its setup).
+struct Origin {
+    /// Staging queues.
+    queues: u32,
+    /// The last commit timestamp.
+    last_ts: u64,
+    /// The last checkpoint's epoch (0: none yet).
+    epoch: u64,
+    /// Depth of the directory's fixed region.
+    fixed_depth: u32,
+    /// First page of each directory segment (0: not allocated).
+    dir_segments: Box<[AtomicU64]>,
+    hash_key: [u64; 2],
+    /// The current superblock's page and sequence (a new store's first write goes to page 0
+    /// with sequence 1).
+    sb_page: u64,
+    sb_sequence: u64,
+}
+
+impl EngineSetup {
+    /// Where the engine starts: from the superblock found, or anew.
+    fn origin(&self) -> Origin {
+        let existing = self.existing.as_ref();
+        let (queues, last_ts) = existing
+            .map_or((self.queues.clamp(1, MAX_QUEUES as u32), 0), |(sb, _)| {
+                (sb.queues, sb.commit_ts)
+            });
+        let dir_segments = directory::no_segments();
+        let fixed_depth = match existing {
+            Some((sb, _)) => {
+                for (slot, &first) in dir_segments.iter().zip(&sb.dir_segments) {
+                    slot.store(first, Ordering::Relaxed);
+                }
+                sb.fixed_depth
+            }
+            None => self.fixed_depth.min(self.max_depth),
+        };
+        let hash_key = match existing {
+            Some((sb, _)) => sb.hash_key,
+            None => self.new_hash_key.unwrap_or_else(rand::random),
+        };
+        let (sb_page, sb_sequence) = existing.map_or((1, 0), |(sb, page)| (*page, sb.sequence));
+        Origin {
+            queues,
+            last_ts,
+            epoch: existing.map_or(0, |(sb, _)| sb.epoch),
+            fixed_depth,
+            dir_segments,
+            hash_key,
+            sb_page,
+            sb_sequence,
+        }
+    }
+}
+
 fn corrupt(page: u64, detail: impl Into<String>) -> DbError {
     DbError::Corrupt {
         page,
@@ -288,82 +344,42 @@ impl Drop for OpGuard<'_> {
 impl Engine {
     /// An engine as `setup` says.
     pub fn new(setup: EngineSetup) -> Self {
-        let EngineSetup {
-            cache,
-            space,
-            max_value,
-            max_depth,
-            fixed_depth,
-            existing,
-            new_hash_key,
-            copies,
-            next_epoch,
-            durability,
-            queues,
-            queue_pages,
-            recovery_observer,
-            lock_timeout_ns,
-            stripe,
-        } = setup;
-        let (queues, last_ts) = existing
-            .as_ref()
-            .map_or((queues.clamp(1, MAX_QUEUES as u32), 0), |(sb, _)| {
-                (sb.queues, sb.commit_ts)
-            });
-        let epoch = existing.as_ref().map_or(0, |(sb, _)| sb.epoch);
-        debug_assert!(next_epoch > epoch);
-        let dir_segments = directory::no_segments();
-        let fixed_depth = match &existing {
-            Some((sb, _)) => {
-                for (slot, &first) in dir_segments.iter().zip(&sb.dir_segments) {
-                    slot.store(first, Ordering::Relaxed);
-                }
-                sb.fixed_depth
-            }
-            None => fixed_depth.min(max_depth),
-        };
+        let origin = setup.origin();
+        debug_assert!(setup.next_epoch > origin.epoch);
         // Dirty index pages cannot be evicted: a checkpoint runs well before they could fill
         // the sets (a quarter of the frames, at least 16 pages; index pages take at most
         // `ways - 1` of a set's frames, so data pages always keep one to be evicted). At half
         // the frames, an index taking ~60 % of a 26-32 MiB cache (the tier bench's TATP) let
         // sets fill with dirty index pages and misses stall 10 s (`MissTimeout`).
-        let dirty_index_pages_max = (cache.data_frames() as usize / 4).max(16);
-        let hash_key = match &existing {
-            Some((sb, _)) => sb.hash_key,
-            None => new_hash_key.unwrap_or_else(rand::random),
-        };
-        // A new store's first write goes to page 0 with sequence 1.
-        let (sb_page, sb_sequence) = existing
-            .as_ref()
-            .map_or((1, 0), |(sb, page)| (*page, sb.sequence));
+        let dirty_index_pages_max = (setup.cache.data_frames() as usize / 4).max(16);
         Self {
-            cache,
-            hash_key,
-            opened_from: Mutex::new(existing),
+            cache: setup.cache,
+            hash_key: origin.hash_key,
+            opened_from: Mutex::new(setup.existing),
             sb_lock: YieldLock(AtomicBool::new(false)),
-            sb_page: AtomicU64::new(sb_page),
-            sb_sequence: AtomicU64::new(sb_sequence),
-            max_value,
-            max_depth,
-            fixed_depth,
-            dir_segments,
-            stripe,
-            new_queue_pages: queue_pages,
-            space_start: space_start(dir_pages(fixed_depth)),
-            dir_pages: dir_pages(fixed_depth),
-            copies,
+            sb_page: AtomicU64::new(origin.sb_page),
+            sb_sequence: AtomicU64::new(origin.sb_sequence),
+            max_value: setup.max_value,
+            max_depth: setup.max_depth,
+            fixed_depth: origin.fixed_depth,
+            dir_segments: origin.dir_segments,
+            stripe: setup.stripe,
+            new_queue_pages: setup.queue_pages,
+            space_start: space_start(dir_pages(origin.fixed_depth)),
+            dir_pages: dir_pages(origin.fixed_depth),
+            copies: setup.copies,
             ckpt: CheckpointLatch::new(),
-            epoch: AtomicU64::new(epoch),
-            next_epoch: AtomicU64::new(next_epoch),
+            epoch: AtomicU64::new(origin.epoch),
+            next_epoch: AtomicU64::new(setup.next_epoch),
             dirty: Mutex::new(Dirty::default()),
             freed_pages: AtomicU64::new(0),
             dirty_index_pages_max,
             checkpoint_stats: Mutex::new(checkpoint::CheckpointStats::default()),
             failed: Mutex::new(None),
-            commit: Commit::new(durability, queues, last_ts),
-            locks: KeyLocks::new(lock_timeout_ns),
+            commit: Commit::new(setup.durability, origin.queues, origin.last_ts),
+            locks: KeyLocks::new(setup.lock_timeout_ns),
             recovery: Mutex::new(RecoveryStats::default()),
-            recovery_observer,
+            recovery_observer: setup.recovery_observer,
             global_depth: AtomicU32::new(0),
             split_lock: YieldLock(AtomicBool::new(false)),
             tree_locks: tree::tree_locks(),
@@ -380,7 +396,7 @@ impl Engine {
             }),
             key_count: AtomicU64::new(0),
             leaked_pages: AtomicU64::new(0),
-            space,
+            space: setup.space,
             closed: AtomicBool::new(false),
             active_ops: std::sync::atomic::AtomicUsize::new(0),
             read_only: false,
@@ -471,80 +487,86 @@ impl Engine {
             ));
         }
         match existing {
-            None => {
-                // The first bucket is the first managed page; the queues follow it.
-                let bucket = self.alloc_bucket()?;
-                let queues = u64::from(self.commit.queues());
-                let limit_pages = match &self.space {
-                    Space::Fixed { capacity_bytes } => capacity_bytes / PAGE_SIZE_BYTES,
-                    Space::File { max_bytes, .. } => {
-                        max_bytes.map_or(u64::MAX, |bytes| bytes / PAGE_SIZE_BYTES)
-                    }
-                };
-                let per_queue = self.new_queue_pages.unwrap_or_else(|| {
-                    (limit_pages / 64 / queues).clamp(QUEUE_PAGES_MIN, QUEUE_PAGES_MAX)
-                });
-                assert!((QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&per_queue));
-                self.commit.pages.store(per_queue, Ordering::Relaxed);
-                let first =
-                    self.alloc_marked(queues * per_queue, MapKind::Queue, MapKind::Queue)?;
-                self.commit
-                    .first
-                    .store(self.logical_of(first)?, Ordering::Relaxed);
-                let b = self
-                    .cache
-                    .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
-                self.dirty_bucket(bucket, 0);
-                b.write(|bytes| init_bucket(bytes, 0, 0));
-                drop(b);
-                self.dir_set(0, bucket, 0)?;
-            }
-            Some(sb) => {
-                if sb.max_depth != self.max_depth {
-                    return Err(DbError::Config(format!(
-                        "store created with max_directory_depth {}",
-                        sb.max_depth
-                    )));
-                }
-                if sb.global_depth > self.max_depth {
-                    return Err(corrupt(0, "directory depth beyond its maximum"));
-                }
-                self.global_depth.store(sb.global_depth, Ordering::Release);
-                self.key_count.store(sb.key_count, Ordering::Relaxed);
-                self.catalog.store(sb.catalog, Ordering::Release);
-                self.catalog_durable.store(sb.catalog, Ordering::Release);
-                // The last checkpoint, whether the store was closed or crashed: its map,
-                // high-water mark and index are consistent (recovery is choosing the copies).
-                self.lock_alloc().next_page = sb.next_page;
-                self.load_free_extents(sb.next_page)?;
-                self.commit.first.store(sb.queue_first, Ordering::Relaxed);
-                self.commit
-                    .pages
-                    .store(u64::from(sb.queue_pages), Ordering::Relaxed);
-                if !self.read_only {
-                    // Redo what the queues hold beyond the checkpoint; the checkpoint below
-                    // makes it the new crash point.
-                    let stats = self.recover_queues(&sb)?;
-                    *self.recovery.lock().unwrap_or_else(|p| p.into_inner()) = stats;
-                    let asked = self.new_queue_pages;
-                    if let Some(pages) = asked.filter(|&p| p != u64::from(sb.queue_pages)) {
-                        self.resize_queues(pages)?;
-                    }
-                }
-                if !sb.clean && !self.read_only {
-                    tracing::warn!(
-                        "the store was not closed cleanly: opened at its last checkpoint \
-                         (epoch {})",
-                        sb.epoch
-                    );
-                }
-            }
+            None => self.create()?,
+            Some(sb) => self.reopen(&sb)?,
         }
         if self.read_only {
             return Ok(());
         }
         // Marked open (not clean) from here on.
         self.checkpoint(false)
+    }
+
+    /// A new store's first pages: its first bucket (the first managed page), its staging
+    /// queues after it, and the directory naming the bucket.
+    fn create(&self) -> Result<(), DbError> {
+        let bucket = self.alloc_bucket()?;
+        let queues = u64::from(self.commit.queues());
+        let limit_pages = match &self.space {
+            Space::Fixed { capacity_bytes } => capacity_bytes / PAGE_SIZE_BYTES,
+            Space::File { max_bytes, .. } => {
+                max_bytes.map_or(u64::MAX, |bytes| bytes / PAGE_SIZE_BYTES)
+            }
+        };
+        let per_queue = self
+            .new_queue_pages
+            .unwrap_or_else(|| (limit_pages / 64 / queues).clamp(QUEUE_PAGES_MIN, QUEUE_PAGES_MAX));
+        assert!((QUEUE_PAGES_MIN..=QUEUE_PAGES_MAX).contains(&per_queue));
+        self.commit.pages.store(per_queue, Ordering::Relaxed);
+        let first = self.alloc_marked(queues * per_queue, MapKind::Queue, MapKind::Queue)?;
+        self.commit
+            .first
+            .store(self.logical_of(first)?, Ordering::Relaxed);
+        let b = self
+            .cache
+            .get_for_overwrite_as(bucket, PageClass::Index { set_key: 0 })?;
+        self.dirty_bucket(bucket, 0);
+        b.write(|bytes| init_bucket(bytes, 0, 0));
+        drop(b);
+        self.dir_set(0, bucket, 0)
+    }
+
+    /// An existing store, as of its last checkpoint `sb` (whether it was closed or crashed),
+    /// with what its staging queues hold beyond it redone (unless read-only).
+    fn reopen(&self, sb: &Superblock) -> Result<(), DbError> {
+        if sb.max_depth != self.max_depth {
+            return Err(DbError::Config(format!(
+                "store created with max_directory_depth {}",
+                sb.max_depth
+            )));
+        }
+        if sb.global_depth > self.max_depth {
+            return Err(corrupt(0, "directory depth beyond its maximum"));
+        }
+        self.global_depth.store(sb.global_depth, Ordering::Release);
+        self.key_count.store(sb.key_count, Ordering::Relaxed);
+        self.catalog.store(sb.catalog, Ordering::Release);
+        self.catalog_durable.store(sb.catalog, Ordering::Release);
+        // The last checkpoint, whether the store was closed or crashed: its map, high-water
+        // mark and index are consistent (recovery is choosing the copies).
+        self.lock_alloc().next_page = sb.next_page;
+        self.load_free_extents(sb.next_page)?;
+        self.commit.first.store(sb.queue_first, Ordering::Relaxed);
+        self.commit
+            .pages
+            .store(u64::from(sb.queue_pages), Ordering::Relaxed);
+        if !self.read_only {
+            // Redo what the queues hold beyond the checkpoint; the checkpoint at the end of
+            // `load` makes it the new crash point.
+            let stats = self.recover_queues(sb)?;
+            *self.recovery.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+            let asked = self.new_queue_pages;
+            if let Some(pages) = asked.filter(|&p| p != u64::from(sb.queue_pages)) {
+                self.resize_queues(pages)?;
+            }
+        }
+        if !sb.clean && !self.read_only {
+            tracing::warn!(
+                "the store was not closed cleanly: opened at its last checkpoint (epoch {})",
+                sb.epoch
+            );
+        }
+        Ok(())
     }
 
     /// Moves the staging queues to a new region of `pages` pages each (an open that asks for

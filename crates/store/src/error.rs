@@ -11,18 +11,41 @@ pub enum DbError {
     /// A bad [`crate::DbOptions`] value, or a file that is not a tamer store.
     Config(String),
     /// Keys are 1..=`max` bytes.
-    KeyTooLarge { len: usize, max: usize },
+    KeyTooLarge {
+        /// The key's length, bytes.
+        len: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
     /// The empty key is not allowed.
     EmptyKey,
     /// Values are 0..=`max` bytes (`DbOptions::max_value_bytes`).
-    ValueTooLarge { len: usize, max: usize },
+    ValueTooLarge {
+        /// The value's length, bytes.
+        len: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
     /// The device (or the file-size limit) has no room for `pages` more pages. Nothing already
     /// stored was changed.
-    NoSpace { pages: u64, detail: String },
+    NoSpace {
+        /// Pages asked for.
+        pages: u64,
+        /// What refused them.
+        detail: String,
+    },
     /// The hash index reached its largest directory (`2^max_depth` buckets) and a bucket is full.
-    IndexFull { max_depth: u32 },
+    IndexFull {
+        /// The directory's depth limit (`DbOptions::max_directory_depth`).
+        max_depth: u32,
+    },
     /// A page or a record failed its checksum or is malformed: the stored data is damaged.
-    Corrupt { page: u64, detail: String },
+    Corrupt {
+        /// The damaged page.
+        page: u64,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The page cache failed (device error, timeout, ...).
     Cache(CacheError),
     /// A handle call outside a tamer user-level thread (use [`crate::Db`]'s blocking calls, or
@@ -36,7 +59,10 @@ pub enum DbError {
     Runtime(String),
     /// A transaction met a lock held by another `attempts` times in a row (inside a
     /// transaction's closure, `attempts` is 0: return it, and the attempt is retried).
-    Conflict { attempts: u32 },
+    Conflict {
+        /// Attempts made.
+        attempts: u32,
+    },
     /// A transaction or batch over a stated bound (bytes buffered, keys locked).
     TooLarge(String),
 }

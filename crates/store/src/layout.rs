@@ -28,7 +28,7 @@ pub const KIND_MAP: u32 = u32::from_le_bytes(*b"PMAP");
 pub const KIND_QUEUE: u32 = u32::from_le_bytes(*b"QUEU");
 pub const KIND_TREE: u32 = u32::from_le_bytes(*b"TREE");
 
-// --- staging queues (issue 9, `docs/durability.md`) ---
+// --- staging queues (`docs/durability.md`) ---
 //
 // A queue is a ring of `queue_pages` consecutive logical pages (the superblock says how many:
 // QUEUE_PAGES_MAX, fewer on a small device). A queue page is
@@ -42,6 +42,7 @@ pub const KIND_TREE: u32 = u32::from_le_bytes(*b"TREE");
 /// Pages of one staging queue: 1 MiB, or 1/64 of a small device's pages (at least
 /// [`QUEUE_PAGES_MIN`]).
 pub const QUEUE_PAGES_MAX: u64 = 256;
+/// Fewest pages of one staging queue (64 KiB).
 pub const QUEUE_PAGES_MIN: u64 = 16;
 /// Queue page header: kind u32, queue number u32.
 pub const QUEUE_HEADER: usize = 8;
@@ -160,10 +161,10 @@ pub const EXTENT_HEADER: usize = 8;
 // from 0, map pages skipped) used by the allocator and extents, and its physical page
 // number, used everywhere else (entries, the cache, the device). The map page of a group says
 // of each of its pages whether it is free, and a data page's live bytes; it replaces a free
-// list written at close, so the allocator's state is on the device at all times (issue 9).
+// list written at close, so the allocator's state is on the device at all times.
 // Copy 1 is reserved for the checkpoints that alternate copies.
 
-// --- ordered trees (issue 11) ---
+// --- ordered trees ---
 //
 // A tree is a B+-tree whose nodes are two-copy index pages (as buckets: changed only in
 // DRAM, written to their other copy by a checkpoint); which copy is current is the low bit

@@ -207,7 +207,7 @@
 //! image, then the superblock with the new epoch. Freed pages are reused only after the
 //! checkpoint that records them free. Records are written out of place and flushed before
 //! the index that names them. What a crash loses: the changes since the last checkpoint
-//! (per-operation durability comes with issue 9's staging queues).
+//! (less with the staging queues: see [`Durability`]).
 
 mod alloc;
 mod copies;
@@ -218,11 +218,11 @@ mod error;
 mod layout;
 
 pub use db::{
-    prefix_end, Cursor, Db, DbHandle, DbOptions, DeviceKind, IndexStats, TreeRange,
-    CHECKPOINT_INTERVAL, DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
+    prefix_end, Cursor, Db, DbHandle, DbOptions, IndexStats, TreeRange, CHECKPOINT_INTERVAL,
+    DEFAULT_DIRECTORY_DEPTH, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_PINNED_DIRECTORY_DEPTH,
 };
-pub use device::{StripePart, MAX_STRIPE_PARTS};
+pub use device::{DeviceKind, StripePart, MAX_STRIPE_PARTS};
 pub use engine::{
     CheckReport, CheckpointStats, CommitStats, CompactionStats, Direction, Durability, Problem,
     RecoveryObserver, RecoveryPhase, RecoveryProgress, RecoveryStats, TreeId, Tx, WriteBatch,

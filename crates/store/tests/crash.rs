@@ -10,6 +10,9 @@
 //! `CRASH_SEED=<seed> cargo test -p tamer-store --test crash`); `CRASH_POINTS=<n>` runs `n`
 //! crash points instead of the CI's 1,000 (a long run).
 
+// A test reads as one scenario, from setup to check; splitting it would scatter the story.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::{value_for, SeedGuardLite};

@@ -1,6 +1,9 @@
 //! Ordered trees in transactions: own changes seen, aborts undone, conflicts retried, and
 //! atomicity across a hash key and a tree under power loss.
 
+// A test reads as one scenario, from setup to check; splitting it would scatter the story.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::collections::BTreeMap;

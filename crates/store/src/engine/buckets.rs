@@ -200,6 +200,9 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    // A test reads as one scenario, from setup to check; splitting it would scatter the story.
+    #![allow(clippy::too_many_lines)]
+
     use super::*;
     use crate::{Db, DbOptions, DeviceKind};
 

@@ -19,7 +19,9 @@ pub const MAX_PROBLEMS_LISTED: usize = 100;
 /// One thing wrong, on one page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The page it is on.
     pub page: u64,
+    /// What is wrong.
     pub what: String,
 }
 
@@ -28,7 +30,9 @@ pub struct Problem {
 pub struct CheckReport {
     /// Index entries (one per key).
     pub keys: u64,
+    /// Bucket pages the directory names.
     pub buckets: u64,
+    /// Data pages holding live small records.
     pub data_pages: u64,
     /// Pages of extents (large records), heads and tails.
     pub extent_pages: u64,
@@ -36,6 +40,7 @@ pub struct CheckReport {
     pub queue_pages: u64,
     /// Pages of the directory's segments (both copies), past its fixed region.
     pub directory_pages: u64,
+    /// Pages the map says are free.
     pub free_pages: u64,
     /// Pages the map says are in use that nothing references (space lost, not data).
     pub leaked_pages: u64,
@@ -43,10 +48,13 @@ pub struct CheckReport {
     pub records: u64,
     /// Ordered trees, their entries, and their nodes' pages (both copies).
     pub trees: u64,
+    /// See `trees`.
     pub tree_entries: u64,
+    /// See `trees`.
     pub tree_pages: u64,
     /// The first [`MAX_PROBLEMS_LISTED`] problems.
     pub problems: Vec<Problem>,
+    /// Problems found, listed or not.
     pub problems_total: u64,
 }
 
@@ -280,34 +288,7 @@ impl Engine {
         report: &mut CheckReport,
         seen: &Referenced,
     ) -> Result<(), DbError> {
-        let mut bucket_copies = HashSet::new();
-        for &bucket in &seen.buckets {
-            match self.extent_page(bucket, 1) {
-                Ok(p) => bucket_copies.insert(p),
-                Err(_) => {
-                    report.problem(bucket, "a bucket's second copy is not a managed page");
-                    continue;
-                }
-            };
-        }
-        let mut tree_copies = HashSet::new();
-        for &n in &seen.tree_nodes {
-            if let Ok(p) = self.extent_page(n, 1) {
-                tree_copies.insert(p);
-            }
-        }
-        let mut extent_tails = HashSet::new();
-        for (&head, &pages) in &seen.extents {
-            for i in 1..pages {
-                match self.extent_page(head, i) {
-                    Ok(p) => extent_tails.insert(p),
-                    Err(_) => {
-                        report.problem(head, "extent runs past the managed pages");
-                        break;
-                    }
-                };
-            }
-        }
+        let implied = self.implied_pages(report, seen);
         for l in 0..next_page {
             let page = self.phys(l);
             let entry = match self.map_get(l) {
@@ -319,27 +300,7 @@ impl Engine {
                 Err(err) => return Err(err),
             };
             let kind = MapKind::of(entry);
-            let want = if seen.buckets.contains(&page) {
-                Some(MapKind::Bucket)
-            } else if seen.data_live.contains_key(&page) {
-                Some(MapKind::Data)
-            } else if seen.extents.contains_key(&page) {
-                Some(MapKind::ExtentHead)
-            } else if extent_tails.contains(&page) {
-                Some(MapKind::ExtentTail)
-            } else if bucket_copies.contains(&page) {
-                Some(MapKind::BucketCopy)
-            } else if seen.tree_nodes.contains(&page) {
-                Some(MapKind::Tree)
-            } else if tree_copies.contains(&page) {
-                Some(MapKind::TreeCopy)
-            } else if self.is_queue_page(l) {
-                Some(MapKind::Queue)
-            } else if self.is_dir_segment_page(l) {
-                Some(MapKind::Directory)
-            } else {
-                None
-            };
+            let want = self.expected_kind(l, page, seen, &implied);
             match (kind, want) {
                 (None, _) => report.problem(page, format!("map entry {entry:#x} of no kind")),
                 (Some(MapKind::Free), None) => report.free_pages += 1,
@@ -352,6 +313,70 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The pages the index references through others: buckets' and tree nodes' second
+    /// copies, extents' tail pages.
+    fn implied_pages(&self, report: &mut CheckReport, seen: &Referenced) -> Implied {
+        let mut implied = Implied::default();
+        for &bucket in &seen.buckets {
+            match self.extent_page(bucket, 1) {
+                Ok(p) => implied.bucket_copies.insert(p),
+                Err(_) => {
+                    report.problem(bucket, "a bucket's second copy is not a managed page");
+                    continue;
+                }
+            };
+        }
+        for &n in &seen.tree_nodes {
+            if let Ok(p) = self.extent_page(n, 1) {
+                implied.tree_copies.insert(p);
+            }
+        }
+        for (&head, &pages) in &seen.extents {
+            for i in 1..pages {
+                match self.extent_page(head, i) {
+                    Ok(p) => implied.extent_tails.insert(p),
+                    Err(_) => {
+                        report.problem(head, "extent runs past the managed pages");
+                        break;
+                    }
+                };
+            }
+        }
+        implied
+    }
+
+    /// What the map should say of logical page `l` (physical `page`) by how the index and
+    /// the store use it; `None`: unused (free or leaked).
+    fn expected_kind(
+        &self,
+        l: u64,
+        page: u64,
+        seen: &Referenced,
+        implied: &Implied,
+    ) -> Option<MapKind> {
+        if seen.buckets.contains(&page) {
+            Some(MapKind::Bucket)
+        } else if seen.data_live.contains_key(&page) {
+            Some(MapKind::Data)
+        } else if seen.extents.contains_key(&page) {
+            Some(MapKind::ExtentHead)
+        } else if implied.extent_tails.contains(&page) {
+            Some(MapKind::ExtentTail)
+        } else if implied.bucket_copies.contains(&page) {
+            Some(MapKind::BucketCopy)
+        } else if seen.tree_nodes.contains(&page) {
+            Some(MapKind::Tree)
+        } else if implied.tree_copies.contains(&page) {
+            Some(MapKind::TreeCopy)
+        } else if self.is_queue_page(l) {
+            Some(MapKind::Queue)
+        } else if self.is_dir_segment_page(l) {
+            Some(MapKind::Directory)
+        } else {
+            None
+        }
     }
 
     fn count_used(
@@ -405,8 +430,50 @@ impl Engine {
     }
 }
 
+/// Pages the index references through others ([`Engine::implied_pages`]).
+#[derive(Default)]
+struct Implied {
+    bucket_copies: HashSet<u64>,
+    tree_copies: HashSet<u64>,
+    extent_tails: HashSet<u64>,
+}
+
 fn crc32c_of_record(record: &[u8]) -> u32 {
     tamer_cache::crc32c(&record[RECORD_HEADER..])
+}
+
+/// Checks node `b` of tree `tree`, reached as `v`, on its own and against its parent:
+/// its shape, tree, level and depth (`false`: a problem that stops the walk below it), then
+/// its count and its keys' range (problems reported, the walk goes on).
+fn check_node(tree: u64, v: &Visit, b: &[u8], report: &mut CheckReport) -> bool {
+    use super::tree::node;
+    if let Err(what) = node::check(b) {
+        report.problem(v.page, what);
+        return false;
+    }
+    if node::tree(b) != tree || v.level.is_some_and(|l| l != node::level(b)) {
+        report.problem(v.page, "a tree node of another tree or level");
+        return false;
+    }
+    if usize::from(node::level(b)) >= TREE_LEVELS_MAX {
+        report.problem(v.page, "a tree deeper than its bound");
+        return false;
+    }
+    let n = node::count(b);
+    if n == 0 && v.page != tree {
+        report.problem(v.page, "an empty tree node below the root");
+    }
+    if v.count.is_some_and(|c| Some(c) != node::total(b)) {
+        report.problem(v.page, "a node's count differs from its parent's");
+    }
+    let in_range = |k: &[u8]| {
+        v.lower.as_deref().is_none_or(|lo| k >= lo) && v.upper.as_deref().is_none_or(|up| k < up)
+    };
+    let first = usize::from(!node::is_leaf(b));
+    if (first..n).any(|i| !node::key(b, i).is_some_and(in_range)) {
+        report.problem(v.page, "a key outside its parent's separators");
+    }
+    true
 }
 
 /// A node to visit in a tree walk: its page, the level its parent expects (`None` for the
@@ -481,33 +548,10 @@ impl Engine {
                 Err(err) => return Err(err),
             };
             let b = &bytes[..];
-            if let Err(what) = node::check(b) {
-                report.problem(v.page, what);
-                continue;
-            }
-            if node::tree(b) != tree || v.level.is_some_and(|l| l != node::level(b)) {
-                report.problem(v.page, "a tree node of another tree or level");
-                continue;
-            }
-            if usize::from(node::level(b)) >= TREE_LEVELS_MAX {
-                report.problem(v.page, "a tree deeper than its bound");
+            if !check_node(tree, &v, b, report) {
                 continue;
             }
             let n = node::count(b);
-            if n == 0 && v.page != tree {
-                report.problem(v.page, "an empty tree node below the root");
-            }
-            if v.count.is_some_and(|c| Some(c) != node::total(b)) {
-                report.problem(v.page, "a node's count differs from its parent's");
-            }
-            let in_range = |k: &[u8]| {
-                v.lower.as_deref().is_none_or(|lo| k >= lo)
-                    && v.upper.as_deref().is_none_or(|up| k < up)
-            };
-            let first = usize::from(!node::is_leaf(b));
-            if (first..n).any(|i| !node::key(b, i).is_some_and(in_range)) {
-                report.problem(v.page, "a key outside its parent's separators");
-            }
             if node::is_leaf(b) {
                 for i in 0..n {
                     let (key, value) = node::leaf_entry(b, i).expect("checked");

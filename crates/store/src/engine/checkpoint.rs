@@ -101,12 +101,14 @@ impl Drop for ExclusiveGuard<'_> {
 /// What checkpoints have done since open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointStats {
+    /// Checkpoints completed.
     pub checkpoints: u64,
     /// Index pages written (each to its other copy).
     pub index_pages_written: u64,
     /// Time writers waited for checkpoints in all, and the longest one (ns): a checkpoint
     /// holds the checkpoint latch for its whole run.
     pub total_ns: u64,
+    /// See `total_ns`.
     pub max_ns: u64,
     /// When the last checkpoint since open ended (Unix time in ms; 0: none yet), as the
     /// server's `LASTSAVE` reports it.
@@ -247,6 +249,39 @@ impl Engine {
         segment_pages.extend(after);
         segment_pages.sort_unstable();
         segment_pages.dedup();
+        let writes = self.switch_index_copies(epoch, &segment_pages)?;
+        let written = self.cache.write_back_many(&writes)?;
+        if written != writes.len() {
+            return Err(super::corrupt(
+                0,
+                "a changed index page was not in the cache",
+            ));
+        }
+        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        self.epoch.store(epoch, Ordering::Release);
+        self.next_epoch.store(epoch + 1, Ordering::Release);
+        self.write_superblock(clean)?;
+        let sb_page = self.sb_page.load(Ordering::Acquire);
+        self.cache
+            .write_back_to(sb_page, PageClass::Data, sb_page)?;
+        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
+        self.queues_checkpointed(commit_ts);
+        let mut alloc = self.lock_alloc();
+        for (l, n) in dirty.freed {
+            alloc.free.give(l, n);
+        }
+        drop(alloc);
+        Ok(bucket_pages + writes.len())
+    }
+
+    /// Stamps `epoch` in every changed directory page (fixed region, and `segment_pages`),
+    /// tree node and map page, and names its other copy current (a tree node's in its map
+    /// entry). Returns the writes that put each one in its new copy: (page, class, address).
+    fn switch_index_copies(
+        &self,
+        epoch: u64,
+        segment_pages: &[(u64, u64, bool)],
+    ) -> Result<Vec<(u64, PageClass, u64)>, DbError> {
         let dir = self.copies.take_changed_dir_pages();
         let mut writes = Vec::with_capacity(dir.len() + segment_pages.len());
         for &i in &dir {
@@ -256,7 +291,7 @@ impl Engine {
             self.copies.set_dir_copy(i, new);
             writes.push((tag, PageClass::Data, dir_page(self.dir_pages, i, new)));
         }
-        for &(l, set_key, _) in &segment_pages {
+        for &(l, set_key, _) in segment_pages {
             let tag = self.phys(l);
             let class = PageClass::Index { set_key };
             self.cache
@@ -288,28 +323,7 @@ impl Engine {
             self.copies.set_map_copy(group, new);
             writes.push((tag, PageClass::Data, map_page(self.space_start, group, new)));
         }
-        let written = self.cache.write_back_many(&writes)?;
-        if written != writes.len() {
-            return Err(super::corrupt(
-                0,
-                "a changed index page was not in the cache",
-            ));
-        }
-        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
-        self.epoch.store(epoch, Ordering::Release);
-        self.next_epoch.store(epoch + 1, Ordering::Release);
-        self.write_superblock(clean)?;
-        let sb_page = self.sb_page.load(Ordering::Acquire);
-        self.cache
-            .write_back_to(sb_page, PageClass::Data, sb_page)?;
-        tamer_runtime::io::flush().map_err(|err| DbError::Cache(err.into()))?;
-        self.queues_checkpointed(commit_ts);
-        let mut alloc = self.lock_alloc();
-        for (l, n) in dirty.freed {
-            alloc.free.give(l, n);
-        }
-        drop(alloc);
-        Ok(bucket_pages + writes.len())
+        Ok(writes)
     }
 
     /// Writes the changed buckets to their other copies and names those copies in their

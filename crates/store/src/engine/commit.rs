@@ -122,6 +122,7 @@ pub struct CommitStats {
     pub group_commits: u64,
     /// Queue pages and data pages written by group commits.
     pub queue_pages_written: u64,
+    /// See `queue_pages_written`.
     pub data_pages_written: u64,
 }
 

@@ -16,18 +16,10 @@ use super::buckets::{Expect, Linked};
 use super::commit::{Delta, DeltaOp};
 use super::locks::KeyGuard;
 use super::records::record_crc_ok;
+use super::space::COMPACT_LIVE_BYTES;
 use super::{corrupt, Engine, MAX_KEY_BYTES};
 use crate::layout::*;
 use crate::DbError;
-
-/// A closed data page with this many live bytes or fewer (and some) is compacted: its live
-/// records are rewritten to the open page, so that it is freed. Half a page: space
-/// amplification from pages held by a few live records stays below about 2× (with a quarter,
-/// the `volatile` TATP of `tamer bench durability --quick` filled a device 3× its data + 256
-/// MiB: uniform overwrites leave most old pages 25-50 % live). Compaction runs only under
-/// space pressure, so the threshold bounds the space a store needs, not its steady write
-/// cost; a page moved copies at most half a page to free a whole one.
-pub const COMPACT_LIVE_BYTES: u32 = (PAYLOAD / 2) as u32;
 
 /// Background compaction runs only under space pressure: when the free pages plus the room
 /// left below the file's (or device's) end fall under this many pages, or under

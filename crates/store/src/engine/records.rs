@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use tamer_cache::{crc32c, BATCH};
 
-use super::compaction::COMPACT_LIVE_BYTES;
+use super::space::COMPACT_LIVE_BYTES;
 use super::{corrupt, Engine, MAX_KEY_BYTES};
 use crate::alloc::OpenPage;
 use crate::layout::*;

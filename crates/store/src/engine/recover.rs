@@ -41,6 +41,7 @@ pub struct RecoveryStats {
     pub records_found: u64,
     /// Those redone: the prefix of consecutive timestamps whose records read back whole.
     pub records_redone: u64,
+    /// The index changes those records held, applied.
     pub deltas_redone: u64,
     /// Queue pages read.
     pub queue_pages_read: u64,
@@ -62,9 +63,11 @@ pub enum RecoveryPhase {
 /// Where recovery is, as reported to [`DbOptions::on_recovery_progress`](crate::DbOptions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoveryProgress {
+    /// The step recovery is in.
     pub phase: RecoveryPhase,
     /// Units of `phase` done, of `total`.
     pub done: u64,
+    /// See `done`.
     pub total: u64,
     /// Since recovery began.
     pub elapsed: Duration,

@@ -149,23 +149,7 @@ impl Engine {
                 .collect();
             let (moved, kept): (Vec<Entry>, Vec<Entry>) =
                 entries.into_iter().partition(|e| e.hash & bit != 0);
-            let class = PageClass::Index {
-                set_key: pattern | bit,
-            };
-            let written = self.cache.get_for_overwrite_as(new_page, class).map(|r| {
-                r.write(|nb| {
-                    init_bucket(nb, depth + 1, pattern | bit);
-                    for (i, e) in moved.iter().enumerate() {
-                        e.write(nb, i);
-                    }
-                    set_bucket_count(nb, moved.len());
-                })
-            });
-            if let Err(err) = written {
-                self.free_or_leak(new_page, 2);
-                return Err(err.into());
-            }
-            self.dirty_bucket(new_page, pattern | bit);
+            self.write_split_bucket(new_page, depth + 1, pattern | bit, &moved)?;
             // The slots of the new bucket's pattern now point to it; the old bucket's keep
             // their page with the deeper depth.
             let (new_copy, old_copy) = (
@@ -188,5 +172,31 @@ impl Engine {
             set_bucket_count(bytes, kept.len());
             Ok(())
         })
+    }
+    /// Writes the bucket a split creates at `new_page` (its depth `depth`, its pattern
+    /// `pattern`) holding `moved`, and marks it dirty; frees the page again if it cannot.
+    fn write_split_bucket(
+        &self,
+        new_page: u64,
+        depth: u32,
+        pattern: u64,
+        moved: &[Entry],
+    ) -> Result<(), DbError> {
+        let class = PageClass::Index { set_key: pattern };
+        let written = self.cache.get_for_overwrite_as(new_page, class).map(|r| {
+            r.write(|nb| {
+                init_bucket(nb, depth, pattern);
+                for (i, e) in moved.iter().enumerate() {
+                    e.write(nb, i);
+                }
+                set_bucket_count(nb, moved.len());
+            })
+        });
+        if let Err(err) = written {
+            self.free_or_leak(new_page, 2);
+            return Err(err.into());
+        }
+        self.dirty_bucket(new_page, pattern);
+        Ok(())
     }
 }

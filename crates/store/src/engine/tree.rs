@@ -124,7 +124,9 @@ impl Found {
 /// Which way a scan goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
+    /// Ascending keys.
     Forward,
+    /// Descending keys.
     Reverse,
 }
 

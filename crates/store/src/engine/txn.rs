@@ -17,6 +17,7 @@ use super::buckets::Linked;
 use super::commit::{Delta, DeltaOp, Durability, Staged};
 use super::locks::{KeyLocks, NotLocked};
 use super::{check_sizes, Engine};
+use crate::layout::Entry;
 use crate::DbError;
 
 mod trees;
@@ -36,6 +37,14 @@ const MAX_TX_KEYS: usize = 1 << 16;
 /// A write of a transaction or batch: a value, or a delete.
 type Write = (Vec<u8>, Option<Vec<u8>>);
 
+/// A transaction's writes after [`Engine::prepare`]: (hash, key, new record) of each put,
+/// the data pages the records went to, (hash, key) of each delete whose key exists.
+struct Prepared<'w> {
+    puts: Vec<(u64, &'w Vec<u8>, Entry)>,
+    data_pages: Vec<u64>,
+    deletes: Vec<(u64, &'w Vec<u8>)>,
+}
+
 /// Blind writes to several keys, applied atomically by `Db::write` (`MSET`'s shape). Later
 /// writes to a key replace earlier ones in the batch.
 #[derive(Clone, Debug, Default)]
@@ -45,26 +54,31 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds a put of `value` under `key`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
         self.bytes += key.len() + value.len();
         self.writes.push((key.to_vec(), Some(value.to_vec())));
         self
     }
 
+    /// Adds a delete of `key`.
     pub fn delete(&mut self, key: &[u8]) -> &mut Self {
         self.bytes += key.len();
         self.writes.push((key.to_vec(), None));
         self
     }
 
+    /// Writes in the batch.
     pub fn len(&self) -> usize {
         self.writes.len()
     }
 
+    /// Whether the batch holds no write.
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty()
     }
@@ -200,6 +214,8 @@ impl<'a> Tx<'a> {
         Ok(value)
     }
 
+    /// True when `key` is stored, as this transaction sees it (its own writes included);
+    /// locks the key.
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, DbError> {
         check_sizes(key, None, self.engine.max_value)?;
         self.lock(key)?;
@@ -209,6 +225,7 @@ impl<'a> Tx<'a> {
         self.engine.contains(key)
     }
 
+    /// Buffers a put of `value` under `key` (applied at commit); locks the key.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), DbError> {
         check_sizes(key, Some(value), self.engine.max_value)?;
         self.lock(key)?;
@@ -516,34 +533,11 @@ impl Engine {
             Some(_) => None,
             None => Some(self.begin_change()?),
         };
-        let mut puts = Vec::new();
-        let mut data_pages = Vec::new();
-        let mut deletes = Vec::new();
-        let written: Result<(), DbError> = (|| {
-            for (key, value) in writes {
-                let hash = self.hash(key);
-                match value {
-                    Some(value) => {
-                        let (mut e, pages) = self.write_record(key, value)?;
-                        e.hash = crate::layout::tag(hash);
-                        puts.push((hash, key, e));
-                        data_pages.extend(pages);
-                    }
-                    None => {
-                        if self.entry_of(hash, key)?.is_some() {
-                            deletes.push((hash, key));
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })();
-        if let Err(err) = written {
-            for (_, _, e) in &puts {
-                self.release(e);
-            }
-            return Err(err);
-        }
+        let Prepared {
+            puts,
+            mut data_pages,
+            deletes,
+        } = self.prepare(writes)?;
         let mut deltas = trees.map_or_else(Vec::new, |t| t.deltas().to_vec());
         for (i, &(hash, key, e)) in puts.iter().enumerate() {
             match self.link(hash, key, e, None) {
@@ -586,6 +580,43 @@ impl Engine {
         data_pages.sort_unstable();
         data_pages.dedup();
         Ok(Some(self.stage(&deltas, &data_pages)))
+    }
+
+    /// A transaction's first phase: each put's new record written (speculative: nothing names
+    /// it yet), each delete's key looked up. An error releases the records written.
+    #[inline]
+    fn prepare<'w>(&self, writes: &'w [Write]) -> Result<Prepared<'w>, DbError> {
+        let mut prepared = Prepared {
+            puts: Vec::new(),
+            data_pages: Vec::new(),
+            deletes: Vec::new(),
+        };
+        let written: Result<(), DbError> = (|| {
+            for (key, value) in writes {
+                let hash = self.hash(key);
+                match value {
+                    Some(value) => {
+                        let (mut e, pages) = self.write_record(key, value)?;
+                        e.hash = crate::layout::tag(hash);
+                        prepared.puts.push((hash, key, e));
+                        prepared.data_pages.extend(pages);
+                    }
+                    None => {
+                        if self.entry_of(hash, key)?.is_some() {
+                            prepared.deletes.push((hash, key));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if let Err(err) = written {
+            for (_, _, e) in &prepared.puts {
+                self.release(e);
+            }
+            return Err(err);
+        }
+        Ok(prepared)
     }
 
     /// A transaction failed with some of its changes applied in DRAM: the store stops taking
