@@ -17,7 +17,12 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
     /// An integer in `min..=max`.
-    Int { min: i64, max: i64 },
+    Int {
+        /// The least value.
+        min: i64,
+        /// The greatest value.
+        max: i64,
+    },
     /// Bytes, with Redis's units (`1gb`, `512mb`, `64k`); shown as bytes.
     Memory,
     /// `yes` or `no`.
@@ -31,9 +36,11 @@ pub enum Kind {
 /// One setting of the registry.
 #[derive(Clone, Copy, Debug)]
 pub struct Setting {
+    /// As `CONFIG GET` names it.
     pub name: &'static str,
     /// The default, as a user writes it (normalized like any value).
     pub default: &'static str,
+    /// What values it takes.
     pub kind: Kind,
     /// `CONFIG SET` changes it while the server runs (otherwise only at startup).
     pub live: bool,
@@ -126,7 +133,9 @@ pub const SETTINGS: &[Setting] = &[
 /// file and the flags: any setting).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
+    /// `CONFIG SET`: live settings only.
     Client,
+    /// The config file and the flags: any setting.
     Startup,
 }
 
@@ -240,6 +249,7 @@ impl Config {
         self.get(name).parse().unwrap_or(0)
     }
 
+    /// `maxclients`.
     pub fn max_clients(&self) -> usize {
         self.max_clients.load(Ordering::Relaxed)
     }
@@ -247,6 +257,7 @@ impl Config {
     pub fn slowlog_slower_than_us(&self) -> i64 {
         self.slowlog_slower_than_us.load(Ordering::Relaxed)
     }
+    /// `slowlog-max-len`.
     pub fn slowlog_max_len(&self) -> usize {
         self.slowlog_max_len.load(Ordering::Relaxed)
     }

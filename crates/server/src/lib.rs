@@ -6,23 +6,27 @@
 //!   the writes' watchers (`WATCH`, blocked clients), active expiry and reclaim.
 //! - [`stats`]: what the server reports about itself (counters, client list, `INFO`,
 //!   Prometheus metrics).
-//! - [`commands`]: the command table, the gate every request passes, and one file per
+//! - `commands`: the command table, the gate every request passes, and one file per
 //!   family of commands.
-//! - [`session`]: a connection's state (database, `MULTI`, watches, blocking) and the
+//! - `session`: a connection's state (database, `MULTI`, watches, blocking) and the
 //!   commands that change it.
 //! - [`net`]: the network core on the runtime's cores (io_uring, connections, admission,
 //!   dispatch of jobs).
+//!
+//! The binary uses [`net::Server`], [`config`], [`stats::ServerStats`] and [`metrics`]; the
+//! end-to-end tests also read the codec ([`resp`]), the patterns ([`glob`]) and the store
+//! layout of keys and expiry ([`keyspace`]). The rest is the crate's own.
 
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-pub mod commands;
+pub(crate) mod commands;
 pub mod config;
 pub mod glob;
 pub mod keyspace;
 pub mod net;
 pub mod resp;
-pub mod session;
+pub(crate) mod session;
 pub mod stats;
 
 /// The Prometheus endpoint (`--metrics-addr`), for the binary.

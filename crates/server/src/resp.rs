@@ -95,12 +95,23 @@ impl Arg {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Parsed {
     /// A request of one or more arguments, the first `consumed` bytes.
-    Request { args: Vec<Arg>, consumed: usize },
+    Request {
+        /// Its arguments, the name first.
+        args: Vec<Arg>,
+        /// The bytes it took.
+        consumed: usize,
+    },
     /// The first `consumed` bytes hold no request (an empty inline line, `*0`, `*-1`): drop
     /// them, as Redis does.
-    Nothing { consumed: usize },
+    Nothing {
+        /// The bytes to drop.
+        consumed: usize,
+    },
     /// More bytes are needed: call again once there are at least `min_len` in all.
-    Incomplete { min_len: usize },
+    Incomplete {
+        /// The bytes the request needs at least.
+        min_len: usize,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +156,7 @@ impl Default for RequestParser {
 }
 
 impl RequestParser {
+    /// A parser that refuses what `limits` bound.
     pub fn new(limits: Limits) -> Self {
         assert!(limits.max_args >= 1 && limits.max_inline_bytes >= 16);
         Self {
@@ -488,8 +500,10 @@ pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
 /// Which protocol a connection speaks (`HELLO 3` switches to RESP3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Protocol {
+    /// RESP2, every connection's first.
     #[default]
     Resp2,
+    /// RESP3 (maps, sets, nulls, doubles typed).
     Resp3,
 }
 
@@ -520,10 +534,12 @@ pub mod write {
         line(out, b'-', &single_line(text));
     }
 
+    /// `:n`.
     pub fn integer(out: &mut Vec<u8>, n: i64) {
         header(out, b':', n);
     }
 
+    /// `$len` and the bytes.
     pub fn bulk(out: &mut Vec<u8>, bytes: &[u8]) {
         header(out, b'$', bytes.len() as i64);
         out.extend_from_slice(bytes);

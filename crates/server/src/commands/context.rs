@@ -38,6 +38,7 @@ impl<'a> Deref for Context<'a> {
     }
 }
 
+#[cfg(test)]
 impl<'a> Context<'a> {
     /// A context in database 0 (namespace `namespace`) with no watchers or lookup counters,
     /// in RESP2, with the store's default value bound: for tests and work outside any client.

@@ -56,6 +56,7 @@ pub struct TamerFlags(pub u64);
 
 macro_rules! bit_set {
     ($($ty:ident),*) => {$(
+        #[allow(dead_code, reason = "each set has what any set has; not every set uses all")]
         impl $ty {
             /// Whether every flag of `other` is in this set.
             pub const fn contains(self, other: $ty) -> bool {
@@ -78,6 +79,10 @@ bit_set!(Flags, AclCategories, KeyFlags, TamerFlags);
 
 /// Where a key spec's search for keys begins (Redis's `begin_search`).
 #[derive(Clone, Copy, Debug)]
+#[allow(
+    dead_code,
+    reason = "Redis's whole format: no command served yet searches by keyword"
+)]
 pub enum BeginSearch {
     /// At this argument.
     Index(i64),
@@ -95,6 +100,10 @@ pub enum BeginSearch {
 
 /// How a key spec finds its keys from where the search began (Redis's `find_keys`).
 #[derive(Clone, Copy, Debug)]
+#[allow(
+    dead_code,
+    reason = "Redis's whole format: every command served describes its keys"
+)]
 pub enum FindKeys {
     /// Keys up to `last_key` (from the beginning; negative: from the end, or with `limit`, a
     /// fraction of the rest), every `key_step` arguments.

@@ -228,6 +228,7 @@ impl BlockTable {
     }
 
     /// `client`'s state, if blocked.
+    #[cfg(test)]
     pub fn state(&self, client: ClientKey) -> Option<State> {
         self.lock().waiters.get(&client).map(|w| w.state)
     }

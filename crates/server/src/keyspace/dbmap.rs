@@ -129,6 +129,7 @@ impl DbMap {
     }
 
     /// Changes published so far.
+    #[cfg(test)]
     pub fn changes(&self) -> u64 {
         self.changes.load(Ordering::Acquire)
     }

@@ -333,6 +333,7 @@ impl ExpiryStats {
     }
 
     /// Index entries examined, and how many of them were stale.
+    #[cfg(test)]
     pub fn entries_examined(&self) -> (u64, u64) {
         (
             self.examined.load(Ordering::Relaxed),
@@ -341,6 +342,7 @@ impl ExpiryStats {
     }
 
     /// Passes run.
+    #[cfg(test)]
     pub fn passes(&self) -> u64 {
         self.passes.load(Ordering::Relaxed)
     }
@@ -377,8 +379,8 @@ impl Default for ExpiryOptions {
     }
 }
 
-/// The running expirer: one job on the store's runtime. Stopped (and waited for) by
-/// [`Expirer::stop`] or on drop.
+/// The running expirer: one job on the store's runtime. Dropping it stops the passes and
+/// waits (at most [`STOP_WAIT`]) for the job to end.
 pub struct Expirer {
     stop: Arc<AtomicBool>,
     done: Arc<(Mutex<bool>, Condvar)>,
@@ -403,11 +405,6 @@ impl Expirer {
             })
             .map_err(|_| "starting active expiry: the runtime's queue is full".to_string())?;
         Ok(Expirer { stop, done })
-    }
-
-    /// Stops the passes and waits (at most 10 s) for the job to end.
-    pub fn stop(self) {
-        drop(self)
     }
 }
 

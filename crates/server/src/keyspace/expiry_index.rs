@@ -92,7 +92,9 @@ fn corrupt(what: &str) -> DbError {
 /// An index entry: a store key and the expire-at time it was written with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
+    /// The key in the store (`[namespace][key]`).
     pub store_key: Vec<u8>,
+    /// Unix ms.
     pub expire_at_ms: u64,
 }
 
@@ -171,12 +173,16 @@ pub fn append(
 /// Where the expirer goes on: the next (slot, shard, chunk) to process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cursor {
+    /// The time slot ([`SLOT_MS`] wide).
     pub slot: u64,
+    /// The shard within the slot.
     pub shard: u8,
+    /// The chunk within the shard.
     pub chunk: u32,
 }
 
 impl Cursor {
+    /// The first chunk of slot `slot`.
     pub fn at_slot(slot: u64) -> Self {
         Self {
             slot,
@@ -222,6 +228,7 @@ impl Cursor {
         tx.get(&cursor_key())?.map(|b| Self::decode(&b)).transpose()
     }
 
+    /// Stores the cursor.
     pub fn save(self, tx: &mut Tx<'_>) -> Result<(), DbError> {
         tx.put(&cursor_key(), &self.encode())
     }

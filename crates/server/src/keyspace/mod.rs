@@ -34,14 +34,14 @@
 
 use tamer_store::{DbError, TreeId, Tx};
 
-pub mod blocked;
-pub mod collection;
-pub mod dbmap;
-pub mod expiry;
+pub(crate) mod blocked;
+pub(crate) mod collection;
+pub(crate) mod dbmap;
+pub(crate) mod expiry;
 pub mod expiry_index;
-pub mod reclaim;
-pub mod scope;
-pub mod watches;
+pub(crate) mod reclaim;
+pub(crate) mod scope;
+pub(crate) mod watches;
 
 /// Databases, as Redis's default `databases 16`.
 pub const DATABASES: usize = 16;
@@ -60,10 +60,15 @@ pub const RECLAIM_SLOTS_PER_STEP: u64 = 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
+    /// A string (its payload is the value).
     String = 1,
+    /// A hash.
     Hash = 2,
+    /// A list.
     List = 3,
+    /// A set.
     Set = 4,
+    /// A sorted set.
     ZSet = 5,
 }
 
@@ -91,8 +96,9 @@ impl Kind {
     }
 }
 
-/// A collection value's payload starts with its encoding: packed in the value, or a tree.
+/// A collection value's payload starts with its encoding: packed in the value ...
 pub const PACKED: u8 = 0;
+/// ... or in a tree of the store, which the payload names.
 pub const IN_TREE: u8 = 1;
 /// Bytes of a value's start that say whether it names a tree: header, encoding, tree.
 pub const TREE_HEAD_BYTES: usize = HEADER_BYTES + 9;
@@ -124,13 +130,16 @@ fn drop_replaced(tx: &mut Tx<'_>, old: Option<&[u8]>, new: Option<&Entry>) -> Re
 /// A value with its kind and expiry time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// Its type.
     pub kind: Kind,
     /// Unix time in ms at which the key expires; `None`: never.
     pub expire_at_ms: Option<u64>,
+    /// A string's bytes, or a collection's encoding.
     pub payload: Vec<u8>,
 }
 
 impl Entry {
+    /// A string value.
     pub fn string(payload: Vec<u8>, expire_at_ms: Option<u64>) -> Self {
         Self {
             kind: Kind::String,
@@ -184,6 +193,7 @@ impl Entry {
 /// Why a keyspace operation failed.
 #[derive(Debug)]
 pub enum KeyspaceError {
+    /// The store failed (a conflict retries the transaction).
     Store(DbError),
     /// A database number outside `0..DATABASES` (Redis: "ERR DB index is out of range").
     NoSuchDatabase(usize),
@@ -212,6 +222,7 @@ impl std::error::Error for KeyspaceError {}
 /// The namespace each database uses now, and the next namespace to hand out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Databases {
+    /// Each database's namespace (the 4-byte prefix of its keys in the store).
     pub namespaces: [u32; DATABASES],
     next: u32,
     /// The reclaim pass under way: dead namespaces below `target` are deleted (0: none).

@@ -26,4 +26,4 @@ mod ops;
 mod state;
 mod transaction;
 
-pub use state::{Blocked, Session, MAX_QUEUED, MAX_WATCHED};
+pub(crate) use state::Session;

@@ -206,7 +206,9 @@ fn replication(stats: &ServerStats) -> String {
 }
 
 fn cpu() -> String {
+    // SAFETY: `rusage` is plain integers, for which all zero bytes are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut children: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into live structs.
     unsafe {

@@ -25,6 +25,7 @@ pub const IO_TIMEOUT_MS: u64 = 2_000;
 pub struct Metrics {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Where it listens.
     pub local_addr: std::net::SocketAddr,
 }
 

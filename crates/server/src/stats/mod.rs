@@ -2,10 +2,10 @@
 //! `INFO` and the metrics endpoint report (updated by the network core and the sessions),
 //! the connection registry, and the shutdown request.
 
-pub mod clients;
-pub mod info;
+pub(crate) mod clients;
+pub(crate) mod info;
 pub mod metrics;
-pub mod monitor;
+pub(crate) mod monitor;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -20,40 +20,40 @@ use monitor::Monitor;
 /// See the module docs.
 #[derive(Debug)]
 pub struct ServerStats {
-    pub started: Instant,
+    pub(crate) started: Instant,
     /// Unix time (s) the server started.
-    pub started_unix: u64,
-    pub port: u16,
-    pub config: Arc<Config>,
-    pub monitor: Monitor,
-    pub clients: Clients,
-    pub connections_received: AtomicU64,
-    pub connected: AtomicUsize,
-    pub rejected: AtomicU64,
-    pub commands: AtomicU64,
+    pub(crate) started_unix: u64,
+    pub(crate) port: u16,
+    pub(crate) config: Arc<Config>,
+    pub(crate) monitor: Monitor,
+    pub(crate) clients: Clients,
+    pub(crate) connections_received: AtomicU64,
+    pub(crate) connected: AtomicUsize,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) commands: AtomicU64,
     /// Requests handed to the runtime (admitted) and refused with `-BUSY` (NACKed).
-    pub admitted: AtomicU64,
-    pub busy: AtomicU64,
+    pub(crate) admitted: AtomicU64,
+    pub(crate) busy: AtomicU64,
     /// Admission's measurements and its refusals by cause.
-    pub admission: crate::net::admission::AdmissionStats,
+    pub(crate) admission: crate::net::admission::AdmissionStats,
     /// `SHUTDOWN` asked: the process closes the store and exits.
     pub shutdown: AtomicBool,
     /// The store, for its statistics (weak: the process closes it at exit).
     db: Mutex<Weak<Db>>,
     /// The replication id `INFO replication` shows (random per start, as Redis's).
-    pub replid: String,
+    pub(crate) replid: String,
     /// Active expiry's counters (`crate::keyspace::expiry`).
-    pub expiry: Arc<crate::keyspace::expiry::ExpiryStats>,
+    pub(crate) expiry: Arc<crate::keyspace::expiry::ExpiryStats>,
     /// Read lookups that found their key, and those that did not (`keyspace_hits`/`misses`).
-    pub lookups: crate::keyspace::scope::Lookups,
+    pub(crate) lookups: crate::keyspace::scope::Lookups,
     /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
-    pub blocked_clients: AtomicUsize,
+    pub(crate) blocked_clients: AtomicUsize,
     /// The store refused a write for want of device space and no write has succeeded since:
     /// the gate refuses the commands that take space (`-OOM`).
-    pub out_of_space: AtomicBool,
+    pub(crate) out_of_space: AtomicBool,
     /// The store is loading while the server serves: the gate lets only the `loading`
     /// commands run. tamer recovers its store before it listens, so nothing sets it yet.
-    pub loading: AtomicBool,
+    pub(crate) loading: AtomicBool,
 }
 
 impl ServerStats {

@@ -5,6 +5,9 @@
 //! them are compared. Without `redis-server` the test says so and passes, unless
 //! `TAMER_REQUIRE_PEERS=1` (CI). `TAMER_TEST_SEED=n` replays another sequence.
 
+// A differential test reads as one scenario against Redis: long by nature.
+#![allow(clippy::too_many_lines)]
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};

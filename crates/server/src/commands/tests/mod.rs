@@ -4,6 +4,9 @@
 //! differential test says so and passes, unless `TAMER_REQUIRE_PEERS=1` (set by CI), when it
 //! fails. Each test names the mutation it catches.
 
+// A differential test reads as one scenario against Redis: long by nature.
+#![allow(clippy::too_many_lines)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command as Process, Stdio};
