@@ -1,4 +1,4 @@
-//! The process crash test (issue 9): the real `tamer` binary runs a seeded workload on a store
+//! The process crash test: the real `tamer` binary runs a seeded workload on a store
 //! file on the real disk (io_uring, O_DIRECT) and is killed with SIGKILL at a seeded instant;
 //! the store reopened in this process must be the state after some operation at or after the
 //! last one the worker acknowledged (at most the one in flight more), with `check` clean. The

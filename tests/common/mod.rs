@@ -112,7 +112,7 @@ pub fn call(conn: &mut TcpStream, args: &[impl AsRef<str>]) -> String {
     read_replies(conn, 1).remove(0)
 }
 
-/// A free port in 18000-18499 (the range this machine's tests share): the next one after a
+/// A free port in 18000-18499 (the range the tests share): the next one after a
 /// per-process offset that nothing listens on.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU16, Ordering};

@@ -154,7 +154,7 @@
 //! page. Under pressure, pages in use thus stay within about 4× the live data of small
 //! records; with room to spare the store does not pay the moves' misses and writes. The queue is
 //! not persisted: pages already sparse at close are not compacted after reopening (a scan at
-//! open, or the durability issue's recovery scan, could refill it), nor is a page whose last
+//! open, or recovery's scan, could refill it), nor is a page whose last
 //! reserved record is still being written when it crosses the threshold.
 //! **Not reused**: bucket pages (buckets never merge); the directory region (fixed). The file
 //! grows on demand (`posix_fallocate`, by ≥ 1/4 or 16 MiB) up to `max_file_bytes`; a full

@@ -31,7 +31,7 @@ fn contents(db: &Db) -> Model {
     crash::power::contents(db).unwrap()
 }
 
-/// Seeded crash points of the CI run (issue 9 asks for at least 1,000).
+/// Seeded crash points of the CI run (at least 1,000).
 const CRASH_POINTS: u64 = 1_000;
 
 /// The harness's single-threaded power-loss points (`tamer_crash::power::single_once`):

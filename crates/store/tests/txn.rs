@@ -312,7 +312,7 @@ fn transfers_survive_power_loss_at_any_write() {
 /// Seeded crash points of the concurrent harness in CI.
 const CONCURRENT_CRASH_POINTS: u64 = 120;
 
-/// The crash harness, concurrent (`tamer_crash::power::concurrent_once`): on two
+/// The crash harness, concurrent (`tamer_crash::power::concurrent_once`): on two
 /// cores, three jobs transfer between accounts while a fourth inserts, overwrites (values up
 /// to three pages) and deletes keys, until the power is cut at a seeded write, each unflushed
 /// write kept, dropped or torn (one seed in four loses power again during recovery). After
