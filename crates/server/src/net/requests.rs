@@ -10,7 +10,7 @@ use tamer_store::DbHandle;
 use super::admission::{self, Decision};
 use super::jobs::{run_batch, session_job};
 use super::limits::{BATCH_REQUESTS, MAX_QUERY_BYTES, MAX_REPLY_BYTES};
-use super::network::{clear_pending, Done, Network, Pending, Shared};
+use super::network::{clear_pending, Conn, Done, Network, Pending, Shared};
 use super::options::Dispatch;
 use crate::resp::{write, Parsed};
 
@@ -86,7 +86,7 @@ impl Network {
     }
 
     /// Starts the connection's next job if none runs and requests wait (a fatal error
-    /// waiting first is replied instead).
+    /// waiting first is replied instead, and requests refused on arrival get `-BUSY`).
     pub(super) fn dispatch(&mut self, c: usize) -> Result<(), String> {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
@@ -94,52 +94,32 @@ impl Network {
         if conn.in_flight || conn.pending.is_empty() {
             return self.flush(c);
         }
-        if let Some(Pending::Fatal(_)) = conn.pending.front() {
-            if let Some(Pending::Fatal(text)) = conn.pending.pop_front() {
-                write::error(&mut conn.replies, &text);
+        match conn.pending.front() {
+            Some(Pending::Fatal(_)) => {
+                let dropped = conn.reply_fatal();
+                self.meter.dropped(dropped, Instant::now());
+                self.flush(c)
             }
-            let dropped = clear_pending(conn);
-            self.meter.dropped(dropped, Instant::now());
-            return self.flush(c);
-        }
-        if let Some(Pending::Busy(..)) = conn.pending.front() {
-            let mut refused = [0u64; 2];
-            // Bounded by the pending requests (at most MAX_PENDING_REQUESTS).
-            while let Some(&Pending::Busy(why, boundary)) = conn.pending.front() {
-                refused[usize::from(why != Decision::RefuseSlo)] += 1;
-                conn.pending.pop_front();
-                write::error(&mut conn.replies, BUSY_TEXT);
-                // A refused command inside MULTI aborts it at EXEC, as a queueing error does;
-                // a refused EXEC, DISCARD or RESET ends it (the client saw it not run).
-                if let Some(session) = conn.session.as_mut() {
-                    session.refused(boundary);
-                }
+            Some(Pending::Busy(..)) => {
+                let [slo, full] = conn.reply_busy();
+                let admission = &self.shared.stats.admission;
+                admission.refused_slo.fetch_add(slo, Ordering::Relaxed);
+                admission.refused_full.fetch_add(full, Ordering::Relaxed);
+                let busy = &self.shared.stats.busy;
+                busy.fetch_add(slo + full, Ordering::Relaxed);
+                self.dispatch(c)
             }
-            let admission = &self.shared.stats.admission;
-            admission
-                .refused_slo
-                .fetch_add(refused[0], Ordering::Relaxed);
-            admission
-                .refused_full
-                .fetch_add(refused[1], Ordering::Relaxed);
-            let busy = &self.shared.stats.busy;
-            busy.fetch_add(refused[0] + refused[1], Ordering::Relaxed);
-            return self.dispatch(c);
+            _ => self.start_job(c),
         }
-        let mut batch = Vec::new();
-        // Bounded: at most BATCH_REQUESTS requests.
-        while batch.len() < BATCH_REQUESTS {
-            match conn.pending.front() {
-                Some(Pending::Request(_)) => {
-                    if let Some(Pending::Request(args)) = conn.pending.pop_front() {
-                        let bytes = args.iter().map(Vec::len).sum::<usize>();
-                        conn.pending_bytes = conn.pending_bytes.saturating_sub(bytes);
-                        batch.push(args);
-                    }
-                }
-                _ => break,
-            }
-        }
+    }
+
+    /// Hands the admitted requests at the front of connection `c`'s pending ones to a job
+    /// (at most [`BATCH_REQUESTS`]); when the runtime refuses it they get `-BUSY` instead.
+    fn start_job(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        let batch = conn.take_batch();
         let n = batch.len();
         debug_assert!(n > 0, "a request is at the front");
         let generation = conn.generation;
@@ -239,5 +219,54 @@ impl Network {
         }
         self.resume(d.conn)?;
         self.dispatch(d.conn)
+    }
+}
+
+impl Conn {
+    /// Replies the fatal error at the front of the pending requests and drops those behind
+    /// it; returns how many admitted requests were dropped (admission stops counting them).
+    fn reply_fatal(&mut self) -> usize {
+        if let Some(Pending::Fatal(text)) = self.pending.pop_front() {
+            write::error(&mut self.replies, &text);
+        }
+        clear_pending(self)
+    }
+
+    /// Replies `-BUSY` to the requests refused on arrival at the front of the pending ones;
+    /// returns how many were refused by the objective and by a full queue.
+    fn reply_busy(&mut self) -> [u64; 2] {
+        let mut refused = [0u64; 2];
+        // Bounded by the pending requests (at most MAX_PENDING_REQUESTS).
+        while let Some(&Pending::Busy(why, boundary)) = self.pending.front() {
+            refused[usize::from(why != Decision::RefuseSlo)] += 1;
+            self.pending.pop_front();
+            write::error(&mut self.replies, BUSY_TEXT);
+            // A refused command inside MULTI aborts it at EXEC, as a queueing error does;
+            // a refused EXEC, DISCARD or RESET ends it (the client saw it not run).
+            if let Some(session) = self.session.as_mut() {
+                session.refused(boundary);
+            }
+        }
+        refused
+    }
+
+    /// Takes the admitted requests at the front of the pending ones, at most
+    /// [`BATCH_REQUESTS`].
+    fn take_batch(&mut self) -> Vec<Vec<Vec<u8>>> {
+        let mut batch = Vec::new();
+        // Bounded: at most BATCH_REQUESTS requests.
+        while batch.len() < BATCH_REQUESTS {
+            match self.pending.front() {
+                Some(Pending::Request(_)) => {
+                    if let Some(Pending::Request(args)) = self.pending.pop_front() {
+                        let bytes = args.iter().map(Vec::len).sum::<usize>();
+                        self.pending_bytes = self.pending_bytes.saturating_sub(bytes);
+                        batch.push(args);
+                    }
+                }
+                _ => break,
+            }
+        }
+        batch
     }
 }
