@@ -15,6 +15,8 @@ use crate::resp::RequestParser;
 use crate::session::Session;
 
 impl Network {
+    /// Takes in a connection the listener accepted (or refuses it past `maxclients`) and
+    /// starts receiving on it.
     pub(super) fn accept(&mut self, fd: OwnedFd) -> Result<(), String> {
         if self.open >= self.shared.stats.config.max_clients() {
             self.shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -88,6 +90,7 @@ impl Network {
         self.arm_recv(c)
     }
 
+    /// Receives on connection `c` into the pool (a multishot receive).
     fn arm_recv(&mut self, c: usize) -> Result<(), String> {
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
@@ -99,6 +102,8 @@ impl Network {
         self.push(entry)
     }
 
+    /// Takes in what a receive on connection `c` of generation `g` brought (or its end),
+    /// parses it, and starts a job for it.
     pub(super) fn received(
         &mut self,
         c: usize,
@@ -216,6 +221,7 @@ impl Network {
         self.push(entry)
     }
 
+    /// Goes on after a send of connection `c`'s replies: the rest of it, or the next job.
     pub(super) fn sent(&mut self, c: usize, g: u32, result: i32) -> Result<(), String> {
         let Some(conn) = self.conn(c, g) else {
             return Ok(());

@@ -19,5 +19,5 @@ pub const QUERY_HIGH_BYTES: usize = 4 << 20;
 pub const BATCH_REQUESTS: usize = 64;
 /// Reply bytes not yet sent, per connection.
 pub const MAX_REPLY_BYTES: usize = 256 << 20;
-/// Completions one poll handles (the rest wait for the next pass, a few µs later).
+/// Completions one poll handles (the rest wait for the next pass).
 pub const MAX_COMPLETIONS_PER_POLL: usize = 256;

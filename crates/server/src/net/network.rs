@@ -58,12 +58,17 @@ pub(super) struct Done {
 
 /// What jobs and the network share.
 pub(super) struct Shared {
+    /// The databases' namespaces in the store.
     pub(super) map: DbMap,
+    /// The writes' watchers (`WATCH`, blocked clients).
     pub(super) watches: Arc<Watches>,
+    /// The server's counters, settings and client list.
     pub(super) stats: Arc<ServerStats>,
+    /// Prefetch a job's keys before it runs ([`super::ServerOptions::prefetch`]).
     pub(super) prefetch: bool,
 }
 
+/// One client connection, under the network's lock.
 pub(super) struct Conn {
     pub(super) fd: OwnedFd,
     pub(super) generation: u32,
@@ -117,6 +122,9 @@ pub(super) struct Routing {
     pub(super) slo_us: Option<u64>,
 }
 
+/// The network behind its poller's lock: the ring's buffers, the listener, the connections
+/// (indexed by slot; a slot's generation tells a reused slot from its previous connection)
+/// and admission's meter.
 pub(super) struct Network {
     /// The ring; its queues are touched only by the holder of the network's lock.
     pub(super) ring: Arc<IoUring>,
@@ -162,6 +170,7 @@ impl Conn {
 }
 
 impl Network {
+    /// Connection `c`, if it is still the one of `generation`.
     pub(super) fn conn(&mut self, c: usize, generation: u32) -> Option<&mut Conn> {
         self.conns
             .get_mut(c)

@@ -5,7 +5,9 @@ use std::sync::Arc;
 /// How the server listens and runs.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
+    /// The address to listen on (Redis's `bind`).
     pub bind: String,
+    /// The TCP port to listen on (0: one the system picks; see [`super::Server::local_addr`]).
     pub port: u16,
     /// Most connections at once (Redis's `maxclients`).
     pub max_clients: usize,

@@ -15,6 +15,7 @@ use super::network::{Done, NetPoller, Network, Routing, Shared};
 /// Submission queue entries of the network ring.
 const RING_ENTRIES: u32 = 1024;
 
+/// Wakes a core waiting in the ring: eventfd `fd`'s read is armed on it.
 fn signal(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to an eventfd.
@@ -22,6 +23,8 @@ fn signal(fd: RawFd) {
 }
 
 impl NetPoller {
+    /// Sets up the ring, the network on it (listening on `listener`) and the wake eventfd,
+    /// and registers the poller with `db`'s runtime, whose cores poll it from then on.
     pub(super) fn start(
         listener: TcpListener,
         db: Arc<Db>,
@@ -39,9 +42,9 @@ impl NetPoller {
         if db.runtime().cores() == 1 {
             // One core submits every request (the first poll submits the set-up's entries),
             // so its completions' task work can wait for that core's next enter (flagged in
-            // the ring, which a poll checks) instead of an interrupt while it runs requests:
-            // this took a fifth of the core under redis-benchmark. With more cores a request's
-            // task work belongs to the core that submitted it, which may be parked.
+            // the ring, which a poll checks) instead of interrupting it while it runs requests
+            // (an interrupt per completion costs a loaded core dearly). With more cores a
+            // request's task work belongs to the core that submitted it, which may be parked.
             builder.setup_coop_taskrun().setup_taskrun_flag();
         }
         let ring = builder
@@ -80,6 +83,7 @@ impl NetPoller {
         Ok(poller)
     }
 
+    /// The network, for a caller that may wait for it (a poisoned lock is taken as is).
     pub(super) fn lock_net(&self) -> std::sync::MutexGuard<'_, Network> {
         self.net.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -115,7 +119,7 @@ impl NetPoller {
         self.wake();
     }
 
-    /// Stops the network after a ring error (kept for [`Server::stop`]).
+    /// Stops the network after a ring error (kept for [`Server::stop`](super::Server::stop)).
     fn fail(&self, e: String) {
         eprintln!("error: the network stopped: {e}");
         self.stopped.store(true, Ordering::SeqCst);

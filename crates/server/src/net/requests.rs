@@ -168,6 +168,8 @@ impl Network {
         self.dispatch(c)
     }
 
+    /// Takes a finished job's result back to its connection: its replies go out, requests
+    /// after a blocked command wait again, and the connection's next job starts.
     pub(super) fn job_done(&mut self, d: Done) -> Result<(), String> {
         let now = Instant::now();
         self.meter.finished(d.requests, d.job_ns, now);

@@ -15,6 +15,7 @@ use super::network::{Done, Network, Routing, Shared};
 
 /// How long accepting waits after the process ran out of file descriptors.
 const ACCEPT_RETRY_MS: i64 = 100;
+/// The provided-buffer group the pool is registered as, which receives draw from.
 pub(super) const BUFFER_GROUP: u16 = 7;
 
 /// What a completion is for: (kind, connection, generation) packed in `user_data`.
@@ -31,6 +32,7 @@ pub(super) enum Op {
 }
 
 impl Op {
+    /// The `user_data` of an entry for this operation.
     pub(super) fn pack(self) -> u64 {
         let (kind, conn, generation) = match self {
             Op::Accept => (1u64, 0, 0),
@@ -44,6 +46,7 @@ impl Op {
         kind << 60 | conn << 32 | u64::from(generation)
     }
 
+    /// The operation a completion's `user_data` names.
     fn unpack(data: u64) -> Op {
         let conn = ((data >> 32) & ((1 << 28) - 1)) as usize;
         let generation = data as u32;
@@ -60,6 +63,7 @@ impl Op {
 }
 
 impl Network {
+    /// The network on `ring`, its receive pool registered and accepting on `listener` armed.
     pub(super) fn new(
         listener: TcpListener,
         db: Arc<Db>,
@@ -74,6 +78,7 @@ impl Network {
         Ok(net)
     }
 
+    /// The network with nothing registered or armed, its receive pool allocated.
     fn blank(db: Arc<Db>, shared: Arc<Shared>, routing: Routing, ring: Arc<IoUring>) -> Self {
         let handle = db.handle();
         let cores = db.runtime().cores();
@@ -105,6 +110,7 @@ impl Network {
         }
     }
 
+    /// Accepts on the listener (a multishot accept), if it is still open.
     fn arm_accept(&mut self) -> Result<(), String> {
         let Some(listener) = &self.listener else {
             return Ok(());
@@ -115,6 +121,7 @@ impl Network {
         self.push(entry)
     }
 
+    /// Pushes `entry` on the submission queue, submitting first when the queue is full.
     pub(super) fn push(&mut self, entry: squeue::Entry) -> Result<(), String> {
         // SAFETY: every buffer an entry names outlives its completion: the pool and the wake
         // word live as long as the ring, a send's bytes stay in its connection's `sending`.
@@ -164,19 +171,26 @@ impl Network {
         assert!(bid < RECV_BUFFERS, "buffer {bid} is not the pool's");
         const { assert!(RECV_BUFFERS.is_power_of_two()) };
         let slot = (self.buf_tail & (RECV_BUFFERS - 1)) as usize;
-        // SAFETY: `slot` is inside the ring; the kernel reads entries only below the tail,
-        // which is published after the entry is written; buffer `bid` is inside the pool.
+        // SAFETY: `slot` is inside the ring, which is never freed; the kernel reads entries
+        // only below the tail, which is published after the entry is written, so no one else
+        // reads or writes this one now; buffer `bid` is inside the pool.
         unsafe {
             let entry = &mut *self.buf_ring.add(slot);
             entry.set_addr(self.pool.add(bid as usize * RECV_BUFFER_BYTES) as u64);
             entry.set_len(RECV_BUFFER_BYTES as u32);
             entry.set_bid(bid);
-            self.buf_tail = self.buf_tail.wrapping_add(1);
+        }
+        self.buf_tail = self.buf_tail.wrapping_add(1);
+        // SAFETY: the ring's tail is an aligned u16 inside its first entry (never freed), which
+        // the kernel only reads, atomically; no reference to the entry lives past the block
+        // above. The release store publishes the entry written there.
+        unsafe {
             let tail = types::BufRingEntry::tail(self.buf_ring).cast_mut();
             std::sync::atomic::AtomicU16::from_ptr(tail).store(self.buf_tail, Ordering::Release);
         }
     }
 
+    /// Reads the wake eventfd, so that a core waiting in the ring returns when it is written.
     pub(super) fn arm_wake(&mut self) -> Result<(), String> {
         let buf = (&mut *self.wake_buf as *mut u64).cast::<u8>();
         let entry = opcode::Read::new(types::Fd(self.wake_fd), buf, 8)
@@ -271,6 +285,7 @@ impl Network {
         }
     }
 
+    /// Hands one completion to what it is for.
     fn complete(&mut self, op: Op, result: i32, flags: u32) -> Result<(), String> {
         match op {
             Op::Accept => {

@@ -24,6 +24,7 @@ pub struct Server {
     db: Arc<Db>,
     /// The network, polled by the runtime's cores until `stop` (`None` once stopped).
     poller: Option<Arc<NetPoller>>,
+    /// The address the server listens on (with the port the system picked for port 0).
     pub local_addr: std::net::SocketAddr,
     /// What the server shares (settings, counters, connections, the shutdown request).
     pub stats: Arc<ServerStats>,
