@@ -15,8 +15,9 @@ use std::time::Instant;
 /// Requests admitted and not finished, at most, whatever the objective (a bound on the
 /// memory queued requests hold besides each connection's own bounds).
 pub const QUEUED_REQUESTS_MAX: usize = 65_536;
-/// Busy time and completions that make one measurement of the drain rate.
+/// Busy time that makes one measurement of the drain rate, with [`WINDOW_REQUESTS_MIN`].
 const WINDOW_BUSY_NS_MIN: u64 = 5_000_000;
+/// Completions that make one measurement of the drain rate, with [`WINDOW_BUSY_NS_MIN`].
 const WINDOW_REQUESTS_MIN: u64 = 64;
 /// Weight of a new window in the drain-rate average (in 1/8ths).
 const RATE_WEIGHT_EIGHTHS: u64 = 3;
@@ -39,6 +40,7 @@ pub struct Snapshot {
 /// Admission's answer for one batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
+    /// Admitted: the batch is queued for its job.
     Admit,
     /// Refused by the objective: `-BUSY`.
     RefuseSlo,
@@ -103,6 +105,7 @@ impl Default for Meter {
 }
 
 impl Meter {
+    /// A meter with nothing queued and nothing measured yet.
     pub fn new() -> Self {
         Self {
             queued: 0,
