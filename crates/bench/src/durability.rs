@@ -1,4 +1,4 @@
-//! `tamer bench durability`: seed 001's evaluation. What does making every transaction
+//! `tamer bench durability`: LAD's evaluation. What does making every transaction
 //! durable before it returns cost, with staging queues and group commit (`lad`,
 //! [`Durability::Commit`](tamer_store::Durability::Commit)), against the same store without
 //! it and against the usual ways of doing it?
@@ -12,7 +12,7 @@
 //! - `wal`: the store in `None` mode plus a redo log of whole records with group commit
 //!   ([`wal`]: a leader OS thread, one write + one flush per batch), as RocksDB's WAL and
 //!   Redis's AOF; on the emulated device its log has an emulated device of its own;
-//! - `undo`: seed 001's software undo logging ("SW"), modelled: inside each transaction,
+//! - `undo`: LAD's software undo logging ("SW"), modelled: inside each transaction,
 //!   after its reads, the old value of every key it will write (read first) goes to an undo
 //!   log (the same group-committed log as the `wal`'s, on its own device) and is flushed;
 //!   then the writes are applied to a store in `Durability::Commit` mode, so the changed data

@@ -3,10 +3,10 @@
 //!
 //! - [`runtime`]: user-level switch vs OS thread switch;
 //! - [`device`]: 4 KiB random reads, tamer's io_uring and sync devices vs fio;
-//! - [`microsecond`]: seed 000's study: normalized performance vs user threads per core, for
+//! - [`microsecond`]: the killer-microsecond study: normalized performance vs user threads per core, for
 //!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap;
-//! - [`durability`]: seed 001's evaluation: group-committed durability vs volatile, WAL, redb;
-//! - [`tier`]: seed 002's Figures 9 and 10: the key-value engine with a small DRAM cache over
+//! - [`durability`]: LAD's evaluation: group-committed durability vs volatile, WAL, redb;
+//! - [`tier`]: AstriFlash's Figures 9 and 10: the key-value engine with a small DRAM cache over
 //!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
 //!
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,

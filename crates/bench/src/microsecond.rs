@@ -1,4 +1,4 @@
-//! `tamer bench microsecond`: seed 000's central experiment on tamer's runtime.
+//! `tamer bench microsecond`: the killer-microsecond study's central experiment on tamer's runtime.
 //!
 //! Each user-level thread loops: W ns of CPU work, then M independent 4 KiB device reads (MLP
 //! M), then it uses the data. Performance (loop iterations per second) is normalized to the
@@ -146,7 +146,7 @@ pub struct Plan {
     pub device_bytes: u64,
     /// The disk file's size.
     pub disk_bytes: u64,
-    /// Cores running the sweep, each with `threads` user-level threads (seed 000's multi-core
+    /// Cores running the sweep, each with `threads` user-level threads (the killer-microsecond study's multi-core
     /// figure); the DRAM baseline then runs one OS thread per core at once.
     pub cores: usize,
 }
@@ -433,7 +433,7 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     let models = filled_models(&plan, options.seed)?;
     let baselines = first_baselines(&plan, options.seed, &models, &work, iterations, &all_mlps);
     println!(
-        "seed 000 microbenchmark: {} ns work per access round, 4 KiB reads, {} core(s); DRAM baseline {}",
+        "the killer-microsecond study microbenchmark: {} ns work per access round, 4 KiB reads, {} core(s); DRAM baseline {}",
         plan.work_ns,
         plan.cores,
         baselines.iter().map(|(m, ops)| format!("MLP {m}: {:.0} ops/s", ops)).collect::<Vec<_>>().join(", ")

@@ -1,4 +1,4 @@
-//! Calibrated CPU work: the "W ns of work per access" of seed 000's microbenchmark.
+//! Calibrated CPU work: the "W ns of work per access" of the killer-microsecond study's microbenchmark.
 
 use std::hint::black_box;
 use std::time::Instant;

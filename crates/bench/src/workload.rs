@@ -1,4 +1,4 @@
-//! Workload generators for the tiered-store benchmarks (seed 002's workloads): YCSB's
+//! Workload generators for the tiered-store benchmarks (AstriFlash's workloads): YCSB's
 //! scrambled Zipfian key chooser, the YCSB B and C operation mixes, a TATP-like transaction mix,
 //! and open-loop Poisson arrivals. Everything is driven by a caller-owned seeded generator, so
 //! a run is reproducible from its seed.

@@ -8,7 +8,7 @@ use tamer_runtime::io::WaitMode;
 
 use crate::CacheError;
 
-/// Default associativity: 8 ways, as seed 002's 64-byte tag column holds 8 tags of 8 bytes.
+/// Default associativity: 8 ways, as AstriFlash's 64-byte tag column holds 8 tags of 8 bytes.
 pub const DEFAULT_WAYS: usize = 8;
 /// Most ways per set.
 pub const MAX_WAYS: usize = 64;
@@ -77,7 +77,7 @@ pub struct CacheConfig {
     pub addresses: Option<Addresses>,
     /// How the thread that issued a miss's read (or a victim's write-back) waits for it:
     /// [`WaitMode::Park`] (default: switch-on-miss, other threads run) or [`WaitMode::Spin`]
-    /// (the core waits: a miss blocks the core, the `flash-sync` baseline of seed 002).
+    /// (the core waits: a miss blocks the core, the `flash-sync` baseline of AstriFlash).
     /// Waits for *other* threads' reads (merged misses, a full table) always yield.
     pub miss_wait: WaitMode,
     /// Most index frames ([`crate::PageClass::Index`]) a set keeps ahead of its data frames

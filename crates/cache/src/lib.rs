@@ -1,5 +1,5 @@
 //! tamer's DRAM page cache: serve a data set far larger than DRAM from a microsecond device,
-//! keeping a small set of 4 KiB pages in memory (seed 002, AstriFlash, done in software).
+//! keeping a small set of 4 KiB pages in memory (AstriFlash, AstriFlash, done in software).
 //!
 //! Pages are numbered `u64`; page `p` lives at device offset `p × 4096`. Code running on tamer
 //! user-level threads (any core) asks for a page with [`PageCache::get`]; on a miss the thread
@@ -10,7 +10,7 @@
 //! - **Frames.** One [`tamer_device::Arena`] holds the evictable data frames followed by the
 //!   pinned partition; every core's device handle is opened on it ([`PageCache::arena`]), so a
 //!   read lands directly in its frame (io_uring fixed buffers).
-//! - **Lookup** (seed 002's frontside controller). `set = mix(page) % sets`, `ways` frames per
+//! - **Lookup** (AstriFlash's frontside controller). `set = mix(page) % sets`, `ways` frames per
 //!   set (default 8, as the seed's 64-byte tag column holds 8 tags). The hit path takes no lock:
 //!   it compares tags and pins with one compare-and-swap on the frame's state word.
 //! - **Version latch** per frame: an `AtomicU64` (even = unlocked, odd = held exclusively,
@@ -35,12 +35,12 @@
 //!   written back first (only when no clean victim exists in the set), while only that page
 //!   waits: the set lock is not held during the write, so readers of other pages and sets go on.
 //! - **Pinned partition**: [`PageCache::pin_permanent`] loads a page into frames that are never
-//!   evicted (index directory, allocator state), as seed 002 keeps page tables in DRAM.
+//!   evicted (index directory, allocator state), as AstriFlash keeps page tables in DRAM.
 //! - **Checksums** (optional, [`CacheConfig::checksum`]): every page's last 8 bytes are a
 //!   CRC-32C trailer ([`checksum`]), sealed just before a write-back and verified just after a
 //!   read; a mismatch fails the read with [`CacheError::Corrupt`] and never installs the page.
 //! - **Prefetch**: [`PageCache::prefetch`] starts a miss without waiting, so one job overlaps
-//!   several misses (seed 000); [`PageCache::get_many`] does it for a list.
+//!   several misses (the killer-microsecond study); [`PageCache::get_many`] does it for a list.
 //!
 //! # Memory footprint
 //!

@@ -1,4 +1,4 @@
-//! Seed 000's microsecond-latency device emulator, in software.
+//! The killer-microsecond study's microsecond-latency device emulator, in software.
 //!
 //! The device is DRAM-backed and shared by every core's handle. Its model:
 //! - a request becomes visible to the device at the doorbell ([`Device::submit`]);

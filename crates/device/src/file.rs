@@ -1,5 +1,5 @@
 //! The preallocated data file under the uring and sync devices. The file system is "recycled"
-//! (seed 003) for naming, allocation and permissions, and stays out of the data path: every
+//! (the Moneta study) for naming, allocation and permissions, and stays out of the data path: every
 //! access is `O_DIRECT`.
 
 use std::fs::{File, OpenOptions};

@@ -1,8 +1,8 @@
 //! Block devices for tamer: the bottom layer every page access goes through.
 //!
 //! A [`Device`] is a per-core handle to a block store addressed in 4 KiB blocks. It works like an
-//! NVMe queue pair that the application manages itself (seed 000's "application-managed queues",
-//! seed 003's "no scheduler hop, each thread issues its own requests, poll for completions"):
+//! NVMe queue pair that the application manages itself (the killer-microsecond study's "application-managed queues",
+//! the Moneta study's "no scheduler hop, each thread issues its own requests, poll for completions"):
 //!
 //! 1. [`Device::push`] writes a request descriptor into the submission queue (no syscall);
 //! 2. [`Device::submit`] rings the doorbell for everything pushed so far (at most one syscall);
@@ -16,7 +16,7 @@
 //!
 //! Implementations:
 //! - [`UringDevice`]: io_uring over a preallocated file opened with `O_DIRECT` (one ring per core);
-//! - [`EmulatedDevice`]: seed 000's microsecond-latency device emulator, DRAM-backed, with latency
+//! - [`EmulatedDevice`]: the killer-microsecond study's microsecond-latency device emulator, DRAM-backed, with latency
 //!   in nanoseconds, seeded jitter, a queue-depth cap and an IOPS/bandwidth cap;
 //! - [`SyncDevice`]: blocking `pread`/`pwrite`, the baseline where the core waits for the device;
 //! - [`StripedDevice`]: several devices (one per drive) as one, striped in units of blocks;

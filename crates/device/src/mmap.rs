@@ -1,5 +1,5 @@
 //! The `mmap` device: the data file mapped into memory, so that the kernel's demand paging does
-//! the I/O. This is the `os-paging` baseline of the tier benchmark (seed 002's comparison with
+//! the I/O. This is the `os-paging` baseline of the tier benchmark (AstriFlash's comparison with
 //! OS swapping/paging), not a fast path: a page fault blocks the whole OS thread, and with it
 //! every user-level thread of its core, for the length of a device read.
 //!

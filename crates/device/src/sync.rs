@@ -1,5 +1,5 @@
 //! The synchronous baseline: every doorbell performs its requests with blocking `pread`/`pwrite`,
-//! so the core waits for the device (seed 000's "demand access" cost on a real disk).
+//! so the core waits for the device (the killer-microsecond study's "demand access" cost on a real disk).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -51,7 +51,7 @@ pub struct RuntimeConfig {
     /// also bounds how long a core whose threads all wait for the device polls the completion
     /// queue before it blocks in the kernel for a completion.
     pub idle_spin_ns: u64,
-    /// Cap on device accesses in flight per core, like a CPU's line-fill buffers (seed 000):
+    /// Cap on device accesses in flight per core, like a CPU's line-fill buffers (the killer-microsecond study):
     /// an access beyond it stalls the core until one completes. `None`: bounded by the device
     /// queue only.
     pub max_in_flight: Option<usize>,

@@ -370,7 +370,7 @@ impl Sched {
         }
     }
 
-    /// The ready worker to resume next: the oldest job's when `oldest_first` (seed 002's
+    /// The ready worker to resume next: the oldest job's when `oldest_first` (AstriFlash's
     /// policy: the job that has waited longest is closest to its latency bound), else the
     /// first to become ready (FIFO). As (worker, epoch, ready at).
     pub fn ready_front(&mut self, oldest_first: bool) -> Option<(WorkerId, u32, u64)> {

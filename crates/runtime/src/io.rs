@@ -14,13 +14,13 @@ const OUTSIDE: &str = "device access outside a tamer user-level thread";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitMode {
     /// Park until the accesses complete; the scheduler runs other threads and resumes this one
-    /// when its completions are reaped (seed 000's prefetch + user-mode switch; seed 002's
+    /// when its completions are reaped (the killer-microsecond study's prefetch + user-mode switch; AstriFlash's
     /// switch on a DRAM-cache miss).
     Park,
     /// The core spins on the completion queue without switching (demand access).
     Spin,
     /// Yield to the next runnable thread and check the completion again when resumed: threads
-    /// poll their own completion slots round-robin (seed 000's application-managed queue).
+    /// poll their own completion slots round-robin (the killer-microsecond study's application-managed queue).
     PollYield,
 }
 

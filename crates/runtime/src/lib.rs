@@ -5,7 +5,7 @@
 //! stacks allocated at start) and a scheduling loop. A thread that makes a device access pushes
 //! it ([`io::submit`]) and parks ([`io::wait`]); the loop runs other threads, rings the device's
 //! doorbell once per iteration (at most one syscall), reaps completions from the completion
-//! queue without a syscall, and resumes parked threads by the policy of seed 002
+//! queue without a syscall, and resumes parked threads by the policy of AstriFlash
 //! ([`Policy::PriorityAging`]: new jobs first, aging by the average device latency, a bounded
 //! pending set, forced progress) or in plain arrival order ([`Policy::Fifo`]).
 //!

@@ -1,4 +1,4 @@
-//! Event sources besides the device that the cores themselves poll (seed 004: the network's
+//! Event sources besides the device that the cores themselves poll (NeBuLa: the network's
 //! completions are reaped by the cores that serve the requests, not by a thread of their own).
 //!
 //! A [`Runtime`](crate::Runtime) holds at most one [`Poller`] ([`Runtime::set_poller`]

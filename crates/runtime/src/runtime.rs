@@ -1,5 +1,5 @@
 //! All cores: one pinned executor per core, fed by one shared job queue (single-queue load
-//! balancing, seed 004) and small per-core inboxes.
+//! balancing, NeBuLa) and small per-core inboxes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The scheduling decision, as a pure function of a snapshot of one core's queues, so that its
 //! policy order is unit-tested without threads or clocks.
 //!
-//! Seed 002 (AstriFlash, section IV-D): new jobs have priority over pending jobs (jobs parked on
+//! AstriFlash (section IV-D): new jobs have priority over pending jobs (jobs parked on
 //! a device access) so that device latency overlaps useful work; aging stops starvation: when a
 //! pending job has waited longer than the running average device latency, it runs first; the
 //! pending set is bounded, and when it is full the core waits for the oldest pending job instead
@@ -18,7 +18,7 @@
 /// Which order the scheduler serves runnable work in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
-    /// Seed 002: new jobs first, pending jobs after, aging by the device's service time
+    /// AstriFlash: new jobs first, pending jobs after, aging by the device's service time
     /// ([`ServiceTime`]); ready jobs oldest first.
     PriorityAging,
     /// Everything in the order it became runnable (new jobs by arrival, parked jobs by the time
@@ -60,7 +60,7 @@ pub const SERVICE_WINDOW: u32 = 64;
 /// The device's service time as aging uses it: the shortest latency of each window of
 /// [`SERVICE_WINDOW`] completions, smoothed over windows (weight 1/4 per window).
 ///
-/// Why not the average latency (seed 002's "average flash response time"): on a device whose
+/// Why not the average latency (AstriFlash's "average flash response time"): on a device whose
 /// latency grows with its queue (a real SSD or virtio disk: ≈ 0.1 ms alone, ≈ 1 ms at 64 in
 /// flight), the average includes the queueing that new-job priority itself creates. New jobs
 /// first → more accesses in flight → a longer average → ready jobs wait longer before they

@@ -24,7 +24,7 @@ pub fn core_id() -> Option<usize> {
 /// Marks the calling thread urgent until dropped: others wait for it (a group commit's leader,
 /// whose writes and flush every committing thread waits for), so once its device accesses
 /// complete it runs before new jobs and other parked threads. Keep urgent sections short and
-/// few: urgency overrides seed 002's new-job priority and its aging.
+/// few: urgency overrides AstriFlash's new-job priority and its aging.
 pub struct Urgent {
     was: bool,
 }

@@ -1,4 +1,4 @@
-//! The scheduling policy of seed 002, observed end to end through the order in which jobs reach
+//! The scheduling policy of AstriFlash, observed end to end through the order in which jobs reach
 //! their checkpoints: new jobs before pending ones, aging, the bounded pending set with forced
 //! progress, FIFO for comparison, and the per-core in-flight cap.
 

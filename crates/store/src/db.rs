@@ -74,7 +74,7 @@ pub struct DbOptions {
     /// (`None`, the default: only log lines, every second past the first). `tamer recover`
     /// draws a progress bar with it once recovery has taken a second.
     pub recovery_progress: Option<RecoveryObserver>,
-    /// The runtime's scheduling policy (default [`Policy::PriorityAging`], seed 002).
+    /// The runtime's scheduling policy (default [`Policy::PriorityAging`], AstriFlash).
     pub policy: Policy,
     /// How a thread waits for its own miss: [`WaitMode::Park`] (default, switch-on-miss) or
     /// [`WaitMode::Spin`] (a miss blocks the core: the `flash-sync` baseline).

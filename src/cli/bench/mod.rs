@@ -28,12 +28,12 @@ pub enum Bench {
     Runtime(Common),
     /// 4 KiB random reads at queue depths 1..128: tamer io_uring and sync devices vs fio.
     Device(Common),
-    /// Seed 000's study: normalized performance vs threads per core, latency, MLP, mechanism.
+    /// The killer-microsecond study: normalized performance vs threads per core, latency, MLP, mechanism.
     Microsecond(microsecond::MicrosecondArgs),
-    /// Seed 002's Figures 9 and 10: the store with a small cache (switch-on-miss, FIFO,
+    /// AstriFlash's Figures 9 and 10: the store with a small cache (switch-on-miss, FIFO,
     /// flash-sync) vs all in DRAM, on the emulated 50 µs device and the disk; p99 vs load.
     Tier(tier::TierArgs),
-    /// Seed 001's evaluation: per-transaction durability (staging queues + group commit) vs
+    /// LAD's evaluation: per-transaction durability (staging queues + group commit) vs
     /// volatile, periodic, a group-committed redo log and redb, on the emulated device and disk.
     Durability(durability::DurabilityArgs),
 }

@@ -27,7 +27,7 @@ const SPARE_THREADS: usize = 8;
 pub enum Config {
     /// `Durability::None`: durable at the next checkpoint only.
     Volatile,
-    /// `Durability::Commit`: staging queues + group commit (seed 001's design).
+    /// `Durability::Commit`: staging queues + group commit (LAD's design).
     Lad,
     /// `Durability::Periodic(10 ms)`.
     Periodic,

@@ -1,4 +1,4 @@
-//! `tamer bench rpc`: the server's figures (seed 004), tamer and its peers side by side.
+//! `tamer bench rpc`: the server's figures (NeBuLa), tamer and its peers side by side.
 //!
 //! Every server is started fresh for each round, pinned with `taskset` to the same CPU
 //! ([`Plan::server_cpu`]; `tamer serve --cores 1`), the load generator ([`crate::load`]) on

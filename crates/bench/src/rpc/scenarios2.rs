@@ -12,7 +12,7 @@ use super::sim::{self, Queues, SimSpec};
 use super::{slo, Ctx};
 use crate::load;
 
-/// The simulation's p99 objective, in mean service times (seed 004's).
+/// The simulation's p99 objective, in mean service times (NeBuLa's).
 pub const SIM_SLO_MEANS: f64 = 10.0;
 
 /// Of the arrivals in the skewed run, the share of the hot connections.
@@ -87,7 +87,7 @@ fn simulate(ctx: &mut Ctx, round: usize, service_ns: Vec<u64>) -> Result<(), Str
         return Err("single_vs_partitioned: no service-time samples".into());
     }
     let mean_us = service_ns.iter().sum::<u64>() as f64 / service_ns.len() as f64 / 1e3;
-    // Seed 004's objective: 10 × the mean service time (the bench's SLO can be below the
+    // NeBuLa's objective: 10 × the mean service time (the bench's SLO can be below the
     // measured service times' own tail on a noisy machine).
     let slo_ns = (SIM_SLO_MEANS * mean_us * 1e3) as u64;
     for &cores in &ctx.plan.sim_cores.clone() {

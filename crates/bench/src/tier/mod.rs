@@ -1,11 +1,11 @@
-//! `tamer bench tier`: seed 002's Figures 9 and 10, measured where it runs.
+//! `tamer bench tier`: AstriFlash's Figures 9 and 10, measured where it runs.
 //!
 //! One engine ([`tamer_store::Db`]), one data set per device, several configurations that
 //! differ only in their options:
 //!
 //! - `dram`: a cache at least as large as the data set (2× the file, so that the 8-way sets
 //!   hardly ever overflow); measured right after the load, warm;
-//! - `tamer`: a small cache (`--quick`: 32 MiB for 1 GiB of values), switch-on-miss, seed 002's
+//! - `tamer`: a small cache (`--quick`: 32 MiB for 1 GiB of values), switch-on-miss, AstriFlash's
 //!   priority + aging scheduler;
 //! - `tamer-fifo`: the same with [`Policy::Fifo`](tamer_runtime::Policy::Fifo);
 //! - `flash-sync`: the same cache, but a miss blocks the core

@@ -284,7 +284,7 @@ pub(super) fn options_for(
         .initial_file_bytes(pages * PAGE_SIZE as u64)
         // Every configuration gets the same bucket layout (the stores are compared).
         .hash_key(BENCH_HASH_KEY)
-        // Seed 002's comparison is of tiering, not durability (that is `bench durability`):
+        // AstriFlash's comparison is of tiering, not durability (that is `bench durability`):
         // every configuration acknowledges before durable, as the all-in-DRAM baseline would.
         .durability(Durability::None)
         // `dram` evicts nothing, so a cleaner has nothing to prepare; on would only write the

@@ -1,4 +1,4 @@
-//! Admission (seed 004): a bound on queued work derived from the latency objective
+//! Admission (NeBuLa): a bound on queued work derived from the latency objective
 //! (`--slo-us`) and measured service, so that what is admitted meets the objective and what
 //! is not gets an immediate `-BUSY` instead of queueing without bound.
 //!

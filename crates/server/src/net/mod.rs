@@ -1,4 +1,4 @@
-//! The network core, on the runtime's own cores (seed 004): one io_uring for every connection
+//! The network core, on the runtime's own cores (NeBuLa): one io_uring for every connection
 //! (multishot accept, multishot receive into one shared pool of provided buffers, sends of
 //! whole reply batches) that every core polls on every scheduling pass
 //! ([`tamer_runtime::Poller`]). The core that reaps a receive parses it, decides admission and

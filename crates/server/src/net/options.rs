@@ -18,7 +18,7 @@ pub struct ServerOptions {
     /// The latency objective admission keeps queued work under, µs (`None`: only the hard
     /// bounds; see [`crate::net::admission`]).
     pub slo_us: Option<u64>,
-    /// Prefetch the pages of a job's keys before its requests run (seed 004's prefetch on
+    /// Prefetch the pages of a job's keys before its requests run (NeBuLa's prefetch on
     /// dispatch; see [`tamer_store::DbHandle::prefetch`]).
     pub prefetch: bool,
     /// The settings (`CONFIG GET/SET`); `max_clients` and `requirepass` above are written
@@ -29,10 +29,10 @@ pub struct ServerOptions {
 /// Which core runs a connection's requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dispatch {
-    /// One shared queue: the next free core runs the next job (seed 004's single queue).
+    /// One shared queue: the next free core runs the next job (NeBuLa's single queue).
     Shared,
     /// Each connection pinned to one core's inbox (connection number modulo cores): the
-    /// RSS/multi-queue baseline seed 004 compares against.
+    /// RSS/multi-queue baseline NeBuLa compares against.
     Partitioned,
 }
 

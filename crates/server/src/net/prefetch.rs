@@ -1,4 +1,4 @@
-//! Prefetch on dispatch (seed 004): before a job runs its requests one by one, the index and
+//! Prefetch on dispatch (NeBuLa): before a job runs its requests one by one, the index and
 //! record pages of every key they name (the command table's key specs find them) are read
 //! into the cache with their misses overlapped ([`tamer_store::DbHandle::prefetch`]), so a
 //! pipelined batch of requests on cold keys pays about one device latency instead of one per

@@ -44,7 +44,7 @@ impl Network {
                 // Enough waits: the rest stays unparsed until they are served.
                 _ if conn.parsing_waits() => break,
                 Ok(Parsed::Request { args, consumed }) => {
-                    // Admission on arrival (seed 004): the wait ahead is every request
+                    // Admission on arrival (NeBuLa): the wait ahead is every request
                     // admitted and not finished, pending or running, on any connection.
                     // Transaction boundaries are refused only by the hard bound, so that a
                     // client's MULTI state stays what its replies said.

@@ -1,4 +1,4 @@
-//! Staging queues and group commit: seed 001's flush phase on one device file
+//! Staging queues and group commit: LAD's flush phase on one device file
 //! (`docs/durability.md`).
 //!
 //! Every change (a put, a delete, a transaction, a compaction move) is applied to the index in

@@ -1,5 +1,5 @@
 //! Prefetch: the index and record pages of several keys read into the cache with their
-//! misses overlapped, before the operations on those keys run one by one (seed 004's
+//! misses overlapped, before the operations on those keys run one by one (NeBuLa's
 //! "prefetch on dispatch": a server job of pipelined requests pays about one device latency
 //! for its misses instead of one per request).
 //!
