@@ -11,7 +11,8 @@
 use tamer_store::{DbError, Tx};
 
 use super::lists::{self, End};
-use super::reply::WRONGTYPE;
+use super::numbers::parse_double;
+use super::reply::{SYNTAX, WRONGTYPE};
 use super::zsets;
 use crate::commands::Context;
 use crate::keyspace::collection::{load_uncounted, Found};
@@ -22,7 +23,7 @@ type Result = std::result::Result<(), DbError>;
 
 /// Parses a timeout as Redis's `getTimeoutFromObjectOrReply` (seconds, a float).
 pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
-    let Some(t) = zsets::parse_score(arg).filter(|t| t.is_finite()) else {
+    let Some(t) = parse_double(arg).filter(|t| t.is_finite()) else {
         return Err("ERR timeout is not a float or out of range");
     };
     if t < 0.0 {
@@ -67,7 +68,7 @@ pub fn brpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
 /// `BLMOVE source destination LEFT | RIGHT LEFT | RIGHT timeout`.
 pub fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
-        write::error(out, "ERR syntax error");
+        write::error(out, SYNTAX);
         return Ok(());
     };
     if let Err(text) = parse_timeout(args[5]) {
@@ -142,7 +143,7 @@ pub fn bzmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
         write::error(out, text);
         return Ok(());
     }
-    let Some((keys, i)) = super::sets::mpop_keys(args, 2, out) else {
+    let Some((keys, i)) = super::args::mpop_keys(args, 2, out) else {
         return Ok(());
     };
     let Some((max, count)) = zsets::mpop_options(args, i, out) else {

@@ -10,15 +10,13 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::reply::keyspace_error;
+use super::reply::{keyspace_error, NOT_INTEGER, SYNTAX};
 use super::Context;
 use crate::keyspace::{self, Databases, KeyspaceError, DATABASES};
 use crate::resp::{parse_i64, write};
 
 type Result = std::result::Result<(), DbError>;
 
-const SYNTAX: &str = "ERR syntax error";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 const OUT_OF_RANGE: &str = "ERR DB index is out of range";
 const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 

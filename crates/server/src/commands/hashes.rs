@@ -6,16 +6,14 @@ use tamer_store::{DbError, Tx};
 
 use super::args::too_long;
 use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
-use crate::commands::strings::{add_floats, FloatError};
+use super::numbers::{add_floats, FloatError};
+use super::reply::{NAN_OR_INFINITY, NOT_FLOAT, NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE};
 use crate::commands::Context;
-use crate::keyspace::collection::{hashed_key, load, scan_hashed, Coll, Found};
+use crate::keyspace::collection::{hashed_key, load, random_u64, scan_hashed, Coll, Found};
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
 type Result = std::result::Result<(), DbError>;
-
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 
 fn field_key(tx: &Tx<'_>, field: &[u8]) -> Vec<u8> {
     hashed_key(tx, b"", field)
@@ -247,7 +245,7 @@ pub fn hincrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>
         },
     };
     let Some(new) = current.checked_add(by) else {
-        write::error(out, "ERR increment or decrement would overflow");
+        write::error(out, OVERFLOW);
         return Ok(());
     };
     h.put(tx, &k, new.to_string().as_bytes())?;
@@ -264,7 +262,7 @@ pub fn hincrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Ve
         add_floats(None, args[3]),
         Ok(_) | Err(FloatError::NanOrInfinity)
     ) {
-        write::error(out, "ERR value is not a valid float");
+        write::error(out, NOT_FLOAT);
         return Ok(());
     }
     if too_long(args[2], out) {
@@ -282,7 +280,7 @@ pub fn hincrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Ve
             return Ok(());
         }
         Err(FloatError::NanOrInfinity) => {
-            write::error(out, "ERR increment would produce NaN or Infinity");
+            write::error(out, NAN_OR_INFINITY);
             return Ok(());
         }
     };
@@ -301,7 +299,7 @@ pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
             return Ok(());
         };
         let n = h.len(tx)?;
-        let pick = crate::commands::scan::random_u64() % n.max(1);
+        let pick = random_u64() % n.max(1);
         match h.at(tx, pick)? {
             Some((k, _)) => write::bulk(out, field_of(&k)),
             None => write::null(out, p),
@@ -312,7 +310,7 @@ pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
         None => false,
         Some(a) if args.len() == 4 && a.eq_ignore_ascii_case(b"withvalues") => true,
         Some(_) => {
-            write::error(out, "ERR syntax error");
+            write::error(out, SYNTAX);
             return Ok(());
         }
     };

@@ -2,7 +2,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::reply::keyspace_error;
+use super::reply::{keyspace_error, NOT_INTEGER, NO_SUCH_KEY};
 use super::Context;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
@@ -82,7 +82,7 @@ fn absolute_ms(
     command: &str,
 ) -> std::result::Result<i64, String> {
     let invalid = || format!("ERR invalid expire time in '{command}' command");
-    let mut when = parse_i64(arg).ok_or("ERR value is not an integer or out of range")?;
+    let mut when = parse_i64(arg).ok_or(NOT_INTEGER)?;
     if unit.seconds {
         when = when.checked_mul(1000).ok_or_else(invalid)?;
     }
@@ -303,7 +303,7 @@ fn rename_generic(
         return Ok(());
     };
     let Some(e) = found else {
-        write::error(out, "ERR no such key");
+        write::error(out, NO_SUCH_KEY);
         return Ok(());
     };
     if args[1] == args[2] {

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use tamer_store::{DbError, Direction, Tx, MAX_TREE_KEY};
 
 use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
+use super::reply::{NOT_INTEGER, NO_SUCH_KEY, SYNTAX, WRONGTYPE};
 use crate::commands::Context;
 use crate::keyspace::collection::{load_uncounted, Coll, Found};
 use crate::keyspace::Kind;
@@ -25,8 +25,6 @@ type DbResult<T> = std::result::Result<T, DbError>;
 /// grow, and 2^43 pushes fit on either side of the first element.
 pub const GAP: u64 = 1 << 20;
 const FIRST: u64 = 1 << 63;
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,7 +399,7 @@ pub fn lrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
 /// `LSET key index element`.
 pub fn lset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(mut l) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::error(o, "ERR no such key")
+        write::error(o, NO_SUCH_KEY)
     })?
     else {
         return Ok(());
@@ -794,7 +792,7 @@ pub fn mpop_at(
     first: usize,
     out: &mut Vec<u8>,
 ) -> Result {
-    let Some((keys, i)) = super::sets::mpop_keys(args, first, out) else {
+    let Some((keys, i)) = super::args::mpop_keys(args, first, out) else {
         return Ok(());
     };
     let Some((end, count)) = mpop_options(args, i, out) else {

@@ -5,10 +5,25 @@ use tamer_store::DbError;
 use crate::keyspace::KeyspaceError;
 use crate::resp::write;
 
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-
+/// A command on a key of another type.
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// An argument (or a value) that is no `long long` (Redis's `getLongLongFromObjectOrReply`).
+pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+/// An argument (or a value) that is no float.
+pub(crate) const NOT_FLOAT: &str = "ERR value is not a valid float";
+/// Arguments that make no command.
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+/// An integer increment past `i64`.
+pub(crate) const OVERFLOW: &str = "ERR increment or decrement would overflow";
+/// A float increment to NaN or an infinity.
+pub(crate) const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";
+/// A `SCAN`-family cursor that is no number.
+pub(crate) const INVALID_CURSOR: &str = "ERR invalid cursor";
+/// A command on an absent key that needs one (`LSET`, `RENAME`).
+pub(crate) const NO_SUCH_KEY: &str = "ERR no such key";
 /// Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` error (a count of i64::MIN).
-pub const OUT_OF_LONG_RANGE: &str =
+pub(crate) const OUT_OF_LONG_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
 /// The reply of a scan of an absent key: cursor 0, nothing.

@@ -11,8 +11,11 @@
 
 use tamer_store::{DbError, Tx};
 
+use super::args::parse_cursor;
+use super::reply::{INVALID_CURSOR, NOT_INTEGER, SYNTAX};
 use super::Context;
 use crate::glob;
+use crate::keyspace::collection::random_u64;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
 use crate::resp::write;
@@ -104,24 +107,6 @@ pub fn keys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     Ok(())
 }
 
-/// A cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10): an optional
-/// sign (`-n` wraps), digits, nothing else; the empty string is 0.
-pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    if arg.is_empty() {
-        return Some(0);
-    }
-    let (negative, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if negative { n.wrapping_neg() } else { n })
-}
-
 /// `SCAN`'s `COUNT`, `MATCH` pattern (`None`: every key) and `TYPE`.
 type ScanOptions<'a> = (u64, Option<&'a [u8]>, Option<&'a [u8]>);
 
@@ -134,16 +119,15 @@ fn scan_options<'a>(args: &[&'a [u8]]) -> std::result::Result<ScanOptions<'a>, &
         let more = args.len() - i - 1;
         match &args[i].to_ascii_lowercase()[..] {
             b"count" if more >= 1 => {
-                let n = crate::resp::parse_i64(args[i + 1])
-                    .ok_or("ERR value is not an integer or out of range")?;
+                let n = crate::resp::parse_i64(args[i + 1]).ok_or(NOT_INTEGER)?;
                 if n < 1 {
-                    return Err("ERR syntax error");
+                    return Err(SYNTAX);
                 }
                 count = n as u64;
             }
             b"match" if more >= 1 => pattern = (args[i + 1] != b"*").then_some(args[i + 1]),
             b"type" if more >= 1 => kind = Some(args[i + 1]),
-            _ => return Err("ERR syntax error"),
+            _ => return Err(SYNTAX),
         }
         i += 2;
     }
@@ -155,7 +139,7 @@ fn scan_options<'a>(args: &[&'a [u8]]) -> std::result::Result<ScanOptions<'a>, &
 /// 10 × `COUNT` slots: at most `COUNT` + `BUCKET_CAP` keys read and 10 × `COUNT` slots.
 pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(mut cursor) = parse_cursor(args[1]) else {
-        write::error(out, "ERR invalid cursor");
+        write::error(out, INVALID_CURSOR);
         return Ok(());
     };
     let (count, pattern, kind) = match scan_options(args) {
@@ -204,17 +188,6 @@ pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     write::array(out, n);
     out.extend_from_slice(&found);
     Ok(())
-}
-
-/// A cheap random number (xorshift on the clock and a counter): `RANDOMKEY`'s start.
-pub(crate) fn random_u64() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ tamer_device::now_ns();
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    x
 }
 
 /// `RANDOMKEY`: a live key of the database, or null when it has none. From a random slot,

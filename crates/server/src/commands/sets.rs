@@ -6,9 +6,11 @@ use tamer_store::{DbError, Tx};
 
 use super::args::too_long;
 use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
+use super::reply::{SYNTAX, WRONGTYPE};
 use crate::commands::Context;
-use crate::keyspace::collection::{hashed_key, load, load_uncounted, scan_hashed, Coll, Found};
+use crate::keyspace::collection::{
+    hashed_key, load, load_uncounted, random_u64, scan_hashed, Coll, Found,
+};
 use crate::keyspace::{self, Kind};
 use crate::resp::{parse_i64, write};
 
@@ -122,7 +124,7 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
             return Ok(());
         };
         let n = s.len(tx)?;
-        let pick = crate::commands::scan::random_u64() % n.max(1);
+        let pick = random_u64() % n.max(1);
         match s.at(tx, pick)? {
             Some((k, _)) => write::bulk(out, member_of(&k)),
             None => write::null(out, p),
@@ -130,7 +132,7 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
         return Ok(());
     }
     if args.len() > 3 {
-        write::error(out, "ERR syntax error");
+        write::error(out, SYNTAX);
         return Ok(());
     }
     let Some(count) = super::args::random_count(args[2], false, out) else {
@@ -149,7 +151,7 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
 pub fn spop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let p = ctx.protocol;
     if args.len() > 3 {
-        write::error(out, "ERR syntax error");
+        write::error(out, SYNTAX);
         return Ok(());
     }
     let count = match args.get(2).map(|a| parse_i64(a)) {
@@ -395,53 +397,9 @@ pub fn sdiffstore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
     generic_store(ctx, tx, args, out, Op::Diff)
 }
 
-/// Parses `numkeys key [key ...]` from `args[1..]` as Redis's `*INTERCARD`/`*MPOP` do: the
-/// keys, and the index of the first argument after them; `None` with the error written.
-pub fn numkeys<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<(Vec<&'a [u8]>, usize)> {
-    // Redis's `getRangeLongFromObjectOrReply` with its own text for any bad value.
-    let n = match parse_i64(args[1]) {
-        Some(n) if n > 0 => n as u64,
-        _ => {
-            write::error(out, "ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    if n > (args.len() - 2) as u64 {
-        write::error(
-            out,
-            "ERR Number of keys can't be greater than number of args",
-        );
-        return None;
-    }
-    let n = n as usize;
-    Some((args[2..2 + n].to_vec(), 2 + n))
-}
-
-/// Parses `numkeys key [key ...]` at `args[first..]` as Redis's `*MPOP` do (a missing
-/// `LEFT`/`RIGHT`/`MIN`/`MAX` after the keys is a syntax error): the keys and the index after.
-pub fn mpop_keys<'a>(
-    args: &[&'a [u8]],
-    first: usize,
-    out: &mut Vec<u8>,
-) -> Option<(Vec<&'a [u8]>, usize)> {
-    let n = match parse_i64(args[first]) {
-        Some(n) if n > 0 => n as u64,
-        _ => {
-            write::error(out, "ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    if n >= (args.len() - first - 1) as u64 {
-        write::error(out, "ERR syntax error");
-        return None;
-    }
-    let n = n as usize;
-    Some((args[first + 1..first + 1 + n].to_vec(), first + 1 + n))
-}
-
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn sintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, mut i)) = numkeys(args, out) else {
+    let Some((keys, mut i)) = super::args::numkeys(args, out) else {
         return Ok(());
     };
     let mut limit = usize::MAX;
@@ -458,7 +416,7 @@ pub fn sintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
             }
             i += 2;
         } else {
-            write::error(out, "ERR syntax error");
+            write::error(out, SYNTAX);
             return Ok(());
         }
     }

@@ -5,16 +5,14 @@
 
 use tamer_store::{DbError, Tx};
 
+use super::numbers::{add_floats, FloatError};
+use super::reply::{NAN_OR_INFINITY, NOT_FLOAT, NOT_INTEGER, OVERFLOW, SYNTAX, WRONGTYPE};
 use super::spec::KeyFlags;
 use super::Context;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry, Kind};
 use crate::resp::{parse_i64, write};
 
-const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
-const OVERFLOW: &str = "ERR increment or decrement would overflow";
 /// Redis's `proto-max-bulk-len`: the largest string `APPEND` and `SETRANGE` may make.
 const MAX_STRING_BYTES: u64 = 512 << 20;
 
@@ -340,58 +338,6 @@ fn incr_by(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64, out: &mut Vec<u8
     Ok(())
 }
 
-/// Bytes `INCRBYFLOAT`'s result may take (Redis's `MAX_LONG_DOUBLE_CHARS`).
-const MAX_FLOAT_CHARS: usize = 5 * 1024;
-
-extern "C" {
-    /// `csrc/long_double.c`: Redis 7.0's `long double` parse, sum and print.
-    fn tamer_incrbyfloat(
-        current: *const u8,
-        current_len: usize,
-        incr: *const u8,
-        incr_len: usize,
-        out: *mut u8,
-        out_len: *mut usize,
-    ) -> i32;
-}
-
-/// Why `INCRBYFLOAT` failed.
-#[derive(Debug, PartialEq, Eq)]
-pub enum FloatError {
-    NotFloat,
-    NanOrInfinity,
-}
-
-/// `current` (`None`: absent, 0) plus `incr` as Redis 7.0 computes it: both parsed as `long
-/// double` by `strtold` (Redis's `string2ld` checks), added, printed with `%.17Lf` and its
-/// trailing zeros trimmed, in C (`csrc/long_double.c`), since Rust has no `long double`.
-pub fn add_floats(current: Option<&[u8]>, incr: &[u8]) -> std::result::Result<Vec<u8>, FloatError> {
-    let mut out = vec![0u8; MAX_FLOAT_CHARS];
-    let mut len = 0usize;
-    let (cur_ptr, cur_len) = current.map_or((std::ptr::null(), 0), |c| (c.as_ptr(), c.len()));
-    // SAFETY: the pointers and lengths describe live slices; `out` has the
-    // MAX_LONG_DOUBLE_CHARS bytes the C writes at most, and `len` is a valid out-pointer.
-    let status = unsafe {
-        tamer_incrbyfloat(
-            cur_ptr,
-            cur_len,
-            incr.as_ptr(),
-            incr.len(),
-            out.as_mut_ptr(),
-            &mut len,
-        )
-    };
-    match status {
-        0 => {
-            assert!(len < MAX_FLOAT_CHARS, "the C writes within its buffer");
-            out.truncate(len);
-            Ok(out)
-        }
-        1 => Err(FloatError::NotFloat),
-        _ => Err(FloatError::NanOrInfinity),
-    }
-}
-
 /// `INCRBYFLOAT key increment`: the new value as a bulk string; the key's expiry kept.
 pub fn incrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (current, ttl) = match find(ctx, tx, args[1])? {
@@ -405,11 +351,11 @@ pub fn incrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
     let text = match add_floats(current.as_deref(), args[2]) {
         Ok(text) => text,
         Err(FloatError::NotFloat) => {
-            write::error(out, "ERR value is not a valid float");
+            write::error(out, NOT_FLOAT);
             return Ok(());
         }
         Err(FloatError::NanOrInfinity) => {
-            write::error(out, "ERR increment would produce NaN or Infinity");
+            write::error(out, NAN_OR_INFINITY);
             return Ok(());
         }
     };

@@ -13,7 +13,8 @@ use tamer_store::{DbError, Direction, Tx};
 
 use super::args::too_long;
 use super::collections::Lookup;
-use super::reply::WRONGTYPE;
+use super::numbers::{double_text, parse_double};
+use super::reply::{NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE};
 use crate::commands::Context;
 use crate::keyspace::collection::{hashed_key, load_uncounted, Coll, Found};
 use crate::keyspace::{self, Kind};
@@ -24,50 +25,12 @@ type DbResult<T> = std::result::Result<T, DbError>;
 /// Members with their scores, in reply order.
 pub type Scored = Vec<(Vec<u8>, f64)>;
 
-const NOT_FLOAT: &str = "ERR value is not a valid float";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
 const MEMBERS: u8 = 0;
 const BY_SCORE: u8 = 1;
 
-/// A score as Redis reads one (`strtod`, whole string, no leading space, no overflow or
-/// underflow, not NaN).
-pub fn parse_score(arg: &[u8]) -> Option<f64> {
-    if arg.is_empty() || arg[0].is_ascii_whitespace() || arg.contains(&0) {
-        return None;
-    }
-    let text = std::ffi::CString::new(arg).ok()?;
-    let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: `text` is NUL-terminated and lives across the call; `end` is a valid out-pointer;
-    // errno is this thread's.
-    let (value, errno, consumed) = unsafe {
-        *libc::__errno_location() = 0;
-        let v = libc::strtod(text.as_ptr(), &mut end);
-        (
-            v,
-            *libc::__errno_location(),
-            end.offset_from(text.as_ptr()) as usize,
-        )
-    };
-    let range = errno == libc::ERANGE && (value.is_infinite() || value == 0.0);
-    (consumed == arg.len() && !range && !value.is_nan()).then_some(value)
-}
-
-/// `x` as Redis 7.0 prints a double (`%.17g`; `inf`, `-inf`).
-pub fn score_text(x: f64) -> String {
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let mut buf = [0u8; 64];
-    // SAFETY: the buffer holds 64 bytes and snprintf writes at most that many, NUL included;
-    // the format takes one double.
-    let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), x) };
-    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(63)]).into_owned()
-}
-
 /// A score reply: RESP3 a double, RESP2 its text in a bulk string.
 pub fn write_score(out: &mut Vec<u8>, x: f64, protocol: Protocol) {
-    let text = score_text(x);
+    let text = double_text(x);
     match protocol {
         Protocol::Resp2 => write::bulk(out, text.as_bytes()),
         Protocol::Resp3 => {
@@ -232,7 +195,7 @@ fn score_end(arg: &[u8]) -> Option<ScoreEnd> {
         _ => (false, arg),
     };
     Some(ScoreEnd {
-        value: parse_score(rest)?,
+        value: parse_double(rest)?,
         exclusive,
     })
 }
@@ -504,7 +467,7 @@ pub fn zadd(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     }
     let mut pairs = Vec::with_capacity(elements.len() / 2);
     for p in elements.chunks(2) {
-        let Some(score) = parse_score(p[0]) else {
+        let Some(score) = parse_double(p[0]) else {
             write::error(out, NOT_FLOAT);
             return Ok(());
         };
@@ -564,7 +527,7 @@ fn add_pairs(
 
 /// `ZINCRBY key increment member`.
 pub fn zincrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(by) = parse_score(args[2]) else {
+    let Some(by) = parse_double(args[2]) else {
         write::error(out, NOT_FLOAT);
         return Ok(());
     };
@@ -1129,7 +1092,7 @@ pub fn write_mpop(out: &mut Vec<u8>, key: &[u8], popped: &[(Vec<u8>, f64)], prot
 
 /// `ZMPOP numkeys key [key ...] MIN | MAX [COUNT count]`.
 pub fn zmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, i)) = super::sets::mpop_keys(args, 1, out) else {
+    let Some((keys, i)) = super::args::mpop_keys(args, 1, out) else {
         return Ok(());
     };
     let Some((max, count)) = mpop_options(args, i, out) else {
@@ -1156,7 +1119,7 @@ pub fn zrandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
             return Ok(());
         };
         let n = z.card(tx)?;
-        let pick = crate::commands::scan::random_u64() % n.max(1);
+        let pick = crate::keyspace::collection::random_u64() % n.max(1);
         match z.by_rank(tx, pick, pick, false)?.first() {
             Some((m, _)) => write::bulk(out, m),
             None => write::null(out, p),
@@ -1226,7 +1189,7 @@ pub fn zscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     write::array(out, 2 * kept.len());
     for (m, s) in &kept {
         write::bulk(out, m);
-        write::bulk(out, score_text(*s).as_bytes());
+        write::bulk(out, double_text(*s).as_bytes());
     }
     Ok(())
 }
@@ -1345,7 +1308,7 @@ fn setop_options(
         match &args[i].to_ascii_lowercase()[..] {
             b"weights" if op != SetOp::Diff && more >= n => {
                 for j in 0..n {
-                    let Some(w) = parse_score(args[i + 1 + j]) else {
+                    let Some(w) = parse_double(args[i + 1 + j]) else {
                         write::error(out, "ERR weight value is not a float");
                         return None;
                     };
@@ -1607,7 +1570,7 @@ pub fn zdiffstore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 
 /// `ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn zintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, mut i)) = super::sets::numkeys(args, out) else {
+    let Some((keys, mut i)) = super::args::numkeys(args, out) else {
         return Ok(());
     };
     let mut limit = usize::MAX;
