@@ -322,7 +322,7 @@ pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
     };
     let n = h.len(tx)?;
     let picked = crate::keyspace::collection::random_entries(tx, &h, n, count)?;
-    super::reply::write_pairs(out, &picked, with_values, p, |k| field_of(k).to_vec());
+    super::reply::write_pairs(out, &picked, with_values, p, field_of);
     Ok(())
 }
 

@@ -1,9 +1,10 @@
-//! Reply texts and shapes the command families share.
+//! Reply texts and shapes the command families share, and how a handler replies with the
+//! outcome of its data operation ([`OpResult`], [`finish`]).
 
 use tamer_store::DbError;
 
 use crate::keyspace::KeyspaceError;
-use crate::resp::write;
+use crate::resp::{write, Protocol};
 
 /// A command on a key of another type.
 pub(crate) const WRONGTYPE: &str =
@@ -26,8 +27,71 @@ pub(crate) const NO_SUCH_KEY: &str = "ERR no such key";
 pub(crate) const OUT_OF_LONG_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
+/// Why a data operation has no result: the store failed, or the command replies an error.
+#[derive(Debug)]
+pub(crate) enum OpError {
+    /// A store error, handed back to the caller (a conflict retries the whole transaction).
+    Store(DbError),
+    /// The key holds another type: the reply is [`WRONGTYPE`].
+    WrongType,
+    /// A Redis-level error of this text.
+    Error(&'static str),
+    /// A Redis-level error whose text names the request (a command, a size).
+    Text(String),
+}
+
+impl From<DbError> for OpError {
+    fn from(err: DbError) -> Self {
+        OpError::Store(err)
+    }
+}
+
+/// A data operation's result: a typed value, or why there is none.
+pub(crate) type OpResult<T> = Result<T, OpError>;
+
+/// Writes a data operation's outcome as the reply: its value by `write`, or its Redis-level
+/// error; a store error is handed back.
+pub(crate) fn finish<T>(
+    out: &mut Vec<u8>,
+    result: OpResult<T>,
+    write: impl FnOnce(&mut Vec<u8>, T),
+) -> Result<(), DbError> {
+    match result {
+        Ok(value) => {
+            write(out, value);
+            Ok(())
+        }
+        Err(err) => fail(out, err),
+    }
+}
+
+/// Writes `err` as the reply, or hands a store error back.
+pub(crate) fn fail(out: &mut Vec<u8>, err: OpError) -> Result<(), DbError> {
+    match err {
+        OpError::Store(err) => return Err(err),
+        OpError::WrongType => write::error(out, WRONGTYPE),
+        OpError::Error(text) => write::error(out, text),
+        OpError::Text(text) => write::error(out, &text),
+    }
+    Ok(())
+}
+
+/// Writes the error `text` as the reply of a refused request (the handler's `Ok`).
+pub(crate) fn refuse(out: &mut Vec<u8>, text: &str) -> Result<(), DbError> {
+    write::error(out, text);
+    Ok(())
+}
+
+/// A bulk string, or a null when there is none.
+pub(crate) fn bulk_or_null(out: &mut Vec<u8>, value: Option<&[u8]>, protocol: Protocol) {
+    match value {
+        Some(v) => write::bulk(out, v),
+        None => write::null(out, protocol),
+    }
+}
+
 /// The reply of a scan of an absent key: cursor 0, nothing.
-pub fn empty_scan(out: &mut Vec<u8>) {
+pub(crate) fn empty_scan(out: &mut Vec<u8>) {
     write::array(out, 2);
     write::bulk(out, b"0");
     write::array(out, 0);
@@ -35,14 +99,14 @@ pub fn empty_scan(out: &mut Vec<u8>) {
 
 /// Writes picked entries as `*RANDFIELD`/`*RANDMEMBER` replies them: names only, or names with
 /// values (RESP2: one flat array; RESP3: an array of pairs).
-pub fn write_pairs(
+pub(crate) fn write_pairs(
     out: &mut Vec<u8>,
     pairs: &[(Vec<u8>, Vec<u8>)],
     with_values: bool,
-    protocol: crate::resp::Protocol,
-    name: impl Fn(&[u8]) -> Vec<u8>,
+    protocol: Protocol,
+    name: fn(&[u8]) -> &[u8],
 ) {
-    let resp3 = protocol == crate::resp::Protocol::Resp3;
+    let resp3 = protocol == Protocol::Resp3;
     match (with_values, resp3) {
         (false, _) => write::array(out, pairs.len()),
         (true, false) => write::array(out, 2 * pairs.len()),
@@ -52,7 +116,7 @@ pub fn write_pairs(
         if with_values && resp3 {
             write::array(out, 2);
         }
-        write::bulk(out, &name(k));
+        write::bulk(out, name(k));
         if with_values {
             write::bulk(out, v);
         }

@@ -143,7 +143,7 @@ pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
     };
     let n = s.len(tx)?;
     let picked = crate::keyspace::collection::random_entries(tx, &s, n, count)?;
-    super::reply::write_pairs(out, &picked, false, p, |k| member_of(k).to_vec());
+    super::reply::write_pairs(out, &picked, false, p, member_of);
     Ok(())
 }
 
