@@ -46,6 +46,16 @@ impl From<DbError> for OpError {
     }
 }
 
+impl OpError {
+    /// A keyspace error as the command's reply (`ERR` and its text), or the store error.
+    pub(crate) fn keyspace(err: KeyspaceError) -> Self {
+        match err {
+            KeyspaceError::Store(err) => OpError::Store(err),
+            other => OpError::Text(format!("ERR {other}")),
+        }
+    }
+}
+
 /// A data operation's result: a typed value, or why there is none.
 pub(crate) type OpResult<T> = Result<T, OpError>;
 
@@ -88,6 +98,13 @@ pub(crate) fn bulk_or_null(out: &mut Vec<u8>, value: Option<&[u8]>, protocol: Pr
         Some(v) => write::bulk(out, v),
         None => write::null(out, protocol),
     }
+}
+
+/// The header of a `SCAN`-family reply: the next cursor, then an array of `n` values.
+pub(crate) fn scan_header(out: &mut Vec<u8>, cursor: u64, n: usize) {
+    write::array(out, 2);
+    write::bulk(out, cursor.to_string().as_bytes());
+    write::array(out, n);
 }
 
 /// The reply of a scan of an absent key: cursor 0, nothing.
