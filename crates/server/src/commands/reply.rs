@@ -107,13 +107,6 @@ pub(crate) fn scan_header(out: &mut Vec<u8>, cursor: u64, n: usize) {
     write::array(out, n);
 }
 
-/// The reply of a scan of an absent key: cursor 0, nothing.
-pub(crate) fn empty_scan(out: &mut Vec<u8>) {
-    write::array(out, 2);
-    write::bulk(out, b"0");
-    write::array(out, 0);
-}
-
 /// Writes picked entries as `*RANDFIELD`/`*RANDMEMBER` replies them: names only, or names with
 /// values (RESP2: one flat array; RESP3: an array of pairs).
 pub(crate) fn write_pairs(
