@@ -10,7 +10,7 @@ const NUMKEYS_NOT_POSITIVE: &str = "ERR numkeys should be greater than 0";
 /// The count of `HRANDFIELD`, `SRANDMEMBER`, `ZRANDMEMBER` (Redis's
 /// `getRangeLongFromObjectOrReply`), its error written when it has none; `pairs` (with
 /// values or scores) bounds it to ±`i64::MAX / 2` as Redis does.
-pub(crate) fn random_count(arg: &[u8], pairs: bool, out: &mut Vec<u8>) -> Option<i64> {
+pub(super) fn random_count(arg: &[u8], pairs: bool, out: &mut Vec<u8>) -> Option<i64> {
     let count = match parse_i64(arg) {
         None => {
             write::error(out, NOT_INTEGER);
@@ -30,7 +30,7 @@ pub(crate) fn random_count(arg: &[u8], pairs: bool, out: &mut Vec<u8>) -> Option
 }
 
 /// Writes the error for a field or member too long for a tree key; true when `element` is.
-pub(crate) fn too_long(element: &[u8], out: &mut Vec<u8>) -> bool {
+pub(super) fn too_long(element: &[u8], out: &mut Vec<u8>) -> bool {
     if element.len() <= MAX_ELEMENT_KEY {
         return false;
     }
@@ -43,18 +43,18 @@ pub(crate) fn too_long(element: &[u8], out: &mut Vec<u8>) -> bool {
 
 /// The cursor and options of `HSCAN`/`SSCAN`/`ZSCAN`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ScanArgs<'a> {
+pub(super) struct ScanArgs<'a> {
     /// Where the scan resumes (0: the start).
-    pub(crate) cursor: u64,
+    pub(super) cursor: u64,
     /// About how many elements a step returns (`COUNT`).
-    pub(crate) count: usize,
+    pub(super) count: usize,
     /// The elements kept (`MATCH`; `None` for `*`).
-    pub(crate) pattern: Option<&'a [u8]>,
+    pub(super) pattern: Option<&'a [u8]>,
 }
 
 /// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`, or `None` with the error
 /// written.
-pub(crate) fn scan_args<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<ScanArgs<'a>> {
+pub(super) fn scan_args<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<ScanArgs<'a>> {
     let Some(cursor) = parse_cursor(args[2]) else {
         write::error(out, INVALID_CURSOR);
         return None;
@@ -93,7 +93,7 @@ pub(crate) fn scan_args<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<Scan
 
 /// A cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10): an optional
 /// sign (`-n` wraps), digits, nothing else; the empty string is 0.
-pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     if arg.is_empty() {
         return Some(0);
     }
@@ -111,7 +111,7 @@ pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
 
 /// `numkeys key [key ...] [LIMIT limit]` of `SINTERCARD`/`ZINTERCARD`: the keys and the
 /// limit (`usize::MAX`: none); `None` with the error written.
-pub(crate) fn intercard_args<'b, 'a>(
+pub(super) fn intercard_args<'b, 'a>(
     args: &'b [&'a [u8]],
     out: &mut Vec<u8>,
 ) -> Option<(&'b [&'a [u8]], usize)> {
@@ -168,7 +168,7 @@ fn intercard_limit(args: &[&[u8]], mut i: usize, out: &mut Vec<u8>) -> Option<us
 /// `numkeys key [key ...] SIDE [COUNT count]` of the `*MPOP` commands from `args[first]`:
 /// the keys, the side `side` reads (`LEFT`/`RIGHT`, `MIN`/`MAX`) and the count (1 when
 /// none); `None` with the error written.
-pub(crate) fn mpop_args<'b, 'a, T>(
+pub(super) fn mpop_args<'b, 'a, T>(
     args: &'b [&'a [u8]],
     first: usize,
     side: impl Fn(&[u8]) -> Option<T>,
@@ -229,7 +229,7 @@ fn mpop_count(args: &[&[u8]], mut j: usize, out: &mut Vec<u8>) -> Option<u64> {
 
 /// The `[count]` of `LPOP`/`RPOP`/`SPOP`/`ZPOPMIN`/`ZPOPMAX key [count]` (`None` when there
 /// is none, a single pop); `None` with the error written.
-pub(crate) fn pop_count(args: &[&[u8]], out: &mut Vec<u8>) -> Option<Option<u64>> {
+pub(super) fn pop_count(args: &[&[u8]], out: &mut Vec<u8>) -> Option<Option<u64>> {
     if args.len() > 3 {
         write::error(out, SYNTAX);
         return None;

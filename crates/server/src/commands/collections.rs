@@ -18,11 +18,11 @@ use crate::resp::write;
 type Result = std::result::Result<(), DbError>;
 
 /// A collection's entries: (map key, value).
-pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+pub(super) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// How a command looks its key up, as Redis counts it in `keyspace_hits`/`misses`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lookup {
+pub(super) enum Lookup {
     /// `lookupKeyRead`: counted.
     Read,
     /// `lookupKeyWrite`: not counted.
@@ -30,7 +30,7 @@ pub(crate) enum Lookup {
 }
 
 /// `key`'s collection of `kind` (`None`: absent); `WRONGTYPE` when it holds another kind.
-pub(crate) fn existing(
+pub(super) fn existing(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -50,14 +50,14 @@ pub(crate) fn existing(
 
 /// `key`'s collection of `kind`, or a new empty one (a write command's lookup); `WRONGTYPE`
 /// when it holds another kind.
-pub(crate) fn or_new(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> OpResult<Coll> {
+pub(super) fn or_new(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> OpResult<Coll> {
     let found = existing(ctx, tx, key, kind, Lookup::Write)?;
     Ok(found.unwrap_or_else(|| Coll::new(kind)))
 }
 
 /// Every entry of `key`'s collection of `kind` whose map key starts with `prefix`, in map
 /// order (none when absent; a read lookup).
-pub(crate) fn entries(
+pub(super) fn entries(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -73,7 +73,7 @@ pub(crate) fn entries(
 /// One `HSCAN`/`SSCAN`/`ZSCAN` step over `key`'s entries under `prefix` (hashed elements):
 /// those whose element matches the pattern, and the next cursor (none and 0 when absent). A
 /// packed collection is returned whole at once, as Redis does for a listpack.
-pub(crate) fn scan_elements(
+pub(super) fn scan_elements(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -97,7 +97,7 @@ pub(crate) fn scan_elements(
 
 /// The map key of a random entry of `key`'s hash or set (`None`: absent), as
 /// `HRANDFIELD`/`SRANDMEMBER` without a count pick it.
-pub(crate) fn random_key(
+pub(super) fn random_key(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -113,7 +113,7 @@ pub(crate) fn random_key(
 
 /// Random entries of `key`'s hash or set as `HRANDFIELD`/`SRANDMEMBER` with a count pick
 /// them ([`random_entries`]; none when absent).
-pub(crate) fn random_picks(
+pub(super) fn random_picks(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -129,7 +129,7 @@ pub(crate) fn random_picks(
 
 /// `HDEL`/`SREM key element [element ...]` on a collection of `kind` keyed by
 /// [`hashed_key`] with no prefix: the elements removed (the key goes with its last one).
-pub(crate) fn remove_hashed(
+pub(super) fn remove_hashed(
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
@@ -164,7 +164,7 @@ fn remove_elements(
 }
 
 /// `HEXISTS`/`SISMEMBER key element` on a collection of `kind` (as [`remove_hashed`]).
-pub(crate) fn contains_hashed(
+pub(super) fn contains_hashed(
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
@@ -192,7 +192,7 @@ fn contains(
 }
 
 /// `HLEN`/`SCARD`/`LLEN key`: the entries of `key`'s collection of `kind` (0 when absent).
-pub(crate) fn count_entries(
+pub(super) fn count_entries(
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],

@@ -26,12 +26,12 @@ type DbResult<T> = std::result::Result<T, DbError>;
 
 /// Spacing of pushed positions: 2^20 `LINSERT`s fit between two pushed neighbours before keys
 /// grow, and 2^43 pushes fit on either side of the first element.
-pub(crate) const GAP: u64 = 1 << 20;
+pub(super) const GAP: u64 = 1 << 20;
 const FIRST: u64 = 1 << 63;
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum End {
+pub(super) enum End {
     /// The head (`LEFT`).
     Left,
     /// The tail (`RIGHT`).
@@ -40,7 +40,7 @@ pub(crate) enum End {
 
 impl End {
     /// `LEFT` or `RIGHT`, any case.
-    pub(crate) fn parse(arg: &[u8]) -> Option<End> {
+    pub(super) fn parse(arg: &[u8]) -> Option<End> {
         if arg.eq_ignore_ascii_case(b"left") {
             Some(End::Left)
         } else if arg.eq_ignore_ascii_case(b"right") {
@@ -60,7 +60,7 @@ fn position_of(key: &[u8]) -> u64 {
 
 /// A key strictly between `a` and `b` (either end open), no longer than needed; `None` when
 /// it would pass the tree's key bound.
-pub(crate) fn between(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
+pub(super) fn between(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
     let key = match (a, b) {
         (None, None) => FIRST.to_be_bytes().to_vec(),
         (None, Some(b)) => position_of(b).checked_sub(GAP)?.to_be_bytes().to_vec(),
@@ -305,12 +305,12 @@ fn pop(
 }
 
 /// A key and the elements popped from its list.
-pub(crate) type Popped<'k> = (&'k [u8], Vec<Vec<u8>>);
+pub(super) type Popped<'k> = (&'k [u8], Vec<Vec<u8>>);
 
 /// Pops up to `count` elements from `end` of the first of `keys` that holds a list, as
 /// `LMPOP` and the blocking pops do: that key and its elements (`None`: every key is absent;
 /// `WRONGTYPE` at the first key of another type).
-pub(crate) fn pop_first<'k>(
+pub(super) fn pop_first<'k>(
     ctx: &Context,
     tx: &mut Tx<'_>,
     keys: &[&'k [u8]],
@@ -762,7 +762,7 @@ pub(crate) fn rpoplpush(
 
 /// Moves one element from `src`'s `from` end to `dst`'s `to` end and replies with it (a null
 /// when `src` is empty).
-pub(crate) fn moved_reply(
+pub(super) fn moved_reply(
     ctx: &Context,
     tx: &mut Tx<'_>,
     src: &[u8],
@@ -784,7 +784,7 @@ pub(crate) fn lmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Ve
 
 /// `LMPOP`'s work on `numkeys key [key ...] LEFT | RIGHT [COUNT count]` from `args[first]`
 /// (`BLMPOP`'s start after its timeout): `[key, [element, ...]]`, or a null array.
-pub(crate) fn mpop_at(
+pub(super) fn mpop_at(
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],

@@ -19,7 +19,7 @@ extern "C" {
 
 /// Why [`add_floats`] failed.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum FloatError {
+pub(super) enum FloatError {
     /// The current value or the increment is no float.
     NotFloat,
     /// The sum is NaN or infinite.
@@ -29,7 +29,7 @@ pub(crate) enum FloatError {
 /// `current` (`None`: absent, 0) plus `incr` as Redis 7.0 computes it: both parsed as `long
 /// double` by `strtold` (Redis's `string2ld` checks), added, printed with `%.17Lf` and its
 /// trailing zeros trimmed, in C (`csrc/long_double.c`), since Rust has no `long double`.
-pub(crate) fn add_floats(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, FloatError> {
+pub(super) fn add_floats(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, FloatError> {
     let mut out = vec![0u8; MAX_FLOAT_CHARS];
     let mut len = 0usize;
     let (cur_ptr, cur_len) = current.map_or((std::ptr::null(), 0), |c| (c.as_ptr(), c.len()));
@@ -58,7 +58,7 @@ pub(crate) fn add_floats(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>,
 
 /// A double as Redis reads a score, a weight or a timeout (`strtod`, whole string, no
 /// leading space, no overflow or underflow, not NaN).
-pub(crate) fn parse_double(arg: &[u8]) -> Option<f64> {
+pub(super) fn parse_double(arg: &[u8]) -> Option<f64> {
     if arg.is_empty() || arg[0].is_ascii_whitespace() || arg.contains(&0) {
         return None;
     }
@@ -80,7 +80,7 @@ pub(crate) fn parse_double(arg: &[u8]) -> Option<f64> {
 }
 
 /// `x` as Redis 7.0 prints a double (`%.17g`; `inf`, `-inf`).
-pub(crate) fn double_text(x: f64) -> String {
+pub(super) fn double_text(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "inf" } else { "-inf" }.into();
     }

@@ -7,29 +7,29 @@ use crate::keyspace::KeyspaceError;
 use crate::resp::{write, Protocol};
 
 /// A command on a key of another type.
-pub(crate) const WRONGTYPE: &str =
+pub(super) const WRONGTYPE: &str =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 /// An argument (or a value) that is no `long long` (Redis's `getLongLongFromObjectOrReply`).
-pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub(super) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 /// An argument (or a value) that is no float.
-pub(crate) const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub(super) const NOT_FLOAT: &str = "ERR value is not a valid float";
 /// Arguments that make no command.
-pub(crate) const SYNTAX: &str = "ERR syntax error";
+pub(super) const SYNTAX: &str = "ERR syntax error";
 /// An integer increment past `i64`.
-pub(crate) const OVERFLOW: &str = "ERR increment or decrement would overflow";
+pub(super) const OVERFLOW: &str = "ERR increment or decrement would overflow";
 /// A float increment to NaN or an infinity.
-pub(crate) const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";
+pub(super) const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";
 /// A `SCAN`-family cursor that is no number.
-pub(crate) const INVALID_CURSOR: &str = "ERR invalid cursor";
+pub(super) const INVALID_CURSOR: &str = "ERR invalid cursor";
 /// A command on an absent key that needs one (`LSET`, `RENAME`).
-pub(crate) const NO_SUCH_KEY: &str = "ERR no such key";
+pub(super) const NO_SUCH_KEY: &str = "ERR no such key";
 /// Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` error (a count of i64::MIN).
-pub(crate) const OUT_OF_LONG_RANGE: &str =
+pub(super) const OUT_OF_LONG_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
 /// Why a data operation has no result: the store failed, or the command replies an error.
 #[derive(Debug)]
-pub(crate) enum OpError {
+pub(super) enum OpError {
     /// A store error, handed back to the caller (a conflict retries the whole transaction).
     Store(DbError),
     /// The key holds another type: the reply is [`WRONGTYPE`].
@@ -48,7 +48,7 @@ impl From<DbError> for OpError {
 
 impl OpError {
     /// A keyspace error as the command's reply (`ERR` and its text), or the store error.
-    pub(crate) fn keyspace(err: KeyspaceError) -> Self {
+    pub(super) fn keyspace(err: KeyspaceError) -> Self {
         match err {
             KeyspaceError::Store(err) => OpError::Store(err),
             other => OpError::Text(format!("ERR {other}")),
@@ -57,11 +57,11 @@ impl OpError {
 }
 
 /// A data operation's result: a typed value, or why there is none.
-pub(crate) type OpResult<T> = Result<T, OpError>;
+pub(super) type OpResult<T> = Result<T, OpError>;
 
 /// Writes a data operation's outcome as the reply: its value by `write`, or its Redis-level
 /// error; a store error is handed back.
-pub(crate) fn finish<T>(
+pub(super) fn finish<T>(
     out: &mut Vec<u8>,
     result: OpResult<T>,
     write: impl FnOnce(&mut Vec<u8>, T),
@@ -76,7 +76,7 @@ pub(crate) fn finish<T>(
 }
 
 /// Writes `err` as the reply, or hands a store error back.
-pub(crate) fn fail(out: &mut Vec<u8>, err: OpError) -> Result<(), DbError> {
+pub(super) fn fail(out: &mut Vec<u8>, err: OpError) -> Result<(), DbError> {
     match err {
         OpError::Store(err) => return Err(err),
         OpError::WrongType => write::error(out, WRONGTYPE),
@@ -87,13 +87,13 @@ pub(crate) fn fail(out: &mut Vec<u8>, err: OpError) -> Result<(), DbError> {
 }
 
 /// Writes the error `text` as the reply of a refused request (the handler's `Ok`).
-pub(crate) fn refuse(out: &mut Vec<u8>, text: &str) -> Result<(), DbError> {
+pub(super) fn refuse(out: &mut Vec<u8>, text: &str) -> Result<(), DbError> {
     write::error(out, text);
     Ok(())
 }
 
 /// A bulk string, or a null when there is none.
-pub(crate) fn bulk_or_null(out: &mut Vec<u8>, value: Option<&[u8]>, protocol: Protocol) {
+pub(super) fn bulk_or_null(out: &mut Vec<u8>, value: Option<&[u8]>, protocol: Protocol) {
     match value {
         Some(v) => write::bulk(out, v),
         None => write::null(out, protocol),
@@ -101,7 +101,7 @@ pub(crate) fn bulk_or_null(out: &mut Vec<u8>, value: Option<&[u8]>, protocol: Pr
 }
 
 /// The header of a `SCAN`-family reply: the next cursor, then an array of `n` values.
-pub(crate) fn scan_header(out: &mut Vec<u8>, cursor: u64, n: usize) {
+pub(super) fn scan_header(out: &mut Vec<u8>, cursor: u64, n: usize) {
     write::array(out, 2);
     write::bulk(out, cursor.to_string().as_bytes());
     write::array(out, n);
@@ -109,7 +109,7 @@ pub(crate) fn scan_header(out: &mut Vec<u8>, cursor: u64, n: usize) {
 
 /// Writes picked entries as `*RANDFIELD`/`*RANDMEMBER` replies them: names only, or names with
 /// values (RESP2: one flat array; RESP3: an array of pairs).
-pub(crate) fn write_pairs(
+pub(super) fn write_pairs(
     out: &mut Vec<u8>,
     pairs: &[(Vec<u8>, Vec<u8>)],
     with_values: bool,
@@ -134,7 +134,7 @@ pub(crate) fn write_pairs(
 }
 
 /// A keyspace error as the command's reply, or the store error to hand back.
-pub(crate) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
+pub(super) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
     match err {
         KeyspaceError::Store(err) => Err(err),
         other => {

@@ -29,7 +29,8 @@ pub(crate) use algebra::{zdiff, zdiffstore, zinter, zintercard, zinterstore, zun
 pub(crate) use members::{
     zadd, zcard, zincrby, zmscore, zrandmember, zrank, zrem, zrevrank, zscan, zscore,
 };
-pub(crate) use pops::{mpop_at, pop_first, zmpop, zpopmax, zpopmin};
+pub(super) use pops::{mpop_at, pop_first};
+pub(crate) use pops::{zmpop, zpopmax, zpopmin};
 pub(crate) use ranges::{
     zcount, zlexcount, zrange, zrangebylex, zrangebyscore, zrangestore, zremrangebylex,
     zremrangebyrank, zremrangebyscore, zrevrange, zrevrangebylex, zrevrangebyscore,
@@ -39,7 +40,7 @@ use zset::ZSet;
 type Result = std::result::Result<(), DbError>;
 
 /// Members with their scores, in reply order.
-pub(crate) type Scored = Vec<(Vec<u8>, f64)>;
+type Scored = Vec<(Vec<u8>, f64)>;
 
 /// `key`'s sorted set (`None`: absent); `WRONGTYPE` when it holds another type.
 fn existing(
@@ -70,7 +71,7 @@ fn store(ctx: &Context, tx: &mut Tx<'_>, dst: &[u8], members: &[(Vec<u8>, f64)])
 }
 
 /// A score reply: RESP3 a double, RESP2 its text in a bulk string.
-pub(crate) fn write_score(out: &mut Vec<u8>, x: f64, protocol: Protocol) {
+pub(super) fn write_score(out: &mut Vec<u8>, x: f64, protocol: Protocol) {
     let text = double_text(x);
     match protocol {
         Protocol::Resp2 => write::bulk(out, text.as_bytes()),
