@@ -135,11 +135,5 @@ pub(super) fn write_pairs(
 
 /// A keyspace error as the command's reply, or the store error to hand back.
 pub(super) fn keyspace_error(out: &mut Vec<u8>, err: KeyspaceError) -> Result<(), DbError> {
-    match err {
-        KeyspaceError::Store(err) => Err(err),
-        other => {
-            write::error(out, &format!("ERR {other}"));
-            Ok(())
-        }
-    }
+    fail(out, OpError::keyspace(err))
 }
