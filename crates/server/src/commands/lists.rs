@@ -1,9 +1,9 @@
 //! List commands with Redis 7.0's semantics, replies and error texts (`t_list.c`).
 //!
-//! A list's map is keyed by positions: 8-byte big-endian numbers spaced [`GAP`] apart (a push
+//! A list's map is keyed by positions: 8-byte big-endian numbers spaced `GAP` apart (a push
 //! at the head takes the first's less the gap, at the tail the last's plus it; the first
 //! element sits at 2^63), and `LINSERT` takes a key strictly between its neighbours
-//! ([`between`]: their midpoint while one exists, else a longer key). An index is a position
+//! (`between`: their midpoint while one exists, else a longer key). An index is a position
 //! in the map (`Coll::at`: O(log n) in a tree), so `LINDEX` and `LSET` anywhere, and `LRANGE`
 //! from anywhere, cost O(log n + k).
 

@@ -1,5 +1,5 @@
 //! Reply texts and shapes the command families share, and how a handler replies with the
-//! outcome of its data operation ([`OpResult`], [`finish`]).
+//! outcome of its data operation (`OpResult`, `finish`).
 
 use tamer_store::DbError;
 

@@ -7,8 +7,8 @@
 //! Redis compares them; the exact score is the value). Scores print as Redis 7.0 prints them,
 //! `%.17g`.
 //!
-//! The files: [`zset`] the sorted set on its collection and its ranges as keys, [`members`]
-//! the commands on members, [`ranges`] on ranges, [`algebra`] the set operations, [`pops`]
+//! The files: `zset` the sorted set on its collection and its ranges as keys, `members`
+//! the commands on members, `ranges` on ranges, `algebra` the set operations, `pops`
 //! the pops.
 
 use tamer_store::{DbError, Tx};
