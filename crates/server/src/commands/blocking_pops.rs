@@ -11,18 +11,17 @@
 use tamer_store::{DbError, Tx};
 
 use super::lists::{self, End};
-use super::reply::WRONGTYPE;
+use super::numbers::parse_double;
+use super::reply::{finish, refuse, SYNTAX};
 use super::zsets;
 use crate::commands::Context;
-use crate::keyspace::collection::{load_uncounted, Found};
-use crate::keyspace::Kind;
 use crate::resp::write;
 
 type Result = std::result::Result<(), DbError>;
 
 /// Parses a timeout as Redis's `getTimeoutFromObjectOrReply` (seconds, a float).
-pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
-    let Some(t) = zsets::parse_score(arg).filter(|t| t.is_finite()) else {
+pub(crate) fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
+    let Some(t) = parse_double(arg).filter(|t| t.is_finite()) else {
         return Err("ERR timeout is not a float or out of range");
     };
     if t < 0.0 {
@@ -34,67 +33,67 @@ pub fn parse_timeout(arg: &[u8]) -> std::result::Result<f64, &'static str> {
     Ok(t)
 }
 
+/// `BLPOP`, `BRPOP key [key ...] timeout`: `[key, element]` from the first list with one, or
+/// a null array.
 fn list_pop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>, end: End) -> Result {
     if let Err(text) = parse_timeout(args[args.len() - 1]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
-    for key in &args[1..args.len() - 1] {
-        let Some(popped) = lists::pop_from(ctx, tx, key, end, 1, out)? else {
-            return Ok(());
-        };
-        if let Some(e) = popped.first() {
+    let popped = lists::pop_first(ctx, tx, &args[1..args.len() - 1], end, 1);
+    finish(out, popped, |out, popped| match popped {
+        Some((key, popped)) => {
             write::array(out, 2);
             write::bulk(out, key);
-            write::bulk(out, e);
-            return Ok(());
+            write::bulk(out, &popped[0]);
         }
-    }
-    write::null_array(out, ctx.protocol);
-    Ok(())
+        None => write::null_array(out, ctx.protocol),
+    })
 }
 
 /// `BLPOP key [key ...] timeout`.
-pub fn blpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn blpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     list_pop(ctx, tx, args, out, End::Left)
 }
 
 /// `BRPOP key [key ...] timeout`.
-pub fn brpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn brpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     list_pop(ctx, tx, args, out, End::Right)
 }
 
 /// `BLMOVE source destination LEFT | RIGHT LEFT | RIGHT timeout`.
-pub fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn blmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
-        write::error(out, "ERR syntax error");
-        return Ok(());
+        return refuse(out, SYNTAX);
     };
     if let Err(text) = parse_timeout(args[5]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
     lists::moved_reply(ctx, tx, args[1], args[2], from, to, out)
 }
 
 /// `BRPOPLPUSH source destination timeout`.
-pub fn brpoplpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn brpoplpush(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     if let Err(text) = parse_timeout(args[3]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
     lists::moved_reply(ctx, tx, args[1], args[2], End::Right, End::Left, out)
 }
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT | RIGHT [COUNT count]`.
-pub fn blmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn blmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if let Err(text) = parse_timeout(args[1]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
     lists::mpop_at(ctx, tx, args, 2, out)
 }
 
+/// `BZPOPMIN`, `BZPOPMAX key [key ...] timeout`: `[key, member, score]` from the first
+/// sorted set with a member, or a null array.
 fn zset_pop(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -103,60 +102,45 @@ fn zset_pop(
     max: bool,
 ) -> Result {
     if let Err(text) = parse_timeout(args[args.len() - 1]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
-    for key in &args[1..args.len() - 1] {
-        if matches!(load_uncounted(ctx, tx, key, Kind::ZSet)?, Found::WrongType) {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-        let Some(popped) = zsets::pop(ctx, tx, key, max, 1, out)? else {
-            return Ok(());
-        };
-        if let Some((m, s)) = popped.first() {
+    let popped = zsets::pop_first(ctx, tx, &args[1..args.len() - 1], max, 1);
+    finish(out, popped, |out, popped| match popped {
+        Some((key, popped)) => {
+            let (m, s) = &popped[0];
             write::array(out, 3);
             write::bulk(out, key);
             write::bulk(out, m);
             zsets::write_score(out, *s, ctx.protocol);
-            return Ok(());
         }
-    }
-    write::null_array(out, ctx.protocol);
-    Ok(())
+        None => write::null_array(out, ctx.protocol),
+    })
 }
 
 /// `BZPOPMIN key [key ...] timeout`.
-pub fn bzpopmin(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn bzpopmin(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     zset_pop(ctx, tx, args, out, false)
 }
 
 /// `BZPOPMAX key [key ...] timeout`.
-pub fn bzpopmax(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn bzpopmax(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     zset_pop(ctx, tx, args, out, true)
 }
 
 /// `BZMPOP timeout numkeys key [key ...] MIN | MAX [COUNT count]`.
-pub fn bzmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn bzmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if let Err(text) = parse_timeout(args[1]) {
-        write::error(out, text);
-        return Ok(());
+        return refuse(out, text);
     }
-    let Some((keys, i)) = super::sets::mpop_keys(args, 2, out) else {
-        return Ok(());
-    };
-    let Some((max, count)) = zsets::mpop_options(args, i, out) else {
-        return Ok(());
-    };
-    for key in keys {
-        let Some(popped) = zsets::pop(ctx, tx, key, max, count, out)? else {
-            return Ok(());
-        };
-        if !popped.is_empty() {
-            zsets::write_mpop(out, key, &popped, ctx.protocol);
-            return Ok(());
-        }
-    }
-    write::null_array(out, ctx.protocol);
-    Ok(())
+    zsets::mpop_at(ctx, tx, args, 2, out)
 }

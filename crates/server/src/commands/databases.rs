@@ -10,15 +10,13 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::reply::keyspace_error;
+use super::reply::{finish, refuse, OpError, OpResult, NOT_INTEGER, SYNTAX};
 use super::Context;
 use crate::keyspace::{self, Databases, KeyspaceError, DATABASES};
 use crate::resp::{parse_i64, write};
 
 type Result = std::result::Result<(), DbError>;
 
-const SYNTAX: &str = "ERR syntax error";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 const OUT_OF_RANGE: &str = "ERR DB index is out of range";
 const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 
@@ -43,12 +41,9 @@ fn database(arg: &[u8], out: &mut Vec<u8>) -> Option<usize> {
 }
 
 /// `DBSIZE`: the keys of the client's database, from its count records (O(1)).
-pub fn dbsize(ctx: &Context, tx: &mut Tx<'_>, _args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match keyspace::key_count(tx, ctx.namespace) {
-        Ok(n) => write::integer(out, n as i64),
-        Err(err) => return keyspace_error(out, err),
-    }
-    Ok(())
+pub(crate) fn dbsize(ctx: &Context, tx: &mut Tx<'_>, _args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let n = keyspace::key_count(tx, ctx.namespace).map_err(OpError::keyspace);
+    finish(out, n, |out, n| write::integer(out, n as i64))
 }
 
 /// The map's change, after the `databases` record was written in `tx`: the map as the record
@@ -62,30 +57,34 @@ fn reload_map(ctx: &Context, tx: &mut Tx<'_>) -> std::result::Result<(), Keyspac
     Ok(())
 }
 
+/// Writes `OK` for a map command that changed the map.
+fn ok(out: &mut Vec<u8>, (): ()) {
+    write::simple(out, "OK");
+}
+
 /// `SWAPDB index1 index2`.
-pub fn swapdb(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn swapdb(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(a) = parse_index(args[1]) else {
-        write::error(out, "ERR invalid first DB index");
-        return Ok(());
+        return refuse(out, "ERR invalid first DB index");
     };
     let Some(b) = parse_index(args[2]) else {
-        write::error(out, "ERR invalid second DB index");
-        return Ok(());
+        return refuse(out, "ERR invalid second DB index");
     };
     let range = 0..DATABASES as i64;
     if !range.contains(&a) || !range.contains(&b) {
-        write::error(out, OUT_OF_RANGE);
-        return Ok(());
+        return refuse(out, OUT_OF_RANGE);
     }
-    let (na, nb) = (ctx.map.get()[a as usize], ctx.map.get()[b as usize]);
-    ctx.touch_swapped(tx, a as usize, na, Some(nb))?;
-    ctx.touch_swapped(tx, b as usize, nb, Some(na))?;
-    let swapped = Databases::swap(tx, a as usize, b as usize).and_then(|()| reload_map(ctx, tx));
-    match swapped {
-        Ok(()) => write::simple(out, "OK"),
-        Err(err) => return keyspace_error(out, err),
-    }
-    Ok(())
+    finish(out, swap(ctx, tx, a as usize, b as usize), ok)
+}
+
+/// Swaps databases `a` and `b` (their watchers told).
+fn swap(ctx: &Context, tx: &mut Tx<'_>, a: usize, b: usize) -> OpResult<()> {
+    let (na, nb) = (ctx.map.get()[a], ctx.map.get()[b]);
+    ctx.touch_swapped(tx, a, na, Some(nb))?;
+    ctx.touch_swapped(tx, b, nb, Some(na))?;
+    Databases::swap(tx, a, b)
+        .and_then(|()| reload_map(ctx, tx))
+        .map_err(OpError::keyspace)
 }
 
 /// `FLUSHDB`'s and `FLUSHALL`'s `[ASYNC | SYNC]`: true when valid (both mean the same here).
@@ -98,68 +97,98 @@ fn flush_mode_valid(args: &[&[u8]]) -> bool {
 }
 
 /// `FLUSHDB [ASYNC | SYNC]`.
-pub fn flushdb(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn flushdb(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if !flush_mode_valid(args) {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     }
+    finish(out, flush_one(ctx, tx), ok)
+}
+
+/// Empties the client's database (its watchers told).
+fn flush_one(ctx: &Context, tx: &mut Tx<'_>) -> OpResult<()> {
     ctx.touch_swapped(tx, ctx.db, ctx.namespace, None)?;
-    match Databases::flush(tx, ctx.db).and_then(|_| reload_map(ctx, tx)) {
-        Ok(()) => write::simple(out, "OK"),
-        Err(err) => return keyspace_error(out, err),
-    }
-    Ok(())
+    Databases::flush(tx, ctx.db)
+        .and_then(|_| reload_map(ctx, tx))
+        .map_err(OpError::keyspace)
 }
 
 /// `FLUSHALL [ASYNC | SYNC]`.
-pub fn flushall(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn flushall(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     if !flush_mode_valid(args) {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     }
+    finish(out, flush_every(ctx, tx), ok)
+}
+
+/// Empties every database (their watchers told).
+fn flush_every(ctx: &Context, tx: &mut Tx<'_>) -> OpResult<()> {
     for (db, ns) in ctx.map.get().into_iter().enumerate() {
         ctx.touch_swapped(tx, db, ns, None)?;
     }
-    match Databases::flush_all(tx).and_then(|()| reload_map(ctx, tx)) {
-        Ok(()) => write::simple(out, "OK"),
-        Err(err) => return keyspace_error(out, err),
-    }
-    Ok(())
+    Databases::flush_all(tx)
+        .and_then(|()| reload_map(ctx, tx))
+        .map_err(OpError::keyspace)
 }
 
 /// `MOVE key db`: 1 when moved (with its expiry); 0 when absent here or present there.
-pub fn move_(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn move_(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(db) = database(args[2], out) else {
         return Ok(());
     };
     if db == ctx.db {
-        write::error(out, SAME_OBJECT);
-        return Ok(());
+        return refuse(out, SAME_OBJECT);
     }
+    let moved = move_key(ctx, tx, args[1], db).map_err(OpError::keyspace);
+    finish(out, moved, |out, moved| {
+        write::integer(out, i64::from(moved))
+    })
+}
+
+/// Moves `key` (with its expiry) to database `db` unless it is absent here or present there:
+/// whether it moved.
+fn move_key(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    db: usize,
+) -> std::result::Result<bool, KeyspaceError> {
     let (src, dst) = (ctx.namespace, ctx.map.get()[db]);
-    let moved = (|| -> std::result::Result<bool, KeyspaceError> {
-        let Some(entry) = keyspace::get(tx, src, args[1], ctx.now_ms)? else {
-            return Ok(false);
-        };
-        if keyspace::get(tx, dst, args[1], ctx.now_ms)?.is_some() {
-            return Ok(false);
-        }
-        keyspace::put(tx, dst, args[1], &entry)?;
-        keyspace::remove_moved(tx, src, args[1])?;
-        ctx.touch_in(ctx.db, args[1]);
-        ctx.touch_in(db, args[1]);
-        Ok(true)
-    })();
-    match moved {
-        Ok(moved) => write::integer(out, i64::from(moved)),
-        Err(err) => return keyspace_error(out, err),
+    let Some(entry) = keyspace::get(tx, src, key, ctx.now_ms)? else {
+        return Ok(false);
+    };
+    if keyspace::get(tx, dst, key, ctx.now_ms)?.is_some() {
+        return Ok(false);
     }
-    Ok(())
+    keyspace::put(tx, dst, key, &entry)?;
+    keyspace::remove_moved(tx, src, key)?;
+    ctx.touch_in(ctx.db, key);
+    ctx.touch_in(db, key);
+    Ok(true)
 }
 
 /// `COPY source destination [DB destination-db] [REPLACE]`: 1 when copied (with its
 /// expiry); 0 when the source is absent or the destination exists without `REPLACE`.
-pub fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some((db, replace)) = copy_options(ctx, args, out) else {
+        return Ok(());
+    };
+    if db == ctx.db && args[1] == args[2] {
+        return refuse(out, SAME_OBJECT);
+    }
+    let copied = copy_key(ctx, tx, args[1], args[2], db, replace).map_err(OpError::keyspace);
+    finish(out, copied, |out, copied| {
+        write::integer(out, i64::from(copied))
+    })
+}
+
+/// `COPY`'s `[DB destination-db] [REPLACE]` from `args[3..]`: the database and whether to
+/// replace; `None` with the error written.
+fn copy_options(ctx: &Context, args: &[&[u8]], out: &mut Vec<u8>) -> Option<(usize, bool)> {
     let (mut db, mut replace) = (ctx.db, false);
     let mut j = 3;
     // Bounded: every pass consumes one or two arguments, or replies.
@@ -168,43 +197,41 @@ pub fn copy(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         match &args[j].to_ascii_lowercase()[..] {
             b"replace" => replace = true,
             b"db" if more >= 1 => {
-                let Some(n) = database(args[j + 1], out) else {
-                    return Ok(());
-                };
-                db = n;
+                db = database(args[j + 1], out)?;
                 j += 1;
             }
             _ => {
                 write::error(out, SYNTAX);
-                return Ok(());
+                return None;
             }
         }
         j += 1;
     }
-    if db == ctx.db && args[1] == args[2] {
-        write::error(out, SAME_OBJECT);
-        return Ok(());
+    Some((db, replace))
+}
+
+/// Copies `src`'s value (with its expiry; a tree of its own for a collection in a tree) to
+/// `dst` in database `db`, unless `src` is absent or `dst` exists and not `replace`: whether
+/// it copied. `src` is read as Redis's `lookupKeyRead` reads it (counted).
+fn copy_key(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    db: usize,
+    replace: bool,
+) -> std::result::Result<bool, KeyspaceError> {
+    let (from, to) = (ctx.namespace, ctx.map.get()[db]);
+    let found = keyspace::get(tx, from, src, ctx.now_ms)?;
+    ctx.count_lookup(found.is_some());
+    let Some(entry) = found else {
+        return Ok(false);
+    };
+    if !replace && keyspace::get(tx, to, dst, ctx.now_ms)?.is_some() {
+        return Ok(false);
     }
-    let (src, dst) = (ctx.namespace, ctx.map.get()[db]);
-    let copied = (|| -> std::result::Result<bool, KeyspaceError> {
-        let found = keyspace::get(tx, src, args[1], ctx.now_ms)?;
-        // The source is read as Redis's `lookupKeyRead` reads it (counted).
-        ctx.count_lookup(found.is_some());
-        let Some(entry) = found else {
-            return Ok(false);
-        };
-        if !replace && keyspace::get(tx, dst, args[2], ctx.now_ms)?.is_some() {
-            return Ok(false);
-        }
-        // A collection in a tree gets a tree of its own.
-        let entry = crate::keyspace::collection::copied(tx, entry)?;
-        keyspace::put(tx, dst, args[2], &entry)?;
-        ctx.touch_in(db, args[2]);
-        Ok(true)
-    })();
-    match copied {
-        Ok(copied) => write::integer(out, i64::from(copied)),
-        Err(err) => return keyspace_error(out, err),
-    }
-    Ok(())
+    let entry = crate::keyspace::collection::copied(tx, entry)?;
+    keyspace::put(tx, to, dst, &entry)?;
+    ctx.touch_in(db, dst);
+    Ok(true)
 }

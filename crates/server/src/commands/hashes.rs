@@ -4,18 +4,19 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::args::too_long;
-use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
-use crate::commands::strings::{add_floats, FloatError};
-use crate::commands::Context;
-use crate::keyspace::collection::{hashed_key, load, scan_hashed, Coll, Found};
+use super::args::{random_count, scan_args, too_long};
+use super::collections::{self, existing, or_new, Lookup};
+use super::numbers::{add_floats, FloatError};
+use super::reply::{
+    bulk_or_null, fail, finish, refuse, scan_header, write_pairs, OpError, OpResult,
+    NAN_OR_INFINITY, NOT_FLOAT, NOT_INTEGER, OVERFLOW, SYNTAX,
+};
+use super::Context;
+use crate::keyspace::collection::{element_of, hashed_key, Coll};
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
 type Result = std::result::Result<(), DbError>;
-
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 
 fn field_key(tx: &Tx<'_>, field: &[u8]) -> Vec<u8> {
     hashed_key(tx, b"", field)
@@ -23,109 +24,107 @@ fn field_key(tx: &Tx<'_>, field: &[u8]) -> Vec<u8> {
 
 /// The field a map key names.
 fn field_of(key: &[u8]) -> &[u8] {
-    crate::keyspace::collection::element_of(key, 0)
-}
-
-/// Loads `key`'s hash (see [`super::collections::open`]).
-fn read(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    lookup: Lookup,
-    out: &mut Vec<u8>,
-    absent: impl FnOnce(&mut Vec<u8>),
-) -> std::result::Result<Option<Coll>, DbError> {
-    super::collections::open(ctx, tx, key, Kind::Hash, lookup, out, absent)
+    element_of(key, 0)
 }
 
 /// `HSET key field value [field value ...]`: the fields added.
-pub fn hset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if !args.len().is_multiple_of(2) {
-        write::error(out, "ERR wrong number of arguments for 'hset' command");
+        return refuse(out, "ERR wrong number of arguments for 'hset' command");
+    }
+    if args[2..].chunks(2).any(|p| too_long(p[0], out)) {
         return Ok(());
     }
-    if let Some(added) = set_pairs(ctx, tx, args, out)? {
-        write::integer(out, added as i64);
-    }
-    Ok(())
+    let added = set_fields(ctx, tx, args[1], &args[2..]);
+    finish(out, added, |out, added| write::integer(out, added as i64))
 }
 
 /// `HMSET key field value [field value ...]`: `OK`.
-pub fn hmset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hmset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if !args.len().is_multiple_of(2) {
-        write::error(out, "ERR wrong number of arguments for 'hmset' command");
+        return refuse(out, "ERR wrong number of arguments for 'hmset' command");
+    }
+    if args[2..].chunks(2).any(|p| too_long(p[0], out)) {
         return Ok(());
     }
-    if set_pairs(ctx, tx, args, out)?.is_some() {
-        write::simple(out, "OK");
-    }
-    Ok(())
+    let added = set_fields(ctx, tx, args[1], &args[2..]);
+    finish(out, added, |out, _| write::simple(out, "OK"))
 }
 
-/// Sets the pairs of `args[2..]`; the fields added (`None`: an error was written).
-fn set_pairs(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    args: &[&[u8]],
-    out: &mut Vec<u8>,
-) -> std::result::Result<Option<u64>, DbError> {
-    if args[2..].chunks(2).any(|p| too_long(p[0], out)) {
-        return Ok(None);
-    }
-    let Some(mut h) = load_or_new(ctx, tx, args[1], Kind::Hash, out)? else {
-        return Ok(None);
-    };
+/// Sets the fields of `pairs` (field, value, field, value ...) in `key`'s hash (made when
+/// absent): the fields added.
+fn set_fields(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], pairs: &[&[u8]]) -> OpResult<u64> {
+    let mut h = or_new(ctx, tx, key, Kind::Hash)?;
     let mut added = 0;
-    for pair in args[2..].chunks(2) {
+    for pair in pairs.chunks(2) {
         added += u64::from(!h.put(tx, &field_key(tx, pair[0]), pair[1])?);
     }
+    save(ctx, tx, key, h)?;
+    Ok(added)
+}
+
+/// Saves a changed hash (its key deleted when empty).
+fn save(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], h: Coll) -> Result {
     let n = h.len(tx)?;
-    h.save(ctx, tx, args[1], n)?;
-    Ok(Some(added))
+    h.save(ctx, tx, key, n)
 }
 
 /// `HSETNX key field value`: 1 when set, 0 when the field existed.
-pub fn hsetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hsetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if too_long(args[2], out) {
         return Ok(());
     }
-    let Some(mut h) = load_or_new(ctx, tx, args[1], Kind::Hash, out)? else {
-        return Ok(());
-    };
-    let k = field_key(tx, args[2]);
+    let set = set_field_if_absent(ctx, tx, args[1], args[2], args[3]);
+    finish(out, set, |out, set| write::integer(out, i64::from(set)))
+}
+
+/// Sets `field` of `key`'s hash (made when absent) unless it exists: whether it did.
+fn set_field_if_absent(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    field: &[u8],
+    value: &[u8],
+) -> OpResult<bool> {
+    let mut h = or_new(ctx, tx, key, Kind::Hash)?;
+    let k = field_key(tx, field);
     if h.get(tx, &k)?.is_some() {
-        write::integer(out, 0);
-        return Ok(());
+        return Ok(false);
     }
-    h.put(tx, &k, args[3])?;
-    let n = h.len(tx)?;
-    h.save(ctx, tx, args[1], n)?;
-    write::integer(out, 1);
-    Ok(())
+    h.put(tx, &k, value)?;
+    save(ctx, tx, key, h)?;
+    Ok(true)
 }
 
 /// `HGET key field`.
-pub fn hget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let p = ctx.protocol;
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::null(o, p))? else {
-        return Ok(());
-    };
-    match h.get(tx, &field_key(tx, args[2]))? {
-        Some(v) => write::bulk(out, &v),
-        None => write::null(out, p),
-    }
-    Ok(())
+pub(crate) fn hget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let value = field(ctx, tx, args[1], args[2]);
+    finish(out, value, |out, v| {
+        bulk_or_null(out, v.as_deref(), ctx.protocol)
+    })
 }
 
-/// `HMGET key field [field ...]`.
-pub fn hmget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let h = match load(ctx, tx, args[1], Kind::Hash)? {
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-        Found::Absent => None,
-        Found::Coll(c) => Some(c),
+/// `HSTRLEN key field`.
+pub(crate) fn hstrlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let value = field(ctx, tx, args[1], args[2]);
+    finish(out, value, |out, v| {
+        write::integer(out, v.map_or(0, |v| v.len()) as i64);
+    })
+}
+
+/// The value of `field` in `key`'s hash (`None`: either is absent; a read lookup).
+fn field(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], field: &[u8]) -> OpResult<Option<Vec<u8>>> {
+    let Some(h) = existing(ctx, tx, key, Kind::Hash, Lookup::Read)? else {
+        return Ok(None);
+    };
+    Ok(h.get(tx, &field_key(tx, field))?)
+}
+
+/// `HMGET key field [field ...]`: each value read as the reply goes.
+pub(crate) fn hmget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let h = match existing(ctx, tx, args[1], Kind::Hash, Lookup::Read) {
+        Ok(h) => h,
+        Err(err) => return fail(out, err),
     };
     write::array(out, args.len() - 2);
     for f in &args[2..] {
@@ -133,40 +132,24 @@ pub fn hmget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
             Some(h) => h.get(tx, &field_key(tx, f))?,
             None => None,
         };
-        match v {
-            Some(v) => write::bulk(out, &v),
-            None => write::null(out, ctx.protocol),
-        }
+        bulk_or_null(out, v.as_deref(), ctx.protocol);
     }
     Ok(())
 }
 
 /// `HDEL key field [field ...]`: the fields removed (the key goes with its last field).
-pub fn hdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::remove_hashed(ctx, tx, args, out, Kind::Hash)
+pub(crate) fn hdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::remove_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HEXISTS key field`.
-pub fn hexists(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::contains_hashed(ctx, tx, args, out, Kind::Hash)
+pub(crate) fn hexists(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::contains_hashed(ctx, tx, args, out, Kind::Hash)
 }
 
 /// `HLEN key`.
-pub fn hlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::count_entries(ctx, tx, args, out, Kind::Hash)
-}
-
-/// `HSTRLEN key field`.
-pub fn hstrlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    let len = h.get(tx, &field_key(tx, args[2]))?.map_or(0, |v| v.len());
-    write::integer(out, len as i64);
-    Ok(())
+pub(crate) fn hlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::count_entries(ctx, tx, args, out, Kind::Hash)
 }
 
 /// What `HKEYS`, `HVALS` and `HGETALL` list.
@@ -177,6 +160,7 @@ enum Listing {
     Both,
 }
 
+/// `HKEYS`, `HVALS`, `HGETALL key`: every field, value, or both (a map).
 fn listing(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -184,181 +168,148 @@ fn listing(
     out: &mut Vec<u8>,
     what: Listing,
 ) -> Result {
-    let p = ctx.protocol;
-    let empty = |o: &mut Vec<u8>| match what {
-        Listing::Both => write::map(o, 0, p),
-        _ => write::array(o, 0),
-    };
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, empty)? else {
-        return Ok(());
-    };
-    let all = h.all(tx, b"")?;
-    match what {
-        Listing::Both => write::map(out, all.len(), p),
-        _ => write::array(out, all.len()),
-    }
-    for (k, v) in &all {
-        if what != Listing::Values {
-            write::bulk(out, field_of(k));
+    let all = collections::entries(ctx, tx, args[1], Kind::Hash, b"");
+    finish(out, all, |out, all| {
+        match what {
+            Listing::Both => write::map(out, all.len(), ctx.protocol),
+            _ => write::array(out, all.len()),
         }
-        if what != Listing::Keys {
-            write::bulk(out, v);
+        for (k, v) in &all {
+            if what != Listing::Values {
+                write::bulk(out, field_of(k));
+            }
+            if what != Listing::Keys {
+                write::bulk(out, v);
+            }
         }
-    }
-    Ok(())
+    })
 }
 
 /// `HKEYS key`.
-pub fn hkeys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hkeys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     listing(ctx, tx, args, out, Listing::Keys)
 }
 
 /// `HVALS key`.
-pub fn hvals(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hvals(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     listing(ctx, tx, args, out, Listing::Values)
 }
 
 /// `HGETALL key`.
-pub fn hgetall(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hgetall(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     listing(ctx, tx, args, out, Listing::Both)
 }
 
 /// `HINCRBY key field increment`.
-pub fn hincrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hincrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(by) = parse_i64(args[3]) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+        return refuse(out, NOT_INTEGER);
     };
     if too_long(args[2], out) {
         return Ok(());
     }
-    let Some(mut h) = load_or_new(ctx, tx, args[1], Kind::Hash, out)? else {
-        return Ok(());
-    };
-    let k = field_key(tx, args[2]);
+    finish(
+        out,
+        add_integer(ctx, tx, args[1], args[2], by),
+        write::integer,
+    )
+}
+
+/// Adds `by` to the integer in `field` of `key`'s hash (0 when absent): the sum.
+fn add_integer(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], field: &[u8], by: i64) -> OpResult<i64> {
+    let mut h = or_new(ctx, tx, key, Kind::Hash)?;
+    let k = field_key(tx, field);
     let current = match h.get(tx, &k)? {
         None => 0,
-        Some(v) => match parse_i64(&v) {
-            Some(n) => n,
-            None => {
-                write::error(out, "ERR hash value is not an integer");
-                return Ok(());
-            }
-        },
+        Some(v) => parse_i64(&v).ok_or(OpError::Error("ERR hash value is not an integer"))?,
     };
-    let Some(new) = current.checked_add(by) else {
-        write::error(out, "ERR increment or decrement would overflow");
-        return Ok(());
-    };
+    let new = current.checked_add(by).ok_or(OpError::Error(OVERFLOW))?;
     h.put(tx, &k, new.to_string().as_bytes())?;
-    let n = h.len(tx)?;
-    h.save(ctx, tx, args[1], n)?;
-    write::integer(out, new);
-    Ok(())
+    save(ctx, tx, key, h)?;
+    Ok(new)
 }
 
 /// `HINCRBYFLOAT key field increment`: computed as Redis computes it (`long double`).
-pub fn hincrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hincrbyfloat(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     // The increment is checked first, as Redis does.
     if !matches!(
         add_floats(None, args[3]),
         Ok(_) | Err(FloatError::NanOrInfinity)
     ) {
-        write::error(out, "ERR value is not a valid float");
-        return Ok(());
+        return refuse(out, NOT_FLOAT);
     }
     if too_long(args[2], out) {
         return Ok(());
     }
-    let Some(mut h) = load_or_new(ctx, tx, args[1], Kind::Hash, out)? else {
-        return Ok(());
-    };
-    let k = field_key(tx, args[2]);
+    let sum = add_float(ctx, tx, args[1], args[2], args[3]);
+    finish(out, sum, |out, text| write::bulk(out, &text))
+}
+
+/// Adds the float `incr` to the float in `field` of `key`'s hash (0 when absent): the sum's
+/// text.
+fn add_float(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    field: &[u8],
+    incr: &[u8],
+) -> OpResult<Vec<u8>> {
+    let mut h = or_new(ctx, tx, key, Kind::Hash)?;
+    let k = field_key(tx, field);
     let current = h.get(tx, &k)?;
-    let text = match add_floats(current.as_deref(), args[3]) {
-        Ok(text) => text,
-        Err(FloatError::NotFloat) => {
-            write::error(out, "ERR hash value is not a float");
-            return Ok(());
-        }
-        Err(FloatError::NanOrInfinity) => {
-            write::error(out, "ERR increment would produce NaN or Infinity");
-            return Ok(());
-        }
-    };
+    let text = add_floats(current.as_deref(), incr).map_err(|err| match err {
+        FloatError::NotFloat => OpError::Error("ERR hash value is not a float"),
+        FloatError::NanOrInfinity => OpError::Error(NAN_OR_INFINITY),
+    })?;
     h.put(tx, &k, &text)?;
-    let n = h.len(tx)?;
-    h.save(ctx, tx, args[1], n)?;
-    write::bulk(out, &text);
-    Ok(())
+    save(ctx, tx, key, h)?;
+    Ok(text)
 }
 
 /// `HRANDFIELD key [count [WITHVALUES]]`: random fields; a negative count may repeat them.
-pub fn hrandfield(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn hrandfield(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     let p = ctx.protocol;
     if args.len() == 2 {
-        let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::null(o, p))? else {
-            return Ok(());
-        };
-        let n = h.len(tx)?;
-        let pick = crate::commands::scan::random_u64() % n.max(1);
-        match h.at(tx, pick)? {
-            Some((k, _)) => write::bulk(out, field_of(&k)),
-            None => write::null(out, p),
-        }
-        return Ok(());
+        let picked = collections::random_key(ctx, tx, args[1], Kind::Hash);
+        return finish(out, picked, |out, k| {
+            bulk_or_null(out, k.as_deref().map(field_of), p);
+        });
     }
     let with_values = match args.get(3) {
         None => false,
         Some(a) if args.len() == 4 && a.eq_ignore_ascii_case(b"withvalues") => true,
-        Some(_) => {
-            write::error(out, "ERR syntax error");
-            return Ok(());
-        }
+        Some(_) => return refuse(out, SYNTAX),
     };
-    let Some(count) = super::args::random_count(args[2], with_values, out) else {
+    let Some(count) = random_count(args[2], with_values, out) else {
         return Ok(());
     };
-    let Some(h) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
-        return Ok(());
-    };
-    let n = h.len(tx)?;
-    let picked = crate::keyspace::collection::random_entries(tx, &h, n, count)?;
-    super::reply::write_pairs(out, &picked, with_values, p, |k| field_of(k).to_vec());
-    Ok(())
+    let picked = collections::random_picks(ctx, tx, args[1], Kind::Hash, count);
+    finish(out, picked, |out, picked| {
+        write_pairs(out, &picked, with_values, p, field_of);
+    })
 }
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
-pub fn hscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((cursor, count, pattern)) = super::args::scan_args(args, out) else {
+pub(crate) fn hscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(scan) = scan_args(args, out) else {
         return Ok(());
     };
-    let Some(h) = read(
-        ctx,
-        tx,
-        args[1],
-        Lookup::Read,
-        out,
-        super::reply::empty_scan,
-    )?
-    else {
-        return Ok(());
-    };
-    let (found, next) = if h.in_tree() {
-        scan_hashed(tx, &h, b"", cursor, count)?
-    } else {
-        (h.all(tx, b"")?, 0) // packed: all at once, as Redis does for a listpack
-    };
-    let kept: Vec<_> = found
-        .iter()
-        .filter(|(k, _)| pattern.is_none_or(|p| crate::glob::matches(p, field_of(k))))
-        .collect();
-    write::array(out, 2);
-    write::bulk(out, next.to_string().as_bytes());
-    write::array(out, 2 * kept.len());
-    for (k, v) in kept {
-        write::bulk(out, field_of(k));
-        write::bulk(out, v);
-    }
-    Ok(())
+    let page = collections::scan_elements(ctx, tx, args[1], Kind::Hash, b"", &scan);
+    finish(out, page, |out, (found, next)| {
+        scan_header(out, next, 2 * found.len());
+        for (k, v) in &found {
+            write::bulk(out, field_of(k));
+            write::bulk(out, v);
+        }
+    })
 }

@@ -1,9 +1,9 @@
 //! List commands with Redis 7.0's semantics, replies and error texts (`t_list.c`).
 //!
-//! A list's map is keyed by positions: 8-byte big-endian numbers spaced [`GAP`] apart (a push
+//! A list's map is keyed by positions: 8-byte big-endian numbers spaced `GAP` apart (a push
 //! at the head takes the first's less the gap, at the tail the last's plus it; the first
 //! element sits at 2^63), and `LINSERT` takes a key strictly between its neighbours
-//! ([`between`]: their midpoint while one exists, else a longer key). An index is a position
+//! (`between`: their midpoint while one exists, else a longer key). An index is a position
 //! in the map (`Coll::at`: O(log n) in a tree), so `LINDEX` and `LSET` anywhere, and `LRANGE`
 //! from anywhere, cost O(log n + k).
 
@@ -11,9 +11,12 @@ use std::ops::Bound;
 
 use tamer_store::{DbError, Direction, Tx, MAX_TREE_KEY};
 
-use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
-use crate::commands::Context;
+use super::args::{mpop_args, pop_count};
+use super::collections::{self, existing, or_new, Lookup};
+use super::reply::{
+    bulk_or_null, finish, refuse, OpError, OpResult, NOT_INTEGER, NO_SUCH_KEY, SYNTAX,
+};
+use super::Context;
 use crate::keyspace::collection::{load_uncounted, Coll, Found};
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
@@ -23,20 +26,21 @@ type DbResult<T> = std::result::Result<T, DbError>;
 
 /// Spacing of pushed positions: 2^20 `LINSERT`s fit between two pushed neighbours before keys
 /// grow, and 2^43 pushes fit on either side of the first element.
-pub const GAP: u64 = 1 << 20;
+pub(super) const GAP: u64 = 1 << 20;
 const FIRST: u64 = 1 << 63;
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
+pub(super) enum End {
+    /// The head (`LEFT`).
     Left,
+    /// The tail (`RIGHT`).
     Right,
 }
 
 impl End {
-    pub fn parse(arg: &[u8]) -> Option<End> {
+    /// `LEFT` or `RIGHT`, any case.
+    pub(super) fn parse(arg: &[u8]) -> Option<End> {
         if arg.eq_ignore_ascii_case(b"left") {
             Some(End::Left)
         } else if arg.eq_ignore_ascii_case(b"right") {
@@ -47,6 +51,7 @@ impl End {
     }
 }
 
+/// The position a list key starts with (a key shorter than 8 bytes: the first's).
 fn position_of(key: &[u8]) -> u64 {
     key.get(..8).map_or(FIRST, |b| {
         u64::from_be_bytes(b.try_into().expect("8 bytes"))
@@ -55,7 +60,7 @@ fn position_of(key: &[u8]) -> u64 {
 
 /// A key strictly between `a` and `b` (either end open), no longer than needed; `None` when
 /// it would pass the tree's key bound.
-pub fn between(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
+pub(super) fn between(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
     let key = match (a, b) {
         (None, None) => FIRST.to_be_bytes().to_vec(),
         (None, Some(b)) => position_of(b).checked_sub(GAP)?.to_be_bytes().to_vec(),
@@ -100,25 +105,37 @@ fn byte_midpoint(a: &[u8], b: &[u8]) -> Vec<u8> {
 }
 
 /// A list as a command sees it.
-pub struct List {
-    pub coll: Coll,
+struct List {
+    coll: Coll,
+}
+
+/// The direction that reads a list from `end`.
+fn from_end(end: End) -> Direction {
+    match end {
+        End::Left => Direction::Forward,
+        End::Right => Direction::Reverse,
+    }
 }
 
 impl List {
-    pub fn len(&self, tx: &mut Tx<'_>) -> DbResult<u64> {
+    fn len(&self, tx: &mut Tx<'_>) -> DbResult<u64> {
         self.coll.len(tx)
+    }
+
+    /// Up to `limit` elements read from the head (`Forward`) or the tail: (key, element).
+    fn read(
+        &self,
+        tx: &mut Tx<'_>,
+        direction: Direction,
+        limit: usize,
+    ) -> DbResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.coll
+            .scan(tx, Bound::Unbounded, direction, limit, &|_| true)
     }
 
     /// The element at `end`: (key, element).
     fn end(&self, tx: &mut Tx<'_>, end: End) -> DbResult<Option<(Vec<u8>, Vec<u8>)>> {
-        let direction = match end {
-            End::Left => Direction::Forward,
-            End::Right => Direction::Reverse,
-        };
-        Ok(self
-            .coll
-            .scan(tx, Bound::Unbounded, direction, 1, &|_| true)?
-            .pop())
+        Ok(self.read(tx, from_end(end), 1)?.pop())
     }
 
     /// Whether `n` more elements fit at `end` (2^43 pushes fit on either side).
@@ -135,7 +152,7 @@ impl List {
     }
 
     /// Pushes `element` at `end` (the caller checked [`List::room`]).
-    pub fn push(&mut self, tx: &mut Tx<'_>, end: End, element: &[u8]) -> Result {
+    fn push(&mut self, tx: &mut Tx<'_>, end: End, element: &[u8]) -> Result {
         let edge = self.end(tx, end)?.map(|(k, _)| k);
         let key = match (edge.as_deref(), end) {
             (None, _) => Some(FIRST.to_be_bytes().to_vec()),
@@ -148,14 +165,8 @@ impl List {
     }
 
     /// Pops up to `count` elements from `end`.
-    pub fn pop(&mut self, tx: &mut Tx<'_>, end: End, count: u64) -> DbResult<Vec<Vec<u8>>> {
-        let direction = match end {
-            End::Left => Direction::Forward,
-            End::Right => Direction::Reverse,
-        };
-        let taken = self
-            .coll
-            .scan(tx, Bound::Unbounded, direction, count as usize, &|_| true)?;
+    fn pop(&mut self, tx: &mut Tx<'_>, end: End, count: u64) -> DbResult<Vec<Vec<u8>>> {
+        let taken = self.read(tx, from_end(end), count as usize)?;
         for (k, _) in &taken {
             self.coll.del(tx, k)?;
         }
@@ -194,29 +205,26 @@ impl List {
     }
 }
 
-/// Loads `key`'s list: `None` when the reply is written.
-fn read(
+/// `key`'s list (`None`: absent); `WRONGTYPE` when it holds another type.
+fn existing_list(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
     lookup: Lookup,
-    out: &mut Vec<u8>,
-    absent: impl FnOnce(&mut Vec<u8>),
-) -> DbResult<Option<List>> {
-    Ok(
-        super::collections::open(ctx, tx, key, Kind::List, lookup, out, absent)?
-            .map(|coll| List { coll }),
-    )
+) -> OpResult<Option<List>> {
+    Ok(existing(ctx, tx, key, Kind::List, lookup)?.map(|coll| List { coll }))
 }
 
 /// Saves a changed list (its key deleted when empty).
-pub fn save(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], l: List) -> Result {
+fn save(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], l: List) -> Result {
     let n = l.len(tx)?;
     l.coll.save(ctx, tx, key, n)
 }
 
+/// The error of a push past the positions an end has left.
 const FULL: &str = "ERR tamer: the list's positions at this end are exhausted";
 
+/// `LPUSH`, `RPUSH`, `LPUSHX`, `RPUSHX key element [element ...]`: the list's length.
 fn push_generic(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -225,81 +233,100 @@ fn push_generic(
     end: End,
     only_existing: bool,
 ) -> Result {
-    let l = if only_existing {
-        match load_uncounted(ctx, tx, args[1], Kind::List)? {
-            Found::Absent => {
-                write::integer(out, 0);
-                return Ok(());
-            }
-            Found::WrongType => {
-                write::error(out, WRONGTYPE);
-                return Ok(());
-            }
-            Found::Coll(c) => c,
+    let n = push(ctx, tx, args[1], &args[2..], end, only_existing);
+    finish(out, n, |out, n| write::integer(out, n as i64))
+}
+
+/// Pushes `elements` at `end` of `key`'s list, made when absent unless `only_existing`: its
+/// new length (0: absent and not made).
+fn push(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    elements: &[&[u8]],
+    end: End,
+    only_existing: bool,
+) -> OpResult<u64> {
+    let coll = if only_existing {
+        match existing(ctx, tx, key, Kind::List, Lookup::Write)? {
+            Some(c) => c,
+            None => return Ok(0),
         }
     } else {
-        let Some(c) = load_or_new(ctx, tx, args[1], Kind::List, out)? else {
-            return Ok(());
-        };
-        c
+        or_new(ctx, tx, key, Kind::List)?
     };
-    let mut l = List { coll: l };
-    if !l.room(tx, end, args.len() - 2)? {
-        write::error(out, FULL);
-        return Ok(());
+    let mut l = List { coll };
+    if !l.room(tx, end, elements.len())? {
+        return Err(OpError::Error(FULL));
     }
-    for e in &args[2..] {
+    for e in elements {
         l.push(tx, end, e)?;
     }
     let n = l.len(tx)?;
-    save(ctx, tx, args[1], l)?;
-    write::integer(out, n as i64);
-    Ok(())
+    save(ctx, tx, key, l)?;
+    Ok(n)
 }
 
 /// `LPUSH key element [element ...]`.
-pub fn lpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     push_generic(ctx, tx, args, out, End::Left, false)
 }
 
 /// `RPUSH key element [element ...]`.
-pub fn rpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn rpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     push_generic(ctx, tx, args, out, End::Right, false)
 }
 
 /// `LPUSHX key element [element ...]`.
-pub fn lpushx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lpushx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     push_generic(ctx, tx, args, out, End::Left, true)
 }
 
 /// `RPUSHX key element [element ...]`.
-pub fn rpushx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn rpushx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     push_generic(ctx, tx, args, out, End::Right, true)
 }
 
-/// Pops up to `count` from `key`'s list at `end`: `Ok(None)` with `WRONGTYPE` written, an
-/// empty result when the key is absent.
-pub fn pop_from(
+/// Pops up to `count` elements from `end` of `key`'s list (its key deleted with its last
+/// element): `None` when the key is absent.
+fn pop(
     ctx: &Context,
     tx: &mut Tx<'_>,
     key: &[u8],
     end: End,
     count: u64,
-    out: &mut Vec<u8>,
-) -> DbResult<Option<Vec<Vec<u8>>>> {
-    let mut l = match load_uncounted(ctx, tx, key, Kind::List)? {
-        Found::Absent => return Ok(Some(Vec::new())),
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            return Ok(None);
-        }
-        Found::Coll(coll) => List { coll },
+) -> OpResult<Option<Vec<Vec<u8>>>> {
+    let Some(mut l) = existing_list(ctx, tx, key, Lookup::Write)? else {
+        return Ok(None);
     };
     let popped = l.pop(tx, end, count)?;
     save(ctx, tx, key, l)?;
     Ok(Some(popped))
 }
 
+/// A key and the elements popped from its list.
+pub(super) type Popped<'k> = (&'k [u8], Vec<Vec<u8>>);
+
+/// Pops up to `count` elements from `end` of the first of `keys` that holds a list, as
+/// `LMPOP` and the blocking pops do: that key and its elements (`None`: every key is absent;
+/// `WRONGTYPE` at the first key of another type).
+pub(super) fn pop_first<'k>(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    keys: &[&'k [u8]],
+    end: End,
+    count: u64,
+) -> OpResult<Option<Popped<'k>>> {
+    for &key in keys {
+        if let Some(popped) = pop(ctx, tx, key, end, count)?.filter(|p| !p.is_empty()) {
+            return Ok(Some((key, popped)));
+        }
+    }
+    Ok(None)
+}
+
+/// `LPOP`, `RPOP key [count]`: one element (or null), or an array of up to `count` (a null
+/// array when the key is absent).
 fn pop_generic(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -308,197 +335,194 @@ fn pop_generic(
     end: End,
 ) -> Result {
     let p = ctx.protocol;
-    if args.len() > 3 {
-        write::error(out, SYNTAX);
-        return Ok(());
-    }
-    let count = match args.get(2).map(|a| parse_i64(a)) {
-        None => None,
-        Some(Some(c)) if c >= 0 => Some(c as u64),
-        Some(_) => {
-            write::error(out, "ERR value is out of range, must be positive");
-            return Ok(());
-        }
-    };
-    let exists = !matches!(load_uncounted(ctx, tx, args[1], Kind::List)?, Found::Absent);
-    let Some(popped) = pop_from(ctx, tx, args[1], end, count.unwrap_or(1), out)? else {
+    let Some(count) = pop_count(args, out) else {
         return Ok(());
     };
-    match count {
-        None => match popped.first() {
-            Some(e) => write::bulk(out, e),
-            None => write::null(out, p),
-        },
-        // An absent key with a count: a null array (an existing list never is empty).
-        Some(_) if !exists => write::null_array(out, p),
-        Some(_) => {
+    let popped = pop(ctx, tx, args[1], end, count.unwrap_or(1));
+    finish(out, popped, |out, popped| match (count, popped) {
+        (None, popped) => bulk_or_null(
+            out,
+            popped.as_ref().and_then(|e| e.first()).map(Vec::as_slice),
+            p,
+        ),
+        (Some(_), None) => write::null_array(out, p),
+        (Some(_), Some(popped)) => {
             write::array(out, popped.len());
             for e in &popped {
                 write::bulk(out, e);
             }
         }
-    }
-    Ok(())
+    })
 }
 
 /// `LPOP key [count]`.
-pub fn lpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     pop_generic(ctx, tx, args, out, End::Left)
 }
 
 /// `RPOP key [count]`.
-pub fn rpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn rpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     pop_generic(ctx, tx, args, out, End::Right)
 }
 
 /// `LLEN key`.
-pub fn llen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(l) = read(ctx, tx, args[1], Lookup::Read, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
-    };
-    write::integer(out, l.len(tx)? as i64);
-    Ok(())
+pub(crate) fn llen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::count_entries(ctx, tx, args, out, Kind::List)
 }
 
 /// `LINDEX key index`.
-pub fn lindex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let p = ctx.protocol;
-    // As Redis: the key first, then the index.
-    let Some(l) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::null(o, p))? else {
-        return Ok(());
+pub(crate) fn lindex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let found = element_at(ctx, tx, args[1], parse_i64(args[2]));
+    finish(out, found, |out, e| {
+        bulk_or_null(out, e.as_deref(), ctx.protocol)
+    })
+}
+
+/// The element at `index` of `key`'s list (`None`: absent, or no such index). As Redis, the
+/// key first, then the index (`None`: not an integer).
+fn element_at(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    index: Option<i64>,
+) -> OpResult<Option<Vec<u8>>> {
+    let Some(l) = existing_list(ctx, tx, key, Lookup::Read)? else {
+        return Ok(None);
     };
-    let Some(i) = parse_i64(args[2]) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
-    };
-    match l.at(tx, i)? {
-        Some((_, e)) => write::bulk(out, &e),
-        None => write::null(out, p),
-    }
-    Ok(())
+    let i = index.ok_or(OpError::Error(NOT_INTEGER))?;
+    Ok(l.at(tx, i)?.map(|(_, e)| e))
 }
 
 /// `LRANGE key start stop`.
-pub fn lrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (Some(start), Some(stop)) = (parse_i64(args[2]), parse_i64(args[3])) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+        return refuse(out, NOT_INTEGER);
     };
-    let Some(l) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
-        return Ok(());
-    };
-    let elements = l.range(tx, start, stop)?;
-    write::array(out, elements.len());
-    for (_, e) in &elements {
-        write::bulk(out, e);
+    let elements = range(ctx, tx, args[1], start, stop);
+    finish(out, elements, |out, elements| {
+        write::array(out, elements.len());
+        for (_, e) in &elements {
+            write::bulk(out, e);
+        }
+    })
+}
+
+/// The elements `start..=stop` of `key`'s list (none when absent): (key, element).
+fn range(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    start: i64,
+    stop: i64,
+) -> OpResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    match existing_list(ctx, tx, key, Lookup::Read)? {
+        Some(l) => Ok(l.range(tx, start, stop)?),
+        None => Ok(Vec::new()),
     }
-    Ok(())
 }
 
 /// `LSET key index element`.
-pub fn lset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(mut l) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::error(o, "ERR no such key")
-    })?
-    else {
-        return Ok(());
+pub(crate) fn lset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let set = set_at(ctx, tx, args[1], parse_i64(args[2]), args[3]);
+    finish(out, set, |out, ()| write::simple(out, "OK"))
+}
+
+/// Sets the element at `index` of `key`'s list. As Redis, the key first (`ERR no such
+/// key`), then the index (`None`: not an integer), then its range.
+fn set_at(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    index: Option<i64>,
+    element: &[u8],
+) -> OpResult<()> {
+    let Some(mut l) = existing_list(ctx, tx, key, Lookup::Write)? else {
+        return Err(OpError::Error(NO_SUCH_KEY));
     };
-    let Some(i) = parse_i64(args[2]) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
-    };
+    let i = index.ok_or(OpError::Error(NOT_INTEGER))?;
     let Some((k, _)) = l.at(tx, i)? else {
-        write::error(out, "ERR index out of range");
-        return Ok(());
+        return Err(OpError::Error("ERR index out of range"));
     };
-    l.coll.put(tx, &k, args[3])?;
-    save(ctx, tx, args[1], l)?;
-    write::simple(out, "OK");
+    l.coll.put(tx, &k, element)?;
+    save(ctx, tx, key, l)?;
     Ok(())
 }
 
-/// The first element equal to `element` from the head: (index, key).
-fn find(
-    tx: &mut Tx<'_>,
-    l: &List,
-    element: &[u8],
-    from: Direction,
-) -> DbResult<Option<(u64, Vec<u8>)>> {
-    let all = l
-        .coll
-        .scan(tx, Bound::Unbounded, from, usize::MAX, &|_| true)?;
-    Ok(all
-        .into_iter()
-        .enumerate()
-        .find(|(_, (_, e))| e == element)
-        .map(|(i, (k, _))| (i as u64, k)))
-}
-
 /// `LINSERT key BEFORE | AFTER pivot element`.
-pub fn linsert(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn linsert(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let before = if args[2].eq_ignore_ascii_case(b"before") {
         true
     } else if args[2].eq_ignore_ascii_case(b"after") {
         false
     } else {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     };
-    let Some(mut l) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
+    finish(
+        out,
+        insert(ctx, tx, args[1], before, args[3], args[4]),
+        write::integer,
+    )
+}
+
+/// Inserts `element` before or after the first `pivot` of `key`'s list: its new length (0:
+/// absent; -1: no pivot).
+fn insert(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    before: bool,
+    pivot: &[u8],
+    element: &[u8],
+) -> OpResult<i64> {
+    let Some(mut l) = existing_list(ctx, tx, key, Lookup::Write)? else {
+        return Ok(0);
     };
-    let Some((_, pivot)) = find(tx, &l, args[3], Direction::Forward)? else {
-        write::integer(out, -1);
-        return Ok(());
+    let all = l.read(tx, Direction::Forward, usize::MAX)?;
+    let Some((at, _)) = all.into_iter().find(|(_, e)| e == pivot) else {
+        return Ok(-1);
     };
-    let neighbour = l.coll.scan(
-        tx,
-        Bound::Excluded(&pivot),
-        if before {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
-        1,
-        &|_| true,
-    )?;
-    let other = neighbour.first().map(|(k, _)| k.as_slice());
-    let key = if before {
-        between(other, Some(&pivot))
+    let direction = if before {
+        Direction::Reverse
     } else {
-        between(Some(&pivot), other)
+        Direction::Forward
     };
-    let Some(key) = key else {
-        write::error(
-            out,
+    let neighbour = l
+        .coll
+        .scan(tx, Bound::Excluded(&at), direction, 1, &|_| true)?;
+    let other = neighbour.first().map(|(k, _)| k.as_slice());
+    let key_between = if before {
+        between(other, Some(&at))
+    } else {
+        between(Some(&at), other)
+    };
+    let Some(k) = key_between else {
+        return Err(OpError::Error(
             "ERR tamer: too many insertions at one place of the list",
-        );
-        return Ok(());
+        ));
     };
-    l.coll.put(tx, &key, args[4])?;
+    l.coll.put(tx, &k, element)?;
     let n = l.len(tx)?;
-    save(ctx, tx, args[1], l)?;
-    write::integer(out, n as i64);
-    Ok(())
+    save(ctx, tx, key, l)?;
+    Ok(n as i64)
 }
 
 /// `LREM key count element`.
-pub fn lrem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lrem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(count) = parse_i64(args[2]) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+        return refuse(out, NOT_INTEGER);
     };
-    let Some(mut l) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::integer(o, 0)
-    })?
-    else {
-        return Ok(());
+    finish(
+        out,
+        remove(ctx, tx, args[1], count, args[3]),
+        write::integer,
+    )
+}
+
+/// Removes elements equal to `element` from `key`'s list: `count` of them from the head
+/// (negative: from the tail; 0: all): how many.
+fn remove(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], count: i64, element: &[u8]) -> OpResult<i64> {
+    let Some(mut l) = existing_list(ctx, tx, key, Lookup::Write)? else {
+        return Ok(0);
     };
     let direction = if count < 0 {
         Direction::Reverse
@@ -510,34 +534,34 @@ pub fn lrem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     } else {
         count.unsigned_abs() as usize
     };
-    let all = l
-        .coll
-        .scan(tx, Bound::Unbounded, direction, usize::MAX, &|_| true)?;
+    let all = l.read(tx, direction, usize::MAX)?;
     let mut removed = 0;
     for (k, e) in all {
         if removed == limit {
             break;
         }
-        if e == args[3] {
+        if e == element {
             l.coll.del(tx, &k)?;
             removed += 1;
         }
     }
-    save(ctx, tx, args[1], l)?;
-    write::integer(out, removed as i64);
-    Ok(())
+    save(ctx, tx, key, l)?;
+    Ok(removed as i64)
 }
 
 /// `LTRIM key start stop`.
-pub fn ltrim(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn ltrim(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (Some(start), Some(stop)) = (parse_i64(args[2]), parse_i64(args[3])) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+        return refuse(out, NOT_INTEGER);
     };
-    let Some(mut l) = read(ctx, tx, args[1], Lookup::Write, out, |o| {
-        write::simple(o, "OK")
-    })?
-    else {
+    finish(out, trim(ctx, tx, args[1], start, stop), |out, ()| {
+        write::simple(out, "OK");
+    })
+}
+
+/// Keeps only the elements `start..=stop` of `key`'s list (as `LRANGE` reads them).
+fn trim(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], start: i64, stop: i64) -> OpResult<()> {
+    let Some(mut l) = existing_list(ctx, tx, key, Lookup::Write)? else {
         return Ok(());
     };
     let n = l.len(tx)? as i64;
@@ -550,114 +574,81 @@ pub fn ltrim(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) 
     };
     l.pop(tx, End::Left, left as u64)?;
     l.pop(tx, End::Right, right as u64)?;
-    save(ctx, tx, args[1], l)?;
-    write::simple(out, "OK");
+    save(ctx, tx, key, l)?;
     Ok(())
 }
 
-/// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`.
-pub fn lpos(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let p = ctx.protocol;
-    let (mut rank, mut count, mut maxlen) = (1i64, None, 0i64);
+/// `LPOS`'s options.
+#[derive(Clone, Copy, Debug)]
+struct LposOptions {
+    /// `RANK`: the first match counted (negative: from the tail).
+    rank: i64,
+    /// `COUNT`: how many matches (0: all; `None`: one, replied alone).
+    count: Option<i64>,
+    /// `MAXLEN`: how many elements compared (0: all).
+    maxlen: i64,
+}
+
+/// Parses `LPOS`'s options from `args[3..]`; `None` with the error written.
+fn lpos_options(args: &[&[u8]], out: &mut Vec<u8>) -> Option<LposOptions> {
+    let mut o = LposOptions {
+        rank: 1,
+        count: None,
+        maxlen: 0,
+    };
     let mut i = 3;
+    // Bounded: every pass consumes two arguments or fails.
     while i < args.len() {
-        let more = args.len() - i - 1;
-        let opt = args[i].to_ascii_lowercase();
-        let value = if more >= 1 {
-            parse_i64(args[i + 1])
-        } else {
-            None
+        let set = match args.get(i + 1) {
+            Some(value) => lpos_option(&mut o, &args[i].to_ascii_lowercase(), parse_i64(value)),
+            None => Err(SYNTAX),
         };
-        match &opt[..] {
-            b"rank" if more >= 1 => match value {
-                None => {
-                    write::error(out, NOT_INTEGER);
-                    return Ok(());
-                }
-                Some(0) | Some(i64::MIN) => {
-                    write::error(
-                        out,
-                        "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
-                    );
-                    return Ok(());
-                }
-                Some(r) => rank = r,
-            },
-            b"count" if more >= 1 => match value {
-                Some(c) if c >= 0 => count = Some(c),
-                Some(_) => {
-                    write::error(out, "ERR COUNT can't be negative");
-                    return Ok(());
-                }
-                None => {
-                    write::error(out, NOT_INTEGER);
-                    return Ok(());
-                }
-            },
-            b"maxlen" if more >= 1 => match value {
-                Some(m) if m >= 0 => maxlen = m,
-                Some(_) => {
-                    write::error(out, "ERR MAXLEN can't be negative");
-                    return Ok(());
-                }
-                None => {
-                    write::error(out, NOT_INTEGER);
-                    return Ok(());
-                }
-            },
-            _ => {
-                write::error(out, SYNTAX);
-                return Ok(());
-            }
+        if let Err(text) = set {
+            write::error(out, text);
+            return None;
         }
         i += 2;
     }
-    let absent = |o: &mut Vec<u8>| match count {
-        Some(_) => write::array(o, 0),
-        None => write::null(o, p),
+    Some(o)
+}
+
+/// Sets `LPOS`'s option `name` to `value` (`None`: no integer), or the error's text.
+fn lpos_option(
+    o: &mut LposOptions,
+    name: &[u8],
+    value: Option<i64>,
+) -> std::result::Result<(), &'static str> {
+    let Some(v) = value else {
+        return Err(match name {
+            b"rank" | b"count" | b"maxlen" => NOT_INTEGER,
+            _ => SYNTAX,
+        });
     };
-    let Some(l) = read(ctx, tx, args[1], Lookup::Read, out, absent)? else {
+    match name {
+        b"rank" if v == 0 || v == i64::MIN => return Err(RANK_ZERO),
+        b"rank" => o.rank = v,
+        b"count" if v < 0 => return Err("ERR COUNT can't be negative"),
+        b"count" => o.count = Some(v),
+        b"maxlen" if v < 0 => return Err("ERR MAXLEN can't be negative"),
+        b"maxlen" => o.maxlen = v,
+        _ => return Err(SYNTAX),
+    }
+    Ok(())
+}
+
+/// `LPOS`'s error for a `RANK` of 0 (or of `i64::MIN`, which has no opposite).
+const RANK_ZERO: &str = "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list";
+
+/// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`.
+pub(crate) fn lpos(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(o) = lpos_options(args, out) else {
         return Ok(());
     };
-    let n = l.len(tx)?;
-    let direction = if rank < 0 {
-        Direction::Reverse
-    } else {
-        Direction::Forward
-    };
-    let scan_len = if maxlen == 0 {
-        usize::MAX
-    } else {
-        maxlen as usize
-    };
-    let all = l
-        .coll
-        .scan(tx, Bound::Unbounded, direction, scan_len, &|_| true)?;
-    let mut skip = rank.unsigned_abs() - 1;
-    let want = match count {
-        Some(0) => usize::MAX,
-        Some(c) => c as usize,
-        None => 1,
-    };
-    let mut found = Vec::new();
-    for (i, (_, e)) in all.iter().enumerate() {
-        if e != args[2] {
-            continue;
-        }
-        if skip > 0 {
-            skip -= 1;
-            continue;
-        }
-        let index = if rank < 0 { n - 1 - i as u64 } else { i as u64 };
-        found.push(index as i64);
-        if found.len() >= want {
-            break;
-        }
-    }
-    match count {
+    let found = positions(ctx, tx, args[1], args[2], &o);
+    finish(out, found, |out, found| match o.count {
         None => match found.first() {
             Some(&i) => write::integer(out, i),
-            None => write::null(out, p),
+            None => write::null(out, ctx.protocol),
         },
         Some(_) => {
             write::array(out, found.len());
@@ -665,69 +656,113 @@ pub fn lpos(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
                 write::integer(out, i);
             }
         }
-    }
-    Ok(())
+    })
 }
 
-/// Moves one element from `src`'s `from` end to `dst`'s `to` end, as `LMOVE` does: `None`
-/// when the source is absent or empty; `Err` text for a wrong type.
-pub fn move_one(
+/// The indexes of `element` in `key`'s list as `LPOS` with `o` finds them (none when
+/// absent).
+fn positions(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    element: &[u8],
+    o: &LposOptions,
+) -> OpResult<Vec<i64>> {
+    let Some(l) = existing_list(ctx, tx, key, Lookup::Read)? else {
+        return Ok(Vec::new());
+    };
+    let n = l.len(tx)?;
+    let direction = if o.rank < 0 {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    let scan_len = if o.maxlen == 0 {
+        usize::MAX
+    } else {
+        o.maxlen as usize
+    };
+    let all = l.read(tx, direction, scan_len)?;
+    let mut skip = o.rank.unsigned_abs() - 1;
+    let want = match o.count {
+        Some(0) => usize::MAX,
+        Some(c) => c as usize,
+        None => 1,
+    };
+    let mut found = Vec::new();
+    for (i, (_, e)) in all.iter().enumerate() {
+        if e != element {
+            continue;
+        }
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
+        let index = if o.rank < 0 {
+            n - 1 - i as u64
+        } else {
+            i as u64
+        };
+        found.push(index as i64);
+        if found.len() >= want {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// Moves one element from `src`'s `from` end to `dst`'s `to` end, as `LMOVE` does: the
+/// element (`None`: `src` is absent or empty). Both types are checked before anything moves.
+fn move_one(
     ctx: &Context,
     tx: &mut Tx<'_>,
     src: &[u8],
     dst: &[u8],
     from: End,
     to: End,
-    out: &mut Vec<u8>,
-) -> DbResult<Option<Option<Vec<u8>>>> {
-    let source = match load_uncounted(ctx, tx, src, Kind::List)? {
-        Found::Absent => return Ok(Some(None)),
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            return Ok(None);
-        }
-        Found::Coll(coll) => List { coll },
-    };
-    // The destination's type is checked before anything moves.
-    if matches!(load_uncounted(ctx, tx, dst, Kind::List)?, Found::WrongType) {
-        write::error(out, WRONGTYPE);
+) -> OpResult<Option<Vec<u8>>> {
+    let Some(mut source) = existing_list(ctx, tx, src, Lookup::Write)? else {
         return Ok(None);
+    };
+    if matches!(load_uncounted(ctx, tx, dst, Kind::List)?, Found::WrongType) {
+        return Err(OpError::WrongType);
     }
-    let mut source = source;
     let Some(element) = source.pop(tx, from, 1)?.pop() else {
-        return Ok(Some(None));
+        return Ok(None);
     };
     save(ctx, tx, src, source)?;
-    let Some(coll) = load_or_new(ctx, tx, dst, Kind::List, out)? else {
-        return Ok(None);
+    let mut target = List {
+        coll: or_new(ctx, tx, dst, Kind::List)?,
     };
-    let mut target = List { coll };
     if !target.room(tx, to, 1)? {
-        write::error(out, FULL);
-        return Ok(None);
+        return Err(OpError::Error(FULL));
     }
     target.push(tx, to, &element)?;
     save(ctx, tx, dst, target)?;
-    Ok(Some(Some(element)))
+    Ok(Some(element))
 }
 
 /// `LMOVE source destination LEFT | RIGHT LEFT | RIGHT`.
-pub fn lmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lmove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let (Some(from), Some(to)) = (End::parse(args[3]), End::parse(args[4])) else {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     };
     moved_reply(ctx, tx, args[1], args[2], from, to, out)
 }
 
 /// `RPOPLPUSH source destination`.
-pub fn rpoplpush(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn rpoplpush(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     moved_reply(ctx, tx, args[1], args[2], End::Right, End::Left, out)
 }
 
 /// Moves one element from `src`'s `from` end to `dst`'s `to` end and replies with it (a null
 /// when `src` is empty).
-pub fn moved_reply(
+pub(super) fn moved_reply(
     ctx: &Context,
     tx: &mut Tx<'_>,
     src: &[u8],
@@ -736,79 +771,39 @@ pub fn moved_reply(
     to: End,
     out: &mut Vec<u8>,
 ) -> Result {
-    match move_one(ctx, tx, src, dst, from, to, out)? {
-        None => {}
-        Some(None) => write::null(out, ctx.protocol),
-        Some(Some(e)) => write::bulk(out, &e),
-    }
-    Ok(())
-}
-
-/// `LEFT | RIGHT [COUNT count]` of `LMPOP`/`BLMPOP` from `args[i..]`.
-pub fn mpop_options(args: &[&[u8]], i: usize, out: &mut Vec<u8>) -> Option<(End, u64)> {
-    let Some(end) = args.get(i).and_then(|a| End::parse(a)) else {
-        write::error(out, SYNTAX);
-        return None;
-    };
-    let mut count = None;
-    let mut j = i + 1;
-    while j < args.len() {
-        if args[j].eq_ignore_ascii_case(b"count") && j + 1 < args.len() && count.is_none() {
-            match parse_i64(args[j + 1]) {
-                Some(c) if c > 0 => count = Some(c as u64),
-                _ => {
-                    write::error(out, "ERR count should be greater than 0");
-                    return None;
-                }
-            }
-            j += 2;
-        } else {
-            write::error(out, SYNTAX);
-            return None;
-        }
-    }
-    Some((end, count.unwrap_or(1)))
-}
-
-/// Writes `LMPOP`'s reply: `[key, [element, ...]]`.
-pub fn write_mpop(out: &mut Vec<u8>, key: &[u8], popped: &[Vec<u8>]) {
-    write::array(out, 2);
-    write::bulk(out, key);
-    write::array(out, popped.len());
-    for e in popped {
-        write::bulk(out, e);
-    }
+    let moved = move_one(ctx, tx, src, dst, from, to);
+    finish(out, moved, |out, e| {
+        bulk_or_null(out, e.as_deref(), ctx.protocol)
+    })
 }
 
 /// `LMPOP numkeys key [key ...] LEFT | RIGHT [COUNT count]`.
-pub fn lmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn lmpop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     mpop_at(ctx, tx, args, 1, out)
 }
 
 /// `LMPOP`'s work on `numkeys key [key ...] LEFT | RIGHT [COUNT count]` from `args[first]`
-/// (`BLMPOP`'s start after its timeout).
-pub fn mpop_at(
+/// (`BLMPOP`'s start after its timeout): `[key, [element, ...]]`, or a null array.
+pub(super) fn mpop_at(
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
     first: usize,
     out: &mut Vec<u8>,
 ) -> Result {
-    let Some((keys, i)) = super::sets::mpop_keys(args, first, out) else {
+    let Some((keys, end, count)) = mpop_args(args, first, End::parse, out) else {
         return Ok(());
     };
-    let Some((end, count)) = mpop_options(args, i, out) else {
-        return Ok(());
-    };
-    for key in keys {
-        let Some(popped) = pop_from(ctx, tx, key, end, count, out)? else {
-            return Ok(());
-        };
-        if !popped.is_empty() {
-            write_mpop(out, key, &popped);
-            return Ok(());
+    let popped = pop_first(ctx, tx, keys, end, count);
+    finish(out, popped, |out, popped| match popped {
+        Some((key, popped)) => {
+            write::array(out, 2);
+            write::bulk(out, key);
+            write::array(out, popped.len());
+            for e in &popped {
+                write::bulk(out, e);
+            }
         }
-    }
-    write::null_array(out, ctx.protocol);
-    Ok(())
+        None => write::null_array(out, ctx.protocol),
+    })
 }

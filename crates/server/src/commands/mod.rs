@@ -11,8 +11,8 @@
 //! The families: [`strings`], [`keys`], [`scan`] (keyspace-wide reads), [`databases`],
 //! [`hashes`], [`lists`], [`sets`], [`zsets`], [`blocking_pops`], [`server`] and
 //! [`introspection`] (`COMMAND`); the commands that change the session are the session's
-//! (`crate::session`). What they share: [`context`], [`args`], [`reply`], [`collections`].
-//! `docs/commands.md` lists every command and how tamer differs.
+//! (`crate::session`). What they share: [`context`], [`args`], [`reply`], [`collections`],
+//! [`numbers`]. `docs/commands.md` lists every command and how tamer differs.
 
 pub mod args;
 pub mod blocking_pops;
@@ -24,6 +24,7 @@ pub mod hashes;
 pub mod introspection;
 pub mod keys;
 pub mod lists;
+pub mod numbers;
 pub mod reply;
 pub mod scan;
 pub mod server;

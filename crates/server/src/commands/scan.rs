@@ -11,8 +11,11 @@
 
 use tamer_store::{DbError, Tx};
 
+use super::args::parse_cursor;
+use super::reply::{bulk_or_null, refuse, scan_header, INVALID_CURSOR, NOT_INTEGER, SYNTAX};
 use super::Context;
 use crate::glob;
+use crate::keyspace::collection::random_u64;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
 use crate::resp::write;
@@ -70,56 +73,49 @@ impl Filter<'_> {
 
 /// `KEYS pattern`: every live key of the database matching it (O(every key in the store);
 /// beyond the reply, one batch of [`KEYS_SLOTS_PER_CALL`] buckets' keys in memory).
-pub fn keys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let all = args[1] == b"*";
+pub(crate) fn keys(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let filter = Filter {
         namespace: ctx.namespace,
-        pattern: (!all).then_some(args[1]),
+        pattern: (args[1] != b"*").then_some(args[1]),
         kind: None,
         now_ms: ctx.now_ms,
     };
-    let mut found: Vec<u8> = Vec::new();
-    let mut n = 0;
+    let (mut found, mut n) = (Vec::new(), 0);
+    every_key(tx, &filter, |key| {
+        write::bulk(&mut found, key);
+        n += 1;
+    })?;
+    write::array(out, n);
+    out.extend_from_slice(&found);
+    Ok(())
+}
+
+/// Calls `each` with every key `filter` passes: the store's buckets in slot order, then the
+/// keys this transaction created.
+fn every_key(tx: &mut Tx<'_>, filter: &Filter, mut each: impl FnMut(&[u8])) -> Result {
     let mut cursor = Some(0);
     // Bounded by the directory: every call advances the cursor by its slots.
     while let Some(start) = cursor {
         let (batch, next) = tx.scan_slots(start, KEYS_SLOTS_PER_CALL)?;
         for skey in &batch {
             if let Some(key) = filter.pass(tx, skey)? {
-                write::bulk(&mut found, key);
-                n += 1;
+                each(key);
             }
         }
         cursor = next;
     }
-    // Keys this transaction (a `MULTI`/`EXEC`) created: not in the store's buckets yet.
-    for skey in tx.buffered_new_keys()? {
-        if let Some(key) = filter.pass(tx, &skey)? {
-            write::bulk(&mut found, key);
-            n += 1;
-        }
-    }
-    write::array(out, n);
-    out.extend_from_slice(&found);
-    Ok(())
+    new_keys(tx, filter, &mut each)
 }
 
-/// A cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10): an optional
-/// sign (`-n` wraps), digits, nothing else; the empty string is 0.
-pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    if arg.is_empty() {
-        return Some(0);
+/// Calls `each` with the keys `filter` passes that this transaction (a `MULTI`/`EXEC`)
+/// created: not in the store's buckets yet.
+fn new_keys(tx: &mut Tx<'_>, filter: &Filter, each: &mut impl FnMut(&[u8])) -> Result {
+    for skey in tx.buffered_new_keys()? {
+        if let Some(key) = filter.pass(tx, &skey)? {
+            each(key);
+        }
     }
-    let (negative, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if negative { n.wrapping_neg() } else { n })
+    Ok(())
 }
 
 /// `SCAN`'s `COUNT`, `MATCH` pattern (`None`: every key) and `TYPE`.
@@ -134,16 +130,15 @@ fn scan_options<'a>(args: &[&'a [u8]]) -> std::result::Result<ScanOptions<'a>, &
         let more = args.len() - i - 1;
         match &args[i].to_ascii_lowercase()[..] {
             b"count" if more >= 1 => {
-                let n = crate::resp::parse_i64(args[i + 1])
-                    .ok_or("ERR value is not an integer or out of range")?;
+                let n = crate::resp::parse_i64(args[i + 1]).ok_or(NOT_INTEGER)?;
                 if n < 1 {
-                    return Err("ERR syntax error");
+                    return Err(SYNTAX);
                 }
                 count = n as u64;
             }
             b"match" if more >= 1 => pattern = (args[i + 1] != b"*").then_some(args[i + 1]),
             b"type" if more >= 1 => kind = Some(args[i + 1]),
-            _ => return Err("ERR syntax error"),
+            _ => return Err(SYNTAX),
         }
         i += 2;
     }
@@ -151,19 +146,14 @@ fn scan_options<'a>(args: &[&'a [u8]]) -> std::result::Result<ScanOptions<'a>, &
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: the next cursor and a batch of
-/// keys. A call reads slots until it has read `COUNT` store keys (of any database) or visited
-/// 10 × `COUNT` slots: at most `COUNT` + `BUCKET_CAP` keys read and 10 × `COUNT` slots.
-pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(mut cursor) = parse_cursor(args[1]) else {
-        write::error(out, "ERR invalid cursor");
-        return Ok(());
+/// keys.
+pub(crate) fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(cursor) = parse_cursor(args[1]) else {
+        return refuse(out, INVALID_CURSOR);
     };
     let (count, pattern, kind) = match scan_options(args) {
         Ok(options) => options,
-        Err(text) => {
-            write::error(out, text);
-            return Ok(());
-        }
+        Err(text) => return refuse(out, text),
     };
     let filter = Filter {
         namespace: ctx.namespace,
@@ -171,26 +161,38 @@ pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         kind,
         now_ms: ctx.now_ms,
     };
+    let (mut found, mut n) = (Vec::new(), 0);
+    let next = scan_step(tx, &filter, cursor, count, |key| {
+        write::bulk(&mut found, key);
+        n += 1;
+    })?;
+    scan_header(out, next, n);
+    out.extend_from_slice(&found);
+    Ok(())
+}
+
+/// One `SCAN` call from `cursor`: calls `each` with the keys `filter` passes, reading slots
+/// until it has read `count` store keys (of any database) or visited 10 × `count` slots (at
+/// most `count` + `BUCKET_CAP` keys read); the next cursor (0: done).
+fn scan_step(
+    tx: &mut Tx<'_>,
+    filter: &Filter,
+    mut cursor: u64,
+    count: u64,
+    mut each: impl FnMut(&[u8]),
+) -> std::result::Result<u64, DbError> {
     let max_slots = count.saturating_mul(SLOTS_PER_COUNT);
-    let (mut read, mut slots, mut n) = (0u64, 0u64, 0usize);
-    let mut found = Vec::new();
+    let (mut read, mut slots) = (0u64, 0u64);
     let mut next = Some(cursor);
     if cursor == 0 {
-        // Keys this transaction (a `MULTI`/`EXEC`) created: not in the store's buckets yet.
-        for skey in tx.buffered_new_keys()? {
-            if let Some(key) = filter.pass(tx, &skey)? {
-                write::bulk(&mut found, key);
-                n += 1;
-            }
-        }
+        new_keys(tx, filter, &mut each)?;
     }
     while read < count && slots < max_slots {
         let (batch, after) = tx.scan_slots(cursor, 1)?;
         (slots, read) = (slots + 1, read + batch.len() as u64);
         for skey in &batch {
             if let Some(key) = filter.pass(tx, skey)? {
-                write::bulk(&mut found, key);
-                n += 1;
+                each(key);
             }
         }
         next = after;
@@ -199,32 +201,28 @@ pub fn scan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
             None => break,
         }
     }
-    write::array(out, 2);
-    write::bulk(out, next.unwrap_or(0).to_string().as_bytes());
-    write::array(out, n);
-    out.extend_from_slice(&found);
+    Ok(next.unwrap_or(0))
+}
+
+/// `RANDOMKEY`: a live key of the database, or null when it has none.
+pub(crate) fn randomkey(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    _args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let key = random_key(ctx, tx)?;
+    bulk_or_null(out, key.as_deref(), ctx.protocol);
     Ok(())
 }
 
-/// A cheap random number (xorshift on the clock and a counter): `RANDOMKEY`'s start.
-pub(crate) fn random_u64() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ tamer_device::now_ns();
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    x
-}
-
-/// `RANDOMKEY`: a live key of the database, or null when it has none. From a random slot,
-/// the first bucket holding live keys of the database gives one of them at random (a key's
-/// chance depends on its bucket's fill: not uniform, as Redis's is not). Nil at once when
-/// `DBSIZE` is 0; else at most one pass over the directory.
-pub fn randomkey(ctx: &Context, tx: &mut Tx<'_>, _args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+/// A live key of the database (`None`: it has none). From a random slot, the first bucket
+/// holding live keys of the database gives one of them at random (a key's chance depends on
+/// its bucket's fill: not uniform, as Redis's is not). `None` at once when `DBSIZE` is 0;
+/// else at most one pass over the directory.
+fn random_key(ctx: &Context, tx: &mut Tx<'_>) -> std::result::Result<Option<Vec<u8>>, DbError> {
     if keyspace::key_count(tx, ctx.namespace).map_err(store_error)? == 0 {
-        write::null(out, ctx.protocol);
-        return Ok(());
+        return Ok(None);
     }
     let filter = Filter {
         namespace: ctx.namespace,
@@ -233,8 +231,7 @@ pub fn randomkey(ctx: &Context, tx: &mut Tx<'_>, _args: &[&[u8]], out: &mut Vec<
         now_ms: ctx.now_ms,
     };
     let slots = tx.directory_slots();
-    let start = random_u64() % slots;
-    let mut cursor = start;
+    let mut cursor = random_u64() % slots;
     // Bounded: at most one visit of each slot (the directory may grow meanwhile: the
     // slots counted at the start).
     for _ in 0..=slots {
@@ -247,18 +244,15 @@ pub fn randomkey(ctx: &Context, tx: &mut Tx<'_>, _args: &[&[u8]], out: &mut Vec<
         }
         if !live.is_empty() {
             let pick = (random_u64() % live.len() as u64) as usize;
-            write::bulk(out, &live[pick]);
-            return Ok(());
+            return Ok(Some(live.swap_remove(pick)));
         }
         cursor = next.unwrap_or(0);
     }
     // Only keys this transaction (a `MULTI`/`EXEC`) created, not in the buckets yet.
     for skey in tx.buffered_new_keys()? {
         if let Some(key) = filter.pass(tx, &skey)? {
-            write::bulk(out, key);
-            return Ok(());
+            return Ok(Some(key.to_vec()));
         }
     }
-    write::null(out, ctx.protocol);
-    Ok(())
+    Ok(None)
 }

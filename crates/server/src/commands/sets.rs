@@ -4,85 +4,96 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::args::too_long;
-use super::collections::{load_or_new, Lookup};
-use super::reply::WRONGTYPE;
-use crate::commands::Context;
-use crate::keyspace::collection::{hashed_key, load, load_uncounted, scan_hashed, Coll, Found};
+use super::args::{intercard_args, pop_count, random_count, scan_args, too_long};
+use super::collections::{self, existing, or_new, Lookup};
+use super::reply::{
+    bulk_or_null, fail, finish, refuse, scan_header, write_pairs, OpError, OpResult, SYNTAX,
+};
+use super::Context;
+use crate::keyspace::collection::{
+    element_of, hashed_key, load, load_uncounted, random_entries, Coll, Found,
+};
 use crate::keyspace::{self, Kind};
-use crate::resp::{parse_i64, write};
+use crate::resp::write;
 
 type Result = std::result::Result<(), DbError>;
+type DbResult<T> = std::result::Result<T, DbError>;
 
 fn member_key(tx: &Tx<'_>, member: &[u8]) -> Vec<u8> {
     hashed_key(tx, b"", member)
 }
 
+/// The member a map key names.
 fn member_of(key: &[u8]) -> &[u8] {
-    crate::keyspace::collection::element_of(key, 0)
-}
-
-/// Loads `key`'s set (see [`super::collections::open`]).
-fn read(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    lookup: Lookup,
-    out: &mut Vec<u8>,
-    absent: impl FnOnce(&mut Vec<u8>),
-) -> std::result::Result<Option<Coll>, DbError> {
-    super::collections::open(ctx, tx, key, Kind::Set, lookup, out, absent)
+    element_of(key, 0)
 }
 
 /// Every member of a set.
-fn members(tx: &mut Tx<'_>, s: &Coll) -> std::result::Result<Vec<Vec<u8>>, DbError> {
+fn members(tx: &mut Tx<'_>, s: &Coll) -> DbResult<Vec<Vec<u8>>> {
     Ok(s.all(tx, b"")?
         .into_iter()
         .map(|(k, _)| member_of(&k).to_vec())
         .collect())
 }
 
+/// Saves a changed set (its key deleted when empty).
+fn save(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], s: Coll) -> Result {
+    let n = s.len(tx)?;
+    s.save(ctx, tx, key, n)
+}
+
 /// `SADD key member [member ...]`: the members added.
-pub fn sadd(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sadd(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if args[2..].iter().any(|m| too_long(m, out)) {
         return Ok(());
     }
-    let Some(mut s) = load_or_new(ctx, tx, args[1], Kind::Set, out)? else {
-        return Ok(());
-    };
+    finish(
+        out,
+        add_members(ctx, tx, args[1], &args[2..]),
+        write::integer,
+    )
+}
+
+/// Adds `members` to `key`'s set (made when absent): how many were new.
+fn add_members(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], members: &[&[u8]]) -> OpResult<i64> {
+    let mut s = or_new(ctx, tx, key, Kind::Set)?;
     let mut added = 0;
-    for m in &args[2..] {
+    for m in members {
         let k = member_key(tx, m);
         if s.get(tx, &k)?.is_none() {
             s.put(tx, &k, b"")?;
             added += 1;
         }
     }
-    let n = s.len(tx)?;
-    s.save(ctx, tx, args[1], n)?;
-    write::integer(out, added);
-    Ok(())
+    save(ctx, tx, key, s)?;
+    Ok(added)
 }
 
 /// `SREM key member [member ...]`: the members removed.
-pub fn srem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::remove_hashed(ctx, tx, args, out, Kind::Set)
+pub(crate) fn srem(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::remove_hashed(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SISMEMBER key member`.
-pub fn sismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::contains_hashed(ctx, tx, args, out, Kind::Set)
+pub(crate) fn sismember(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    collections::contains_hashed(ctx, tx, args, out, Kind::Set)
 }
 
-/// `SMISMEMBER key member [member ...]`.
-pub fn smismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let s = match load(ctx, tx, args[1], Kind::Set)? {
-        Found::WrongType => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-        Found::Absent => None,
-        Found::Coll(c) => Some(c),
+/// `SMISMEMBER key member [member ...]`: each member looked up as the reply goes.
+pub(crate) fn smismember(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let s = match existing(ctx, tx, args[1], Kind::Set, Lookup::Read) {
+        Ok(s) => s,
+        Err(err) => return fail(out, err),
     };
     write::array(out, args.len() - 2);
     for m in &args[2..] {
@@ -96,136 +107,130 @@ pub fn smismember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 }
 
 /// `SCARD key`.
-pub fn scard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    super::collections::count_entries(ctx, tx, args, out, Kind::Set)
+pub(crate) fn scard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    collections::count_entries(ctx, tx, args, out, Kind::Set)
 }
 
 /// `SMEMBERS key`.
-pub fn smembers(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let p = ctx.protocol;
-    let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::set(o, 0, p))? else {
-        return Ok(());
-    };
-    let all = members(tx, &s)?;
-    write::set(out, all.len(), p);
-    for m in &all {
-        write::bulk(out, m);
-    }
-    Ok(())
+pub(crate) fn smembers(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let all = collections::entries(ctx, tx, args[1], Kind::Set, b"");
+    finish(out, all, |out, all| {
+        write::set(out, all.len(), ctx.protocol);
+        for (k, _) in &all {
+            write::bulk(out, member_of(k));
+        }
+    })
 }
 
 /// `SRANDMEMBER key [count]`.
-pub fn srandmember(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn srandmember(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     let p = ctx.protocol;
     if args.len() == 2 {
-        let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::null(o, p))? else {
-            return Ok(());
-        };
-        let n = s.len(tx)?;
-        let pick = crate::commands::scan::random_u64() % n.max(1);
-        match s.at(tx, pick)? {
-            Some((k, _)) => write::bulk(out, member_of(&k)),
-            None => write::null(out, p),
-        }
-        return Ok(());
+        let picked = collections::random_key(ctx, tx, args[1], Kind::Set);
+        return finish(out, picked, |out, k| {
+            bulk_or_null(out, k.as_deref().map(member_of), p);
+        });
     }
     if args.len() > 3 {
-        write::error(out, "ERR syntax error");
-        return Ok(());
+        return refuse(out, SYNTAX);
     }
-    let Some(count) = super::args::random_count(args[2], false, out) else {
+    let Some(count) = random_count(args[2], false, out) else {
         return Ok(());
     };
-    let Some(s) = read(ctx, tx, args[1], Lookup::Read, out, |o| write::array(o, 0))? else {
-        return Ok(());
-    };
-    let n = s.len(tx)?;
-    let picked = crate::keyspace::collection::random_entries(tx, &s, n, count)?;
-    super::reply::write_pairs(out, &picked, false, p, |k| member_of(k).to_vec());
-    Ok(())
+    let picked = collections::random_picks(ctx, tx, args[1], Kind::Set, count);
+    finish(out, picked, |out, picked| {
+        write_pairs(out, &picked, false, p, member_of);
+    })
 }
 
 /// `SPOP key [count]`: random members removed.
-pub fn spop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn spop(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let p = ctx.protocol;
-    if args.len() > 3 {
-        write::error(out, "ERR syntax error");
-        return Ok(());
-    }
-    let count = match args.get(2).map(|a| parse_i64(a)) {
-        None => None,
-        Some(Some(c)) if c >= 0 => Some(c),
-        Some(_) => {
-            write::error(out, "ERR value is out of range, must be positive");
-            return Ok(());
-        }
-    };
-    let absent = |o: &mut Vec<u8>| match count {
-        None => write::null(o, p),
-        Some(_) => write::set(o, 0, p),
-    };
-    let Some(mut s) = read(ctx, tx, args[1], Lookup::Write, out, absent)? else {
+    let Some(count) = pop_count(args, out) else {
         return Ok(());
     };
-    let n = s.len(tx)?;
-    let picked = crate::keyspace::collection::random_entries(tx, &s, n, count.unwrap_or(1))?;
-    for (k, _) in &picked {
-        s.del(tx, k)?;
-    }
-    let left = s.len(tx)?;
-    s.save(ctx, tx, args[1], left)?;
-    match count {
-        None => match picked.first() {
-            Some((k, _)) => write::bulk(out, member_of(k)),
-            None => write::null(out, p),
-        },
+    let popped = pop_members(ctx, tx, args[1], count.unwrap_or(1));
+    finish(out, popped, |out, popped| match count {
+        None => bulk_or_null(out, popped.first().map(|(k, _)| member_of(k)), p),
         Some(_) => {
-            write::set(out, picked.len(), p);
-            for (k, _) in &picked {
+            write::set(out, popped.len(), p);
+            for (k, _) in &popped {
                 write::bulk(out, member_of(k));
             }
         }
+    })
+}
+
+/// Removes up to `count` random members of `key`'s set: their entries (none when absent).
+fn pop_members(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    count: u64,
+) -> OpResult<collections::Entries> {
+    let Some(mut s) = existing(ctx, tx, key, Kind::Set, Lookup::Write)? else {
+        return Ok(Vec::new());
+    };
+    let n = s.len(tx)?;
+    // `count` came from an `i64`.
+    let picked = random_entries(tx, &s, n, count as i64)?;
+    for (k, _) in &picked {
+        s.del(tx, k)?;
     }
-    Ok(())
+    save(ctx, tx, key, s)?;
+    Ok(picked)
 }
 
 /// `SMOVE source destination member`: 1 when moved.
-pub fn smove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (src_key, dst_key, member) = (args[1], args[2], args[3]);
+pub(crate) fn smove(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let moved = move_member(ctx, tx, args[1], args[2], args[3]);
+    finish(out, moved, |out, moved| {
+        write::integer(out, i64::from(moved))
+    })
+}
+
+/// Moves `member` from `src`'s set to `dst`'s: whether `src` held it (both the same key:
+/// whether it is a member).
+fn move_member(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    src_key: &[u8],
+    dst_key: &[u8],
+    member: &[u8],
+) -> OpResult<bool> {
     // As Redis: an absent source is 0 before any type check; then both types.
     let src = load_uncounted(ctx, tx, src_key, Kind::Set)?;
     let dst = load_uncounted(ctx, tx, dst_key, Kind::Set)?;
     let (mut src, dst) = match (src, dst) {
-        (Found::Absent, _) => {
-            write::integer(out, 0);
-            return Ok(());
-        }
-        (Found::WrongType, _) | (_, Found::WrongType) => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
+        (Found::Absent, _) => return Ok(false),
+        (Found::WrongType, _) | (_, Found::WrongType) => return Err(OpError::WrongType),
         (Found::Coll(s), Found::Absent) => (s, None),
         (Found::Coll(s), Found::Coll(d)) => (s, Some(d)),
     };
     let k = member_key(tx, member);
     if src_key == dst_key {
-        write::integer(out, i64::from(src.get(tx, &k)?.is_some()));
-        return Ok(());
+        return Ok(src.get(tx, &k)?.is_some());
     }
     if !src.del(tx, &k)? {
-        write::integer(out, 0);
-        return Ok(());
+        return Ok(false);
     }
-    let n = src.len(tx)?;
-    src.save(ctx, tx, src_key, n)?;
+    save(ctx, tx, src_key, src)?;
     let mut dst = dst.unwrap_or_else(|| Coll::new(Kind::Set));
     if dst.get(tx, &k)?.is_none() {
         dst.put(tx, &k, b"")?;
-        let n = dst.len(tx)?;
-        dst.save(ctx, tx, dst_key, n)?;
+        save(ctx, tx, dst_key, dst)?;
     }
-    write::integer(out, 1);
-    Ok(())
+    Ok(true)
 }
 
 /// How [`combine`] combines its sets.
@@ -236,122 +241,119 @@ enum Op {
     Diff,
 }
 
-/// The sets named by `keys` combined by `op`, as Redis reads them: `None` with `WRONGTYPE`
-/// written when any key holds another type; an absent key is an empty set.
+/// The sets named by `keys` combined by `op` (an intersection stops at `limit` members), as
+/// Redis reads them: every key's type checked first (`WRONGTYPE`); an absent key is an
+/// empty set.
 fn combine(
     ctx: &Context,
     tx: &mut Tx<'_>,
     keys: &[&[u8]],
     op: Op,
-    out: &mut Vec<u8>,
     limit: usize,
-) -> std::result::Result<Option<Vec<Vec<u8>>>, DbError> {
+) -> OpResult<Vec<Vec<u8>>> {
     let mut sets = Vec::with_capacity(keys.len());
     for key in keys {
         match load(ctx, tx, key, Kind::Set)? {
-            Found::WrongType => {
-                write::error(out, WRONGTYPE);
-                return Ok(None);
-            }
+            Found::WrongType => return Err(OpError::WrongType),
             Found::Absent => sets.push(None),
             Found::Coll(c) => sets.push(Some(c)),
         }
     }
+    Ok(match op {
+        // An intersection with an absent (empty) set is empty.
+        Op::Inter if sets.iter().any(Option::is_none) => Vec::new(),
+        Op::Inter => intersection(tx, sets.into_iter().flatten().collect(), limit)?,
+        Op::Union => union(tx, &sets)?,
+        Op::Diff => difference(tx, &sets)?,
+    })
+}
+
+/// The members every one of `sets` holds, at most `limit`: the smallest set's, looked up in
+/// the others.
+fn intersection(tx: &mut Tx<'_>, sets: Vec<Coll>, limit: usize) -> DbResult<Vec<Vec<u8>>> {
+    let mut sized = Vec::with_capacity(sets.len());
+    for s in sets {
+        sized.push((s.len(tx)?, s));
+    }
+    sized.sort_by_key(|(n, _)| *n);
     let mut result = Vec::new();
-    // An intersection with an absent (empty) set is empty; every key's type was checked.
-    if op == Op::Inter && sets.iter().any(Option::is_none) {
-        return Ok(Some(result));
-    }
-    match op {
-        Op::Inter => {
-            let mut sized = Vec::with_capacity(sets.len());
-            for s in sets.into_iter().flatten() {
-                sized.push((s.len(tx)?, s));
-            }
-            sized.sort_by_key(|(n, _)| *n);
-            let Some(((_, first), rest)) = sized.split_first() else {
-                return Ok(Some(result));
-            };
-            for m in members(tx, first)? {
-                if result.len() >= limit {
-                    break;
-                }
-                let k = member_key(tx, &m);
-                let mut everywhere = true;
-                for (_, s) in rest {
-                    if s.get(tx, &k)?.is_none() {
-                        everywhere = false;
-                        break;
-                    }
-                }
-                if everywhere {
-                    result.push(m);
-                }
+    let Some(((_, first), rest)) = sized.split_first() else {
+        return Ok(result);
+    };
+    for m in members(tx, first)? {
+        if result.len() >= limit {
+            break;
+        }
+        let k = member_key(tx, &m);
+        let mut everywhere = true;
+        for (_, s) in rest {
+            if s.get(tx, &k)?.is_none() {
+                everywhere = false;
+                break;
             }
         }
-        Op::Union => {
-            let mut seen = std::collections::BTreeSet::new();
-            for s in sets.iter().flatten() {
-                seen.extend(members(tx, s)?);
-            }
-            result.extend(seen);
-        }
-        Op::Diff => {
-            let Some(Some(first)) = sets.first() else {
-                return Ok(Some(result));
-            };
-            for m in members(tx, first)? {
-                let k = member_key(tx, &m);
-                let mut elsewhere = false;
-                for s in sets[1..].iter().flatten() {
-                    if s.get(tx, &k)?.is_some() {
-                        elsewhere = true;
-                        break;
-                    }
-                }
-                if !elsewhere {
-                    result.push(m);
-                }
-            }
+        if everywhere {
+            result.push(m);
         }
     }
-    Ok(Some(result))
+    Ok(result)
 }
 
-fn reply_members(ctx: &Context, out: &mut Vec<u8>, members: &[Vec<u8>]) {
-    write::set(out, members.len(), ctx.protocol);
-    for m in members {
-        write::bulk(out, m);
+/// The members any of `sets` holds (`None`: an absent key), in byte order.
+fn union(tx: &mut Tx<'_>, sets: &[Option<Coll>]) -> DbResult<Vec<Vec<u8>>> {
+    let mut seen = std::collections::BTreeSet::new();
+    for s in sets.iter().flatten() {
+        seen.extend(members(tx, s)?);
     }
+    Ok(seen.into_iter().collect())
 }
 
-/// Stores `members` as the set at `dst` (replacing whatever it held; an empty result deletes
-/// it) and replies their count.
-fn store_members(
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    dst: &[u8],
-    members: &[Vec<u8>],
-    out: &mut Vec<u8>,
-) -> Result {
+/// The members of the first of `sets` that none of the others holds (`None`: an absent key).
+fn difference(tx: &mut Tx<'_>, sets: &[Option<Coll>]) -> DbResult<Vec<Vec<u8>>> {
+    let mut result = Vec::new();
+    let Some(Some(first)) = sets.first() else {
+        return Ok(result);
+    };
+    for m in members(tx, first)? {
+        let k = member_key(tx, &m);
+        let mut elsewhere = false;
+        for s in sets[1..].iter().flatten() {
+            if s.get(tx, &k)?.is_some() {
+                elsewhere = true;
+                break;
+            }
+        }
+        if !elsewhere {
+            result.push(m);
+        }
+    }
+    Ok(result)
+}
+
+/// Stores `members` as the set at `dst`, replacing whatever it held (an empty result deletes
+/// it).
+fn store_members(ctx: &Context, tx: &mut Tx<'_>, dst: &[u8], members: &[Vec<u8>]) -> Result {
     ctx.touch(dst);
-    keyspace::remove(tx, ctx.namespace, dst).map_err(crate::keyspace::store_error)?;
+    keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)?;
     let mut s = Coll::new(Kind::Set);
     for m in members {
         s.put(tx, &member_key(tx, m), b"")?;
     }
-    s.save(ctx, tx, dst, members.len() as u64)?;
-    write::integer(out, members.len() as i64);
-    Ok(())
+    s.save(ctx, tx, dst, members.len() as u64)
 }
 
+/// `SINTER`, `SUNION`, `SDIFF key [key ...]`: the members.
 fn generic(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>, op: Op) -> Result {
-    if let Some(result) = combine(ctx, tx, &args[1..], op, out, usize::MAX)? {
-        reply_members(ctx, out, &result);
-    }
-    Ok(())
+    let result = combine(ctx, tx, &args[1..], op, usize::MAX);
+    finish(out, result, |out, members| {
+        write::set(out, members.len(), ctx.protocol);
+        for m in &members {
+            write::bulk(out, m);
+        }
+    })
 }
 
+/// `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE destination key [key ...]`: the members stored.
 fn generic_store(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -359,146 +361,84 @@ fn generic_store(
     out: &mut Vec<u8>,
     op: Op,
 ) -> Result {
-    if let Some(result) = combine(ctx, tx, &args[2..], op, out, usize::MAX)? {
-        store_members(ctx, tx, args[1], &result, out)?;
-    }
-    Ok(())
+    let stored = combine(ctx, tx, &args[2..], op, usize::MAX).and_then(|members| {
+        store_members(ctx, tx, args[1], &members)?;
+        Ok(members.len())
+    });
+    finish(out, stored, |out, n| write::integer(out, n as i64))
 }
 
 /// `SINTER key [key ...]`.
-pub fn sinter(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sinter(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     generic(ctx, tx, args, out, Op::Inter)
 }
 
 /// `SUNION key [key ...]`.
-pub fn sunion(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sunion(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     generic(ctx, tx, args, out, Op::Union)
 }
 
 /// `SDIFF key [key ...]`.
-pub fn sdiff(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sdiff(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     generic(ctx, tx, args, out, Op::Diff)
 }
 
 /// `SINTERSTORE destination key [key ...]`.
-pub fn sinterstore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sinterstore(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     generic_store(ctx, tx, args, out, Op::Inter)
 }
 
 /// `SUNIONSTORE destination key [key ...]`.
-pub fn sunionstore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sunionstore(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     generic_store(ctx, tx, args, out, Op::Union)
 }
 
 /// `SDIFFSTORE destination key [key ...]`.
-pub fn sdiffstore(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn sdiffstore(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     generic_store(ctx, tx, args, out, Op::Diff)
 }
 
-/// Parses `numkeys key [key ...]` from `args[1..]` as Redis's `*INTERCARD`/`*MPOP` do: the
-/// keys, and the index of the first argument after them; `None` with the error written.
-pub fn numkeys<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<(Vec<&'a [u8]>, usize)> {
-    // Redis's `getRangeLongFromObjectOrReply` with its own text for any bad value.
-    let n = match parse_i64(args[1]) {
-        Some(n) if n > 0 => n as u64,
-        _ => {
-            write::error(out, "ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    if n > (args.len() - 2) as u64 {
-        write::error(
-            out,
-            "ERR Number of keys can't be greater than number of args",
-        );
-        return None;
-    }
-    let n = n as usize;
-    Some((args[2..2 + n].to_vec(), 2 + n))
-}
-
-/// Parses `numkeys key [key ...]` at `args[first..]` as Redis's `*MPOP` do (a missing
-/// `LEFT`/`RIGHT`/`MIN`/`MAX` after the keys is a syntax error): the keys and the index after.
-pub fn mpop_keys<'a>(
-    args: &[&'a [u8]],
-    first: usize,
-    out: &mut Vec<u8>,
-) -> Option<(Vec<&'a [u8]>, usize)> {
-    let n = match parse_i64(args[first]) {
-        Some(n) if n > 0 => n as u64,
-        _ => {
-            write::error(out, "ERR numkeys should be greater than 0");
-            return None;
-        }
-    };
-    if n >= (args.len() - first - 1) as u64 {
-        write::error(out, "ERR syntax error");
-        return None;
-    }
-    let n = n as usize;
-    Some((args[first + 1..first + 1 + n].to_vec(), first + 1 + n))
-}
-
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
-pub fn sintercard(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((keys, mut i)) = numkeys(args, out) else {
+pub(crate) fn sintercard(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let Some((keys, limit)) = intercard_args(args, out) else {
         return Ok(());
     };
-    let mut limit = usize::MAX;
-    // Bounded: every pass consumes two arguments or fails.
-    while i < args.len() {
-        if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
-            match parse_i64(args[i + 1]) {
-                Some(0) => limit = usize::MAX,
-                Some(n) if n > 0 => limit = n as usize,
-                _ => {
-                    write::error(out, "ERR LIMIT can't be negative");
-                    return Ok(());
-                }
-            }
-            i += 2;
-        } else {
-            write::error(out, "ERR syntax error");
-            return Ok(());
-        }
-    }
-    if let Some(result) = combine(ctx, tx, &keys, Op::Inter, out, limit)? {
-        write::integer(out, result.len() as i64);
-    }
-    Ok(())
+    let result = combine(ctx, tx, keys, Op::Inter, limit);
+    finish(out, result, |out, members| {
+        write::integer(out, members.len() as i64);
+    })
 }
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
-pub fn sscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some((cursor, count, pattern)) = super::args::scan_args(args, out) else {
+pub(crate) fn sscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(scan) = scan_args(args, out) else {
         return Ok(());
     };
-    let Some(s) = read(
-        ctx,
-        tx,
-        args[1],
-        Lookup::Read,
-        out,
-        super::reply::empty_scan,
-    )?
-    else {
-        return Ok(());
-    };
-    let (found, next) = if s.in_tree() {
-        scan_hashed(tx, &s, b"", cursor, count)?
-    } else {
-        (s.all(tx, b"")?, 0)
-    };
-    let kept: Vec<&[u8]> = found
-        .iter()
-        .map(|(k, _)| member_of(k))
-        .filter(|m| pattern.is_none_or(|p| crate::glob::matches(p, m)))
-        .collect();
-    write::array(out, 2);
-    write::bulk(out, next.to_string().as_bytes());
-    write::array(out, kept.len());
-    for m in kept {
-        write::bulk(out, m);
-    }
-    Ok(())
+    let page = collections::scan_elements(ctx, tx, args[1], Kind::Set, b"", &scan);
+    finish(out, page, |out, (found, next)| {
+        scan_header(out, next, found.len());
+        for (k, _) in &found {
+            write::bulk(out, member_of(k));
+        }
+    })
 }

@@ -5,20 +5,22 @@
 
 use tamer_store::{DbError, Tx};
 
+use super::numbers::{add_floats, FloatError};
+use super::reply::{
+    bulk_or_null, fail, finish, refuse, OpError, OpResult, NAN_OR_INFINITY, NOT_FLOAT, NOT_INTEGER,
+    OVERFLOW, SYNTAX, WRONGTYPE,
+};
 use super::spec::KeyFlags;
 use super::Context;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry, Kind};
 use crate::resp::{parse_i64, write};
 
-const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-const SYNTAX: &str = "ERR syntax error";
-const OVERFLOW: &str = "ERR increment or decrement would overflow";
 /// Redis's `proto-max-bulk-len`: the largest string `APPEND` and `SETRANGE` may make.
 const MAX_STRING_BYTES: u64 = 512 << 20;
 
 type Result = std::result::Result<(), DbError>;
+type DbResult<T> = std::result::Result<T, DbError>;
 
 /// What a key holds, for a command that needs a string.
 enum Found {
@@ -28,7 +30,18 @@ enum Found {
     Other,
 }
 
-fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found, DbError> {
+impl Found {
+    /// The string entry (`None`: absent), or `WRONGTYPE`.
+    fn string(self) -> OpResult<Option<Entry>> {
+        match self {
+            Found::Absent => Ok(None),
+            Found::String(e) => Ok(Some(e)),
+            Found::Other => Err(OpError::WrongType),
+        }
+    }
+}
+
+fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> DbResult<Found> {
     match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
         Ok(None) => Ok(Found::Absent),
         Ok(Some(e)) if e.kind == Kind::String => Ok(Found::String(e)),
@@ -41,7 +54,7 @@ fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found
 
 /// As [`find`] for a command that reads the key (Redis's `lookupKeyRead`): counted in
 /// `keyspace_hits`/`misses` (a value of another type is a hit).
-fn find_read(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> std::result::Result<Found, DbError> {
+fn find_read(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> DbResult<Found> {
     let found = find(ctx, tx, key)?;
     ctx.count_lookup(!matches!(found, Found::Absent));
     Ok(found)
@@ -60,7 +73,7 @@ fn store_kept(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Resu
 }
 
 /// `GET key`.
-pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     match find_read(ctx, tx, args[1])? {
         Found::Absent => write::null(out, ctx.protocol),
         Found::String(e) => write::bulk(out, &e.payload),
@@ -70,47 +83,42 @@ pub fn get(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
 }
 
 /// `GETDEL key`.
-pub fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match find_read(ctx, tx, args[1])? {
-        Found::Absent => write::null(out, ctx.protocol),
-        Found::String(e) => {
-            ctx.touch(args[1]);
-            keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
-            write::bulk(out, &e.payload);
-        }
-        Found::Other => write::error(out, WRONGTYPE),
-    }
-    Ok(())
+pub(crate) fn getdel(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let taken = take(ctx, tx, args[1]);
+    finish(out, taken, |out, v| {
+        bulk_or_null(out, v.as_deref(), ctx.protocol)
+    })
+}
+
+/// Deletes `key`'s string: its value (`None`: absent).
+fn take(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<Option<Vec<u8>>> {
+    let Some(e) = find_read(ctx, tx, key)?.string()? else {
+        return Ok(None);
+    };
+    ctx.touch(key);
+    keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
+    Ok(Some(e.payload))
 }
 
 /// `GETSET key value`: the old value; the new one without a TTL.
-pub fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let mut reply = Vec::new();
-    match find_read(ctx, tx, args[1])? {
-        Found::Absent => write::null(&mut reply, ctx.protocol),
-        Found::String(e) => write::bulk(&mut reply, &e.payload),
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-    }
-    store(ctx, tx, args[1], &Entry::string(args[2].to_vec(), None))?;
-    out.extend_from_slice(&reply);
-    Ok(())
+pub(crate) fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let old = replace(ctx, tx, args[1], args[2]);
+    finish(out, old, |out, v| {
+        bulk_or_null(out, v.as_deref(), ctx.protocol)
+    })
+}
+
+/// Sets `key`'s string to `value` (no TTL): the string it held (`None`: absent).
+fn replace(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], value: &[u8]) -> OpResult<Option<Vec<u8>>> {
+    let old = find_read(ctx, tx, key)?.string()?;
+    store(ctx, tx, key, &Entry::string(value.to_vec(), None))?;
+    Ok(old.map(|e| e.payload))
 }
 
 /// `SETNX key value`: 1 when set, 0 when the key existed.
-pub fn setnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let exists = keyspace::get(tx, ctx.namespace, args[1], ctx.now_ms)
-        .map(|e| e.is_some())
-        .or_else(|e| match e {
-            keyspace::KeyspaceError::Store(err) => Err(err),
-            _ => Ok(true),
-        })?;
-    if !exists {
-        store(ctx, tx, args[1], &Entry::string(args[2].to_vec(), None))?;
-    }
-    write::integer(out, i64::from(!exists));
+pub(crate) fn setnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let set = set_all_if_absent(ctx, tx, &args[1..])?;
+    write::integer(out, i64::from(set));
     Ok(())
 }
 
@@ -203,7 +211,7 @@ fn option_expiry(
 
 /// The flags of `SET`'s key, as Redis's `setGetKeys`: read and updated with `GET`, else
 /// overwritten.
-pub fn set_key_flags(args: &[&[u8]]) -> KeyFlags {
+pub(crate) fn set_key_flags(args: &[&[u8]]) -> KeyFlags {
     if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) {
         KeyFlags(KeyFlags::RW.0 | KeyFlags::ACCESS.0 | KeyFlags::UPDATE.0)
     } else {
@@ -212,59 +220,76 @@ pub fn set_key_flags(args: &[&[u8]]) -> KeyFlags {
 }
 
 /// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`.
-pub fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn set(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(o) = set_options(args, 3, false) else {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     };
     let expire = match option_expiry(&o, args, ctx.now_ms, "set") {
         Ok(expire) => expire,
-        Err(text) => {
-            write::error(out, &text);
-            return Ok(());
-        }
+        Err(text) => return refuse(out, &text),
     };
-    // `SET ... GET` reads the key as `GET` does (counted); a plain `SET` only writes it.
-    let found = if o.get {
-        find_read(ctx, tx, args[1])?
-    } else {
-        find(ctx, tx, args[1])?
-    };
-    if o.get {
-        match &found {
-            Found::Absent => write::null(out, ctx.protocol),
-            Found::String(e) => write::bulk(out, &e.payload),
-            Found::Other => {
-                write::error(out, WRONGTYPE);
-                return Ok(());
-            }
-        }
-    }
-    let exists = !matches!(found, Found::Absent);
-    if (o.nx && exists) || (o.xx && !exists) {
-        if !o.get {
+    let done = set_string(ctx, tx, args[1], args[2], &o, expire);
+    finish(out, done, |out, done| {
+        if o.get {
+            bulk_or_null(out, done.old.as_deref(), ctx.protocol);
+        } else if done.written {
+            write::simple(out, "OK");
+        } else {
             write::null(out, ctx.protocol);
         }
-        return Ok(());
+    })
+}
+
+/// What `SET` did: the string the key held (`None`: none) and whether it wrote.
+struct SetDone {
+    old: Option<Vec<u8>>,
+    written: bool,
+}
+
+/// `SET`'s work: `value` at `key` as the options ask, expiring at `expire` (`None`: never, or
+/// at the key's expiry with `KEEPTTL`). With `GET` the key is read as `GET` reads it and must
+/// hold a string.
+fn set_string(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    value: &[u8],
+    o: &SetOptions,
+    expire: Option<u64>,
+) -> OpResult<SetDone> {
+    // `SET ... GET` reads the key as `GET` does (counted); a plain `SET` only writes it.
+    let found = if o.get {
+        find_read(ctx, tx, key)?
+    } else {
+        find(ctx, tx, key)?
+    };
+    if o.get && matches!(found, Found::Other) {
+        return Err(OpError::WrongType);
     }
-    let keep = match (&found, o.keepttl) {
-        (Found::String(e), true) => e.expire_at_ms,
+    let exists = !matches!(found, Found::Absent);
+    let old = match found {
+        Found::String(e) => Some(e),
         _ => None,
     };
-    let entry = Entry::string(args[2].to_vec(), expire.or(keep));
-    if expire.is_none() && keep.is_some() {
-        store_kept(ctx, tx, args[1], &entry)?;
-    } else {
-        store(ctx, tx, args[1], &entry)?;
+    let written = !((o.nx && exists) || (o.xx && !exists));
+    if written {
+        let keep = old
+            .as_ref()
+            .filter(|_| o.keepttl)
+            .and_then(|e| e.expire_at_ms);
+        let entry = Entry::string(value.to_vec(), expire.or(keep));
+        if expire.is_none() && keep.is_some() {
+            store_kept(ctx, tx, key, &entry)?;
+        } else {
+            store(ctx, tx, key, &entry)?;
+        }
     }
-    if !o.get {
-        write::simple(out, "OK");
-    }
-    Ok(())
+    let old = old.map(|e| e.payload);
+    Ok(SetDone { old, written })
 }
 
 /// `MGET key [key ...]`: a nil for each key that is absent or not a string.
-pub fn mget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn mget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     write::array(out, args.len() - 1);
     for key in &args[1..] {
         match find_read(ctx, tx, key)? {
@@ -276,230 +301,152 @@ pub fn mget(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
 }
 
 /// `MSET key value [key value ...]`: every key set (TTLs cleared), atomically.
-pub fn mset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn mset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if args.len().is_multiple_of(2) {
-        write::error(out, "ERR wrong number of arguments for 'mset' command");
-        return Ok(());
+        return refuse(out, "ERR wrong number of arguments for 'mset' command");
     }
-    for pair in args[1..].chunks(2) {
-        ctx.touch(pair[0]);
-        keyspace::put(
-            tx,
-            ctx.namespace,
-            pair[0],
-            &Entry::string(pair[1].to_vec(), None),
-        )
-        .map_err(store_error)?;
-    }
+    set_all(ctx, tx, &args[1..])?;
     write::simple(out, "OK");
     Ok(())
 }
 
 /// `MSETNX key value [key value ...]`: 1 and every key set, or 0 and none when any exists.
-pub fn msetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn msetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     if args.len().is_multiple_of(2) {
-        write::error(out, "ERR wrong number of arguments for 'msetnx' command");
-        return Ok(());
+        return refuse(out, "ERR wrong number of arguments for 'msetnx' command");
     }
-    for pair in args[1..].chunks(2) {
-        if !matches!(find(ctx, tx, pair[0])?, Found::Absent) {
-            write::integer(out, 0);
-            return Ok(());
-        }
-    }
-    for pair in args[1..].chunks(2) {
+    let set = set_all_if_absent(ctx, tx, &args[1..])?;
+    write::integer(out, i64::from(set));
+    Ok(())
+}
+
+/// Sets the strings of `pairs` (key, value, key, value ...), their TTLs cleared.
+fn set_all(ctx: &Context, tx: &mut Tx<'_>, pairs: &[&[u8]]) -> Result {
+    for pair in pairs.chunks(2) {
         store(ctx, tx, pair[0], &Entry::string(pair[1].to_vec(), None))?;
     }
-    write::integer(out, 1);
     Ok(())
 }
 
-/// Adds `by` to the integer `key` holds (0 when absent), keeping its TTL.
-fn incr_by(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64, out: &mut Vec<u8>) -> Result {
-    let (current, ttl) = match find(ctx, tx, key)? {
-        Found::Absent => (0, None),
-        Found::String(e) => match parse_i64(&e.payload) {
-            Some(n) => (n, e.expire_at_ms),
-            None => {
-                write::error(out, NOT_INTEGER);
-                return Ok(());
-            }
-        },
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
+/// [`set_all`] unless any of the keys exists (holding any type): whether it set them.
+fn set_all_if_absent(ctx: &Context, tx: &mut Tx<'_>, pairs: &[&[u8]]) -> DbResult<bool> {
+    for pair in pairs.chunks(2) {
+        if !matches!(find(ctx, tx, pair[0])?, Found::Absent) {
+            return Ok(false);
         }
-    };
-    let Some(new) = current.checked_add(by) else {
-        write::error(out, OVERFLOW);
-        return Ok(());
-    };
-    let entry = Entry::string(new.to_string().into_bytes(), ttl);
-    store_kept(ctx, tx, key, &entry)?;
-    write::integer(out, new);
-    Ok(())
-}
-
-/// Bytes `INCRBYFLOAT`'s result may take (Redis's `MAX_LONG_DOUBLE_CHARS`).
-const MAX_FLOAT_CHARS: usize = 5 * 1024;
-
-extern "C" {
-    /// `csrc/long_double.c`: Redis 7.0's `long double` parse, sum and print.
-    fn tamer_incrbyfloat(
-        current: *const u8,
-        current_len: usize,
-        incr: *const u8,
-        incr_len: usize,
-        out: *mut u8,
-        out_len: *mut usize,
-    ) -> i32;
-}
-
-/// Why `INCRBYFLOAT` failed.
-#[derive(Debug, PartialEq, Eq)]
-pub enum FloatError {
-    NotFloat,
-    NanOrInfinity,
-}
-
-/// `current` (`None`: absent, 0) plus `incr` as Redis 7.0 computes it: both parsed as `long
-/// double` by `strtold` (Redis's `string2ld` checks), added, printed with `%.17Lf` and its
-/// trailing zeros trimmed, in C (`csrc/long_double.c`), since Rust has no `long double`.
-pub fn add_floats(current: Option<&[u8]>, incr: &[u8]) -> std::result::Result<Vec<u8>, FloatError> {
-    let mut out = vec![0u8; MAX_FLOAT_CHARS];
-    let mut len = 0usize;
-    let (cur_ptr, cur_len) = current.map_or((std::ptr::null(), 0), |c| (c.as_ptr(), c.len()));
-    // SAFETY: the pointers and lengths describe live slices; `out` has the
-    // MAX_LONG_DOUBLE_CHARS bytes the C writes at most, and `len` is a valid out-pointer.
-    let status = unsafe {
-        tamer_incrbyfloat(
-            cur_ptr,
-            cur_len,
-            incr.as_ptr(),
-            incr.len(),
-            out.as_mut_ptr(),
-            &mut len,
-        )
-    };
-    match status {
-        0 => {
-            assert!(len < MAX_FLOAT_CHARS, "the C writes within its buffer");
-            out.truncate(len);
-            Ok(out)
-        }
-        1 => Err(FloatError::NotFloat),
-        _ => Err(FloatError::NanOrInfinity),
     }
-}
-
-/// `INCRBYFLOAT key increment`: the new value as a bulk string; the key's expiry kept.
-pub fn incrbyfloat(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (current, ttl) = match find(ctx, tx, args[1])? {
-        Found::Absent => (None, None),
-        Found::String(e) => (Some(e.payload), e.expire_at_ms),
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-    };
-    let text = match add_floats(current.as_deref(), args[2]) {
-        Ok(text) => text,
-        Err(FloatError::NotFloat) => {
-            write::error(out, "ERR value is not a valid float");
-            return Ok(());
-        }
-        Err(FloatError::NanOrInfinity) => {
-            write::error(out, "ERR increment would produce NaN or Infinity");
-            return Ok(());
-        }
-    };
-    store(ctx, tx, args[1], &Entry::string(text.clone(), ttl))?;
-    write::bulk(out, &text);
-    Ok(())
+    set_all(ctx, tx, pairs)?;
+    Ok(true)
 }
 
 /// `INCR key`.
-pub fn incr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    incr_by(ctx, tx, args[1], 1, out)
+pub(crate) fn incr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    finish(out, add_integer(ctx, tx, args[1], 1), write::integer)
 }
 
 /// `DECR key`.
-pub fn decr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    incr_by(ctx, tx, args[1], -1, out)
+pub(crate) fn decr(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    finish(out, add_integer(ctx, tx, args[1], -1), write::integer)
 }
 
 /// `INCRBY key increment`.
-pub fn incrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match parse_i64(args[2]) {
-        Some(by) => incr_by(ctx, tx, args[1], by, out),
-        None => {
-            write::error(out, NOT_INTEGER);
-            Ok(())
-        }
-    }
+pub(crate) fn incrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let Some(by) = parse_i64(args[2]) else {
+        return refuse(out, NOT_INTEGER);
+    };
+    finish(out, add_integer(ctx, tx, args[1], by), write::integer)
 }
 
 /// `DECRBY key decrement`.
-pub fn decrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match parse_i64(args[2]) {
-        Some(i64::MIN) => {
-            write::error(out, "ERR decrement would overflow");
-            Ok(())
+pub(crate) fn decrby(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let by = match parse_i64(args[2]) {
+        Some(i64::MIN) => return refuse(out, "ERR decrement would overflow"),
+        Some(by) => -by,
+        None => return refuse(out, NOT_INTEGER),
+    };
+    finish(out, add_integer(ctx, tx, args[1], by), write::integer)
+}
+
+/// Adds `by` to the integer `key` holds (0 when absent), keeping its TTL: the sum.
+fn add_integer(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64) -> OpResult<i64> {
+    let (current, ttl) = match find(ctx, tx, key)?.string()? {
+        None => (0, None),
+        Some(e) => {
+            let n = parse_i64(&e.payload).ok_or(OpError::Error(NOT_INTEGER))?;
+            (n, e.expire_at_ms)
         }
-        Some(by) => incr_by(ctx, tx, args[1], -by, out),
-        None => {
-            write::error(out, NOT_INTEGER);
-            Ok(())
-        }
-    }
+    };
+    let new = current.checked_add(by).ok_or(OpError::Error(OVERFLOW))?;
+    let entry = Entry::string(new.to_string().into_bytes(), ttl);
+    store_kept(ctx, tx, key, &entry)?;
+    Ok(new)
+}
+
+/// `INCRBYFLOAT key increment`: the new value as a bulk string; the key's expiry kept.
+pub(crate) fn incrbyfloat(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let sum = add_float(ctx, tx, args[1], args[2]);
+    finish(out, sum, |out, text| write::bulk(out, &text))
+}
+
+/// Adds the float `incr` to the float `key` holds (0 when absent), keeping its TTL: the
+/// sum's text.
+fn add_float(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], incr: &[u8]) -> OpResult<Vec<u8>> {
+    let (current, ttl) = match find(ctx, tx, key)?.string()? {
+        None => (None, None),
+        Some(e) => (Some(e.payload), e.expire_at_ms),
+    };
+    let text = add_floats(current.as_deref(), incr).map_err(|err| match err {
+        FloatError::NotFloat => OpError::Error(NOT_FLOAT),
+        FloatError::NanOrInfinity => OpError::Error(NAN_OR_INFINITY),
+    })?;
+    let entry = Entry::string(text, ttl);
+    store(ctx, tx, key, &entry)?;
+    Ok(entry.payload)
 }
 
 /// `APPEND key value`: the new length (the key made if absent, its TTL kept).
-pub fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (mut value, ttl) = match find(ctx, tx, args[1])? {
-        Found::Absent => (Vec::new(), None),
-        Found::String(e) => (e.payload, e.expire_at_ms),
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
+pub(crate) fn append(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    finish(out, append_to(ctx, tx, args[1], args[2]), write::integer)
+}
+
+/// Appends `piece` to `key`'s string (made when absent, its TTL kept): the new length.
+fn append_to(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], piece: &[u8]) -> OpResult<i64> {
+    let (mut value, ttl) = match find(ctx, tx, key)?.string()? {
+        None => (Vec::new(), None),
+        Some(e) => (e.payload, e.expire_at_ms),
     };
-    if too_long(ctx, value.len() as u64 + args[2].len() as u64, out) {
-        return Ok(());
-    }
-    value.extend_from_slice(args[2]);
+    check_size(ctx, value.len() as u64 + piece.len() as u64)?;
+    value.extend_from_slice(piece);
     let len = value.len() as i64;
-    store_kept(ctx, tx, args[1], &Entry::string(value, ttl))?;
-    write::integer(out, len);
+    store_kept(ctx, tx, key, &Entry::string(value, ttl))?;
+    Ok(len)
+}
+
+/// Refuses a string of `len` bytes that `APPEND` or `SETRANGE` would build: past
+/// `proto-max-bulk-len` with Redis's text, past the store's largest value before any byte of
+/// it is allocated (a small `SETRANGE` could otherwise ask for 512 MiB).
+fn check_size(ctx: &Context, len: u64) -> OpResult<()> {
+    if len > MAX_STRING_BYTES {
+        return Err(OpError::Error(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    if len > ctx.max_value_bytes as u64 {
+        return Err(OpError::Text(format!(
+            "ERR string of {len} bytes exceeds the store's largest value ({} bytes)",
+            ctx.max_value_bytes
+        )));
+    }
     Ok(())
 }
 
-/// Refuses (with its error reply) a string of `len` bytes that `APPEND` or `SETRANGE` would
-/// build: past `proto-max-bulk-len` with Redis's text, past the store's largest value before
-/// any byte of it is allocated (a small `SETRANGE` could otherwise ask for 512 MiB).
-fn too_long(ctx: &Context, len: u64, out: &mut Vec<u8>) -> bool {
-    if len > MAX_STRING_BYTES {
-        write::error(
-            out,
-            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
-        );
-        return true;
-    }
-    if len > ctx.max_value_bytes as u64 {
-        write::error(
-            out,
-            &format!(
-                "ERR string of {len} bytes exceeds the store's largest value ({} bytes)",
-                ctx.max_value_bytes
-            ),
-        );
-        return true;
-    }
-    false
-}
-
 /// `STRLEN key`.
-pub fn strlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn strlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     match find_read(ctx, tx, args[1])? {
         Found::Absent => write::integer(out, 0),
         Found::String(e) => write::integer(out, e.payload.len() as i64),
@@ -509,23 +456,27 @@ pub fn strlen(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>)
 }
 
 /// `GETRANGE key start end` (inclusive, negative from the end), as Redis 7.0 clamps it.
-pub fn getrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (Some(mut start), Some(mut end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+pub(crate) fn getrange(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let (Some(start), Some(end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
+        return refuse(out, NOT_INTEGER);
     };
-    let value = match find_read(ctx, tx, args[1])? {
-        Found::Absent => Vec::new(),
-        Found::String(e) => e.payload,
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
-    };
+    let value = find_read(ctx, tx, args[1])?.string();
+    finish(out, value, |out, e| {
+        let value = e.map(|e| e.payload).unwrap_or_default();
+        write::bulk(out, substring(&value, start, end));
+    })
+}
+
+/// The bytes `start..=end` of `value` as `GETRANGE` clamps them (negative from the end).
+fn substring(value: &[u8], mut start: i64, mut end: i64) -> &[u8] {
     let len = value.len() as i64;
     if start < 0 && end < 0 && start > end {
-        write::bulk(out, b"");
-        return Ok(());
+        return b"";
     }
     if start < 0 {
         start += len;
@@ -539,52 +490,58 @@ pub fn getrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8
         end = len - 1;
     }
     if start > end || len == 0 {
-        write::bulk(out, b"");
+        b""
     } else {
-        write::bulk(out, &value[start as usize..=end as usize]);
+        &value[start as usize..=end as usize]
     }
-    Ok(())
 }
 
 /// `SETRANGE key offset value`: the new length (zero-padded; its TTL kept).
-pub fn setrange(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn setrange(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
     let Some(offset) = parse_i64(args[2]) else {
-        write::error(out, NOT_INTEGER);
-        return Ok(());
+        return refuse(out, NOT_INTEGER);
     };
     if offset < 0 {
-        write::error(out, "ERR offset is out of range");
-        return Ok(());
+        return refuse(out, "ERR offset is out of range");
     }
-    let piece = args[3];
-    let (mut value, ttl) = match find(ctx, tx, args[1])? {
-        Found::Absent if piece.is_empty() => {
-            write::integer(out, 0);
-            return Ok(());
-        }
-        Found::Absent => (Vec::new(), None),
-        Found::String(e) if piece.is_empty() => {
-            write::integer(out, e.payload.len() as i64);
-            return Ok(());
-        }
-        Found::String(e) => (e.payload, e.expire_at_ms),
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
+    finish(
+        out,
+        overwrite(ctx, tx, args[1], offset as u64, args[3]),
+        write::integer,
+    )
+}
+
+/// Writes `piece` into `key`'s string at `offset` (zero-padded; made when absent unless
+/// `piece` is empty, its TTL kept): the new length.
+fn overwrite(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    offset: u64,
+    piece: &[u8],
+) -> OpResult<i64> {
+    let found = find(ctx, tx, key)?.string()?;
+    if piece.is_empty() {
+        return Ok(found.map_or(0, |e| e.payload.len() as i64));
+    }
+    let (mut value, ttl) = match found {
+        None => (Vec::new(), None),
+        Some(e) => (e.payload, e.expire_at_ms),
     };
-    let end = offset as u64 + piece.len() as u64;
-    if too_long(ctx, end, out) {
-        return Ok(());
-    }
+    let end = offset + piece.len() as u64;
+    check_size(ctx, end)?;
     if value.len() < end as usize {
         value.resize(end as usize, 0);
     }
     value[offset as usize..end as usize].copy_from_slice(piece);
     let len = value.len() as i64;
-    store_kept(ctx, tx, args[1], &Entry::string(value, ttl))?;
-    write::integer(out, len);
-    Ok(())
+    store_kept(ctx, tx, key, &Entry::string(value, ttl))?;
+    Ok(len)
 }
 
 /// `SETEX key seconds value` (`unit` "ex") and `PSETEX key milliseconds value` ("px").
@@ -596,131 +553,178 @@ fn setex_generic(
     unit: &str,
 ) -> Result {
     let command = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
-    match expire_at_ms(unit, args[2], ctx.now_ms, &command) {
-        Ok(at) => {
-            store(ctx, tx, args[1], &Entry::string(args[3].to_vec(), Some(at)))?;
-            write::simple(out, "OK");
-        }
-        Err(text) => write::error(out, &text),
-    }
+    let at = match expire_at_ms(unit, args[2], ctx.now_ms, &command) {
+        Ok(at) => at,
+        Err(text) => return refuse(out, &text),
+    };
+    store(ctx, tx, args[1], &Entry::string(args[3].to_vec(), Some(at)))?;
+    write::simple(out, "OK");
     Ok(())
 }
 
-pub fn setex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+/// `SETEX key seconds value`.
+pub(crate) fn setex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     setex_generic(ctx, tx, args, out, "ex")
 }
 
-pub fn psetex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+/// `PSETEX key milliseconds value`.
+pub(crate) fn psetex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     setex_generic(ctx, tx, args, out, "px")
 }
 
 /// `GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]`: the value, its expiry changed (a
 /// time already past deletes the key).
-pub fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub(crate) fn getex(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     let Some(o) = set_options(args, 2, true) else {
-        write::error(out, SYNTAX);
-        return Ok(());
+        return refuse(out, SYNTAX);
     };
-    // Redis 7.0's order: the options' syntax, the key (absent: nil), its type, then the
-    // expiry's value.
-    let mut e = match find_read(ctx, tx, args[1])? {
-        Found::Absent => {
-            write::null(out, ctx.protocol);
-            return Ok(());
-        }
-        Found::String(e) => e,
-        Found::Other => {
-            write::error(out, WRONGTYPE);
-            return Ok(());
-        }
+    let expire = option_expiry(&o, args, ctx.now_ms, "getex");
+    let value = get_and_expire(ctx, tx, args[1], expire, o.persist);
+    finish(out, value, |out, v| {
+        bulk_or_null(out, v.as_deref(), ctx.protocol)
+    })
+}
+
+/// `GETEX`'s work: `key`'s string (`None`: absent), its expiry then set to `expire` (a time
+/// already past deletes the key) or, `persist`, removed. `expire` is the expiry's value or
+/// its error's text, refused in Redis 7.0's order: after the key's absence and type.
+fn get_and_expire(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    expire: std::result::Result<Option<u64>, String>,
+    persist: bool,
+) -> OpResult<Option<Vec<u8>>> {
+    let Some(mut e) = find_read(ctx, tx, key)?.string()? else {
+        return Ok(None);
     };
-    let expire = match option_expiry(&o, args, ctx.now_ms, "getex") {
-        Ok(expire) => expire,
-        Err(text) => {
-            write::error(out, &text);
-            return Ok(());
-        }
-    };
-    write::bulk(out, &e.payload);
-    match expire {
+    match expire.map_err(OpError::Text)? {
         Some(at) if at <= ctx.now_ms => {
-            ctx.touch(args[1]);
-            keyspace::remove(tx, ctx.namespace, args[1]).map_err(store_error)?;
+            ctx.touch(key);
+            keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
         }
         Some(at) => {
             e.expire_at_ms = Some(at);
-            store(ctx, tx, args[1], &e)?;
+            store(ctx, tx, key, &e)?;
         }
-        None if o.persist && e.expire_at_ms.is_some() => {
+        None if persist && e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
-            store(ctx, tx, args[1], &e)?;
+            store(ctx, tx, key, &e)?;
         }
         None => {}
     }
-    Ok(())
+    Ok(Some(e.payload))
 }
 
 /// Most bytes of `LCS`'s table (Redis allows up to `proto-max-bulk-len`, 512 MiB, per call;
 /// tamer keeps one client's transient memory smaller: two 4 KiB strings need 64 MiB).
-pub const MAX_LCS_TABLE_BYTES: u64 = 64 << 20;
+const MAX_LCS_TABLE_BYTES: u64 = 64 << 20;
 
 /// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]`: the longest common
 /// subsequence, its length, or its matching ranges, exactly as Redis 7.0 computes and orders
 /// them (`t_string.c`, `lcsCommand`).
-pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let (a, b) = match (find_read(ctx, tx, args[1])?, find_read(ctx, tx, args[2])?) {
-        (Found::Other, _) | (_, Found::Other) => {
-            write::error(out, "ERR The specified keys must contain string values");
-            return Ok(());
-        }
-        (x, y) => {
-            let bytes = |f: Found| match f {
-                Found::String(e) => e.payload,
-                _ => Vec::new(),
-            };
-            (bytes(x), bytes(y))
-        }
+pub(crate) fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let options = lcs_options(args);
+    // As Redis: the keys' types first, then the options.
+    let (a, b) = match lcs_strings(ctx, tx, args[1], args[2]) {
+        Ok(strings) => strings,
+        Err(err) => return fail(out, err),
     };
-    let (mut getidx, mut getlen, mut withmatchlen, mut minmatchlen) = (false, false, false, 0i64);
+    let o = match options {
+        Ok(o) => o,
+        Err(text) => return refuse(out, text),
+    };
+    let found = longest_common(&a, &b, &o);
+    finish(out, found, |out, found| {
+        write_lcs(out, &found, &o, ctx.protocol)
+    })
+}
+
+/// `LCS`'s options.
+#[derive(Clone, Copy, Debug, Default)]
+struct LcsOptions {
+    /// `IDX`: the matching ranges.
+    idx: bool,
+    /// `LEN`: the length only.
+    len: bool,
+    /// `WITHMATCHLEN`: each range's length too.
+    withmatchlen: bool,
+    /// `MINMATCHLEN`: the shortest range listed.
+    minmatchlen: i64,
+}
+
+/// Parses `LCS`'s options from `args[3..]`, or the error's text.
+fn lcs_options(args: &[&[u8]]) -> std::result::Result<LcsOptions, &'static str> {
+    let mut o = LcsOptions::default();
     let mut j = 3;
     // Bounded: every pass consumes one or two arguments.
     while j < args.len() {
         let more = j + 1 < args.len();
         match &args[j].to_ascii_lowercase()[..] {
-            b"idx" => getidx = true,
-            b"len" => getlen = true,
-            b"withmatchlen" => withmatchlen = true,
+            b"idx" => o.idx = true,
+            b"len" => o.len = true,
+            b"withmatchlen" => o.withmatchlen = true,
             b"minmatchlen" if more => {
-                let Some(n) = parse_i64(args[j + 1]) else {
-                    write::error(out, NOT_INTEGER);
-                    return Ok(());
-                };
-                minmatchlen = n.max(0);
+                o.minmatchlen = parse_i64(args[j + 1]).ok_or(NOT_INTEGER)?.max(0);
                 j += 1;
             }
-            _ => {
-                write::error(out, SYNTAX);
-                return Ok(());
-            }
+            _ => return Err(SYNTAX),
         }
         j += 1;
     }
-    if getidx && getlen {
-        write::error(
-            out,
-            "ERR If you want both the length and indexes, please just use IDX.",
-        );
-        return Ok(());
+    if o.idx && o.len {
+        return Err("ERR If you want both the length and indexes, please just use IDX.");
     }
-    let (alen, blen) = (a.len(), b.len());
-    let table_bytes = (alen as u64 + 1) * (blen as u64 + 1) * 4;
+    Ok(o)
+}
+
+/// The strings `LCS` compares (an absent key is empty), read as `GET` reads them.
+fn lcs_strings(ctx: &Context, tx: &mut Tx<'_>, a: &[u8], b: &[u8]) -> OpResult<(Vec<u8>, Vec<u8>)> {
+    match (find_read(ctx, tx, a)?, find_read(ctx, tx, b)?) {
+        (Found::Other, _) | (_, Found::Other) => Err(OpError::Error(
+            "ERR The specified keys must contain string values",
+        )),
+        (x, y) => {
+            let bytes = |f: Found| match f {
+                Found::String(e) => e.payload,
+                _ => Vec::new(),
+            };
+            Ok((bytes(x), bytes(y)))
+        }
+    }
+}
+
+/// A matching range of `LCS IDX`: where it starts and ends in each string (inclusive), and
+/// its length.
+type LcsRange = (usize, usize, usize, usize, i64);
+
+/// What `LCS` found.
+struct Lcs {
+    /// The subsequence (empty with `LEN` alone).
+    text: Vec<u8>,
+    /// Its length.
+    len: u32,
+    /// The matching ranges, last first (with `IDX`).
+    ranges: Vec<LcsRange>,
+}
+
+/// The longest common subsequence of `a` and `b` as Redis 7.0 computes it; refused when its
+/// table would pass [`MAX_LCS_TABLE_BYTES`].
+fn longest_common(a: &[u8], b: &[u8], o: &LcsOptions) -> OpResult<Lcs> {
+    let table_bytes = (a.len() as u64 + 1) * (b.len() as u64 + 1) * 4;
     if table_bytes > MAX_LCS_TABLE_BYTES {
-        write::error(
-            out,
+        return Err(OpError::Error(
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
-        );
-        return Ok(());
+        ));
     }
+    let dp = lcs_table(a, b);
+    Ok(lcs_walk(a, b, &dp, o))
+}
+
+/// The dynamic programming table: entry `i * (b.len() + 1) + j` is the length of the longest
+/// common subsequence of `a[..i]` and `b[..j]`.
+fn lcs_table(a: &[u8], b: &[u8]) -> Vec<u32> {
+    let (alen, blen) = (a.len(), b.len());
     let width = blen + 1;
     let mut dp = vec![0u32; (alen + 1) * width];
     for i in 1..=alen {
@@ -732,9 +736,17 @@ pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
             };
         }
     }
+    dp
+}
+
+/// Walks the table back from its end as Redis does: the subsequence and its matching ranges
+/// (those of `MINMATCHLEN` or more), the last range first.
+fn lcs_walk(a: &[u8], b: &[u8], dp: &[u32], o: &LcsOptions) -> Lcs {
+    let (alen, blen) = (a.len(), b.len());
+    let width = blen + 1;
     let total = dp[alen * width + blen];
-    let computelcs = getidx || !getlen;
-    let mut result = vec![0u8; if computelcs { total as usize } else { 0 }];
+    let computelcs = o.idx || !o.len;
+    let mut text = vec![0u8; if computelcs { total as usize } else { 0 }];
     let mut ranges = Vec::new();
     let mut idx = total as usize;
     // `alen` as the start means "no range open", as in Redis.
@@ -744,7 +756,7 @@ pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
     while computelcs && i > 0 && j > 0 {
         let mut emit = false;
         if a[i - 1] == b[j - 1] {
-            result[idx - 1] = a[i - 1];
+            text[idx - 1] = a[i - 1];
             if a_start == alen {
                 (a_start, a_end, b_start, b_end) = (i - 1, i - 1, j - 1, j - 1);
             } else if a_start == i && b_start == j {
@@ -771,34 +783,42 @@ pub fn lcs(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) ->
         }
         if emit {
             let match_len = (a_end - a_start + 1) as i64;
-            if minmatchlen == 0 || match_len >= minmatchlen {
+            if o.minmatchlen == 0 || match_len >= o.minmatchlen {
                 ranges.push((a_start, a_end, b_start, b_end, match_len));
             }
             a_start = alen;
         }
     }
-    if getidx {
-        write::map(out, 2, ctx.protocol);
+    Lcs {
+        text,
+        len: total,
+        ranges,
+    }
+}
+
+/// `LCS`'s reply: the ranges and length (`IDX`), the length (`LEN`), or the subsequence.
+fn write_lcs(out: &mut Vec<u8>, found: &Lcs, o: &LcsOptions, protocol: crate::resp::Protocol) {
+    if o.idx {
+        write::map(out, 2, protocol);
         write::bulk(out, b"matches");
-        write::array(out, ranges.len());
-        for (a0, a1, b0, b1, len) in ranges {
-            write::array(out, 2 + usize::from(withmatchlen));
+        write::array(out, found.ranges.len());
+        for &(a0, a1, b0, b1, len) in &found.ranges {
+            write::array(out, 2 + usize::from(o.withmatchlen));
             write::array(out, 2);
             write::integer(out, a0 as i64);
             write::integer(out, a1 as i64);
             write::array(out, 2);
             write::integer(out, b0 as i64);
             write::integer(out, b1 as i64);
-            if withmatchlen {
+            if o.withmatchlen {
                 write::integer(out, len);
             }
         }
         write::bulk(out, b"len");
-        write::integer(out, i64::from(total));
-    } else if getlen {
-        write::integer(out, i64::from(total));
+        write::integer(out, i64::from(found.len));
+    } else if o.len {
+        write::integer(out, i64::from(found.len));
     } else {
-        write::bulk(out, &result);
+        write::bulk(out, &found.text);
     }
-    Ok(())
 }

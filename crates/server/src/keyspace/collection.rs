@@ -1,4 +1,4 @@
-//! Redis's collection types on the store (issue 11): hashes, lists, sets and sorted sets.
+//! Redis's collection types on the store: hashes, lists, sets and sorted sets.
 //!
 //! Every collection is an ordered map of byte keys to byte values ([`Coll`]), its keys laid
 //! out per type so that the map's order and positions answer the type's commands:
@@ -480,6 +480,18 @@ pub fn scan_hashed(
     Ok((got, cursor))
 }
 
+/// A cheap random number (xorshift on the clock and a counter) for random picks: entries
+/// here, a field, member or key (`RANDOMKEY`'s start) for the commands.
+pub fn random_u64() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ tamer_device::now_ns();
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
 /// Random entries of a collection's first `size` map entries, as Redis's `*RANDFIELD`/
 /// `*RANDMEMBER` with a count choose them: `count ≥ size`, all of them; `0 ≤ count < size`,
 /// `count` distinct; `count < 0`, `-count` with repeats.
@@ -490,12 +502,13 @@ pub fn random_entries(
     size: u64,
     count: i64,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let random = crate::commands::scan::random_u64;
     if size == 0 || count == 0 {
         return Ok(Vec::new());
     }
     let picks: Vec<u64> = if count < 0 {
-        (0..count.unsigned_abs()).map(|_| random() % size).collect()
+        (0..count.unsigned_abs())
+            .map(|_| random_u64() % size)
+            .collect()
     } else if count as u64 >= size {
         return coll.scan(
             tx,
@@ -508,7 +521,7 @@ pub fn random_entries(
         // Floyd's sampling: `count` distinct positions.
         let mut chosen = std::collections::BTreeSet::new();
         for j in size - count as u64..size {
-            let t = random() % (j + 1);
+            let t = random_u64() % (j + 1);
             if !chosen.insert(t) {
                 chosen.insert(j);
             }
