@@ -17,7 +17,7 @@ use super::reply::{
     bulk_or_null, finish, refuse, OpError, OpResult, NOT_INTEGER, NO_SUCH_KEY, SYNTAX,
 };
 use super::Context;
-use crate::keyspace::collection::{load_uncounted, Coll, Found};
+use crate::keyspace::collection::Coll;
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
@@ -712,7 +712,9 @@ fn positions(
 }
 
 /// Moves one element from `src`'s `from` end to `dst`'s `to` end, as `LMOVE` does: the
-/// element (`None`: `src` is absent or empty). Both types are checked before anything moves.
+/// element (`None`: `src` is absent or empty). Both types, and the destination's room, are
+/// checked before anything moves, so a refusal leaves both lists as they were; a list moved
+/// onto itself is never emptied on the way (its TTL stays, as in Redis).
 fn move_one(
     ctx: &Context,
     tx: &mut Tx<'_>,
@@ -724,19 +726,27 @@ fn move_one(
     let Some(mut source) = existing_list(ctx, tx, src, Lookup::Write)? else {
         return Ok(None);
     };
-    if matches!(load_uncounted(ctx, tx, dst, Kind::List)?, Found::WrongType) {
-        return Err(OpError::WrongType);
+    if src == dst {
+        if !source.room(tx, to, 1)? {
+            return Err(OpError::Error(FULL));
+        }
+        let Some(element) = source.pop(tx, from, 1)?.pop() else {
+            return Ok(None);
+        };
+        source.push(tx, to, &element)?;
+        save(ctx, tx, src, source)?;
+        return Ok(Some(element));
     }
-    let Some(element) = source.pop(tx, from, 1)?.pop() else {
-        return Ok(None);
-    };
-    save(ctx, tx, src, source)?;
     let mut target = List {
         coll: or_new(ctx, tx, dst, Kind::List)?,
     };
     if !target.room(tx, to, 1)? {
         return Err(OpError::Error(FULL));
     }
+    let Some(element) = source.pop(tx, from, 1)?.pop() else {
+        return Ok(None);
+    };
+    save(ctx, tx, src, source)?;
     target.push(tx, to, &element)?;
     save(ctx, tx, dst, target)?;
     Ok(Some(element))

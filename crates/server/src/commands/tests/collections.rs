@@ -886,3 +886,29 @@ fn scans_return_every_stable_member_while_others_change() {
     }
     db.close().unwrap();
 }
+
+/// `LMOVE` of a list onto itself rotates it without emptying it on the way, so its TTL stays
+/// (as in Redis, which pushes before it deletes an emptied source), packed or in a tree.
+/// Catches a rotation that deletes the one-element list and creates it again, its TTL lost.
+#[test]
+fn lmove_onto_itself_keeps_the_list_and_its_ttl() {
+    let db = store();
+    let ns = 78_000;
+    let now = wall_ms();
+    let reply = |words: &[&str]| -> String {
+        let args: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        String::from_utf8(run(&db, ns, now, &args)).unwrap()
+    };
+    for (key, n) in [("one", 1usize), ("packed", 3), ("tree", 300)] {
+        let mut push = vec!["rpush", key];
+        let elements: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+        push.extend(elements.iter().map(String::as_str));
+        reply(&push);
+        assert_eq!(reply(&["pexpire", key, "100000"]), ":1\r\n");
+        assert_eq!(reply(&["lmove", key, key, "left", "right"]), "$2\r\ne0\r\n");
+        assert_eq!(reply(&["llen", key]), format!(":{n}\r\n"), "{key}");
+        assert_ne!(reply(&["pttl", key]), ":-1\r\n", "{key}: its TTL stays");
+        let last = format!("${}\r\ne0\r\n", 2);
+        assert_eq!(reply(&["lindex", key, "-1"]), last, "{key}");
+    }
+}
