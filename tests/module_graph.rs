@@ -511,3 +511,48 @@ fn no_module_reaches_itself() {
         failures.join("\n")
     );
 }
+
+/// The server's folders, top layer first: each uses only the ones after it.
+const SERVER_LAYERS: &[&str] = &[
+    "net", "session", "commands", "stats", "keyspace", "resp", "config", "glob",
+];
+
+/// The server's folders are layers (`crates/server/src/lib.rs`): no module of a folder names
+/// a module of a folder above it, tests included. Mutation caught: a keyspace module calling
+/// into `commands`, or `stats` holding a type of `net`.
+#[test]
+fn server_folders_are_layers() {
+    let root = std::env::var_os("TAMER_MODULE_GRAPH_ROOT")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let graph = crate_graph(&root.join("crates/server/src/lib.rs"));
+    let layer = |m: &ModPath| {
+        m.first()
+            .and_then(|top| SERVER_LAYERS.iter().position(|l| l == top))
+    };
+    let mut upward = Vec::new();
+    for (from, targets) in &graph.edges {
+        for to in targets {
+            if let (Some(a), Some(b)) = (layer(from), layer(to)) {
+                if b < a {
+                    upward.push(format!("{} -> {}", show(from), show(to)));
+                }
+            }
+        }
+    }
+    let folders: BTreeSet<&str> = graph
+        .files
+        .keys()
+        .filter_map(|m| m.first().map(String::as_str))
+        .collect();
+    for folder in folders {
+        assert!(
+            SERVER_LAYERS.contains(&folder),
+            "the server's module '{folder}' is in no layer: add it to SERVER_LAYERS"
+        );
+    }
+    assert!(
+        upward.is_empty(),
+        "uses of a layer above:\n{}",
+        upward.join("\n")
+    );
+}

@@ -455,6 +455,3 @@ fn run(
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,8 +9,10 @@
 //! mean time one request spends in its job. A batch that arrives when `queued` requests are
 //! ahead waits about `queued / rate`, then runs; it is admitted when that fits the objective.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+use crate::stats::AdmissionStats;
 
 /// Requests admitted and not finished, at most, whatever the objective (a bound on the
 /// memory queued requests hold besides each connection's own bounds).
@@ -72,19 +74,6 @@ pub fn decide(s: Snapshot) -> Decision {
     } else {
         Decision::RefuseSlo
     }
-}
-
-/// Counters `INFO` reports (besides `ServerStats::admitted` and `busy`).
-#[derive(Debug, Default)]
-pub struct AdmissionStats {
-    /// Requests refused with `-BUSY` by the objective.
-    pub refused_slo: AtomicU64,
-    /// Requests refused with `-BUSY` by a full queue (the hard bound or the runtime's).
-    pub refused_full: AtomicU64,
-    /// The drain rate measured, requests per second (0: not yet).
-    pub rate_per_s: AtomicU64,
-    /// Mean service of one request, ns (0: not yet).
-    pub service_ns: AtomicU64,
 }
 
 /// The measurements behind [`Snapshot`], kept under the network's lock.
@@ -183,7 +172,7 @@ impl Meter {
     }
 
     /// Publishes the measurements to `stats`.
-    pub fn publish(&self, stats: &AdmissionStats) {
+    pub(crate) fn publish(&self, stats: &AdmissionStats) {
         let rate = self.rate_per_s.unwrap_or(0.0) as u64;
         stats.rate_per_s.store(rate, Ordering::Relaxed);
         stats

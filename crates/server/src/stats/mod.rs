@@ -35,7 +35,7 @@ pub struct ServerStats {
     pub(crate) admitted: AtomicU64,
     pub(crate) busy: AtomicU64,
     /// Admission's measurements and its refusals by cause.
-    pub(crate) admission: crate::net::admission::AdmissionStats,
+    pub(crate) admission: AdmissionStats,
     /// `SHUTDOWN` asked: the process closes the store and exits.
     pub shutdown: AtomicBool,
     /// The store, for its statistics (weak: the process closes it at exit).
@@ -54,6 +54,19 @@ pub struct ServerStats {
     /// The store is loading while the server serves: the gate lets only the `loading`
     /// commands run. tamer recovers its store before it listens, so nothing sets it yet.
     pub(crate) loading: AtomicBool,
+}
+
+/// Counters `INFO` reports (besides `ServerStats::admitted` and `busy`).
+#[derive(Debug, Default)]
+pub(crate) struct AdmissionStats {
+    /// Requests refused with `-BUSY` by the objective.
+    pub(crate) refused_slo: AtomicU64,
+    /// Requests refused with `-BUSY` by a full queue (the hard bound or the runtime's).
+    pub(crate) refused_full: AtomicU64,
+    /// The drain rate measured, requests per second (0: not yet).
+    pub(crate) rate_per_s: AtomicU64,
+    /// Mean service of one request, ns (0: not yet).
+    pub(crate) service_ns: AtomicU64,
 }
 
 impl ServerStats {

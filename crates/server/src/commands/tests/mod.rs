@@ -17,6 +17,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tamer_store::{Db, DbOptions, DeviceKind};
 
 mod collections;
+mod expiry;
 
 use super::*;
 use crate::commands::gate::{self, Snapshot, Verdict};

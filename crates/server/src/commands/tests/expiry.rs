@@ -3,14 +3,17 @@
 //! Each test names the mutation it catches. Random choices are seeded (`TAMER_TEST_SEED`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use tamer_store::{Db, DbOptions, DeviceKind};
+use tamer_store::{Db, DbError, DbOptions, DeviceKind};
 
-use super::*;
-use crate::commands::tests::{execute, test_stats};
+use super::{execute, test_stats};
 use crate::commands::Context;
-use crate::keyspace::expiry_index::{slot_of, SHARDS};
+use crate::keyspace::expiry::*;
+use crate::keyspace::expiry_index::{self, slot_of, SHARDS, SLOT_MS};
+use crate::keyspace::wall_ms;
 use crate::keyspace::{self, store_key};
 
 fn store() -> Db {
