@@ -128,7 +128,11 @@ def main():
     ap.add_argument("--requests", type=int, default=400000, help="per CPU-per-request test")
     ap.add_argument("--out", default="target/compare")
     ap.add_argument("--skip-benches", action="store_true", help="CPU per request only")
+    ap.add_argument("--report", help="only report the rounds of this rounds.json")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            return report(json.load(f))
     os.makedirs(args.out, exist_ok=True)
     runs = {"a": [], "b": []}
     for r in range(args.rounds):
@@ -143,7 +147,13 @@ def main():
             print(f"round {r + 1} {which} done", flush=True)
     with open(os.path.join(args.out, "rounds.json"), "w") as f:
         json.dump(runs, f, indent=1)
-    keys = sorted(set(runs["a"][0]) & set(runs["b"][0]))
+    report(runs)
+
+
+def report(runs):
+    """Each figure present in every round: both medians and B vs A."""
+    numeric = lambda r: {k for k, v in r.items() if isinstance(v, (int, float))}
+    keys = sorted(set.intersection(*(numeric(r) for r in runs["a"] + runs["b"])))
     print(f"{'figure':48} {'A median':>12} {'B median':>12} {'B vs A':>8}")
     for k in keys:
         a = statistics.median(r[k] for r in runs["a"])

@@ -6,8 +6,8 @@
 //! The output (`$OUT_DIR/command_table.rs`, included by `src/commands/table.rs`) holds, for
 //! every command and subcommand: its name, arity, Redis's flags, ACL categories and key specs
 //! as Rust values; its handler; its `COMMAND INFO` entry and `COMMAND DOCS` value rendered as
-//! RESP2 and RESP3 bytes (so that `COMMAND` replies copy them); and a `match` that finds a
-//! command by its lowercase name. It also defines the flag constants, from the name lists
+//! RESP2 and RESP3 bytes (so that `COMMAND` replies copy them), sorted by name; and a perfect
+//! hash of the names (a lookup is one hash and one compare). It also defines the flag constants, from the name lists
 //! below, so that the generator is the one place that knows them. A command in one input and
 //! not the other, an unknown flag or category, or a malformed handler fails the build.
 
@@ -600,18 +600,37 @@ impl Generation {
     }
 }
 
-/// The `match` that finds a command's index by its lowercase name.
-fn index_function(out: &mut String, names: &[&String]) {
-    let _ = writeln!(
-        out,
-        "/// The index in [`COMMANDS`] of the command named `lower` (lowercase).\n\
-         #[allow(clippy::too_many_lines, reason = \"generated: one arm per command\")]\n\
-         fn index_of(lower: &[u8]) -> Option<usize> {{\n    match lower {{"
-    );
-    for (i, name) in names.iter().enumerate() {
-        let _ = writeln!(out, "        b{name:?} => Some({i}),");
+/// FNV-1a of `name` with its ASCII letters lowercased, from `seed`: the table's lookup hash
+/// (the same function is in `src/commands/table.rs`).
+fn name_hash(seed: u64, name: &[u8]) -> u64 {
+    name.iter().fold(seed, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A seed and a power-of-two slot count under which every name hashes to its own slot, and
+/// the slots (each a command's index, or `u8::MAX`): a lookup is one hash and one compare.
+fn perfect_hash(names: &[&String]) -> (u64, Vec<u8>) {
+    assert!(names.len() < usize::from(u8::MAX), "a slot is a u8");
+    let mut slots_len = names.len().next_power_of_two() * 2;
+    // Bounded: a table 64 × the names always has a collision-free seed among the first few.
+    for _ in 0..6 {
+        for seed in 0..10_000u64 {
+            let seed = 0xcbf2_9ce4_8422_2325 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let mut slots = vec![u8::MAX; slots_len];
+            let fits = names.iter().enumerate().all(|(i, n)| {
+                let at = (name_hash(seed, n.as_bytes()) as usize) & (slots_len - 1);
+                let free = slots[at] == u8::MAX;
+                slots[at] = i as u8;
+                free
+            });
+            if fits {
+                return (seed, slots);
+            }
+        }
+        slots_len *= 2;
     }
-    let _ = writeln!(out, "        _ => None,\n    }}\n}}\n");
+    panic!("no perfect hash for {} names", names.len());
 }
 
 /// The generated sources (see the module docs): the flag constants and `SessionOp` (for
@@ -644,7 +663,16 @@ pub fn generate(meta_json: &str, table_toml: &str) -> (String, String) {
         tops.len(),
         tops.join(",\n    ")
     );
-    index_function(&mut out, &meta.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    let (seed, slots) = perfect_hash(&meta.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    let slots: Vec<String> = slots.iter().map(u8::to_string).collect();
+    let _ = writeln!(
+        out,
+        "/// The seed of [`NAME_SLOTS`]' hash.\nconst NAME_SEED: u64 = {seed:#x};\n\
+         /// Each name's slot holds its index in [`COMMANDS`] (`u8::MAX`: none).\n\
+         static NAME_SLOTS: [u8; {}] = [{}];\n",
+        slots.len(),
+        slots.join(", ")
+    );
     let mut spec = String::from(header);
     constants(&mut spec, "Flags", COMMAND_FLAGS, "Redis's command flag");
     constants(

@@ -217,6 +217,16 @@ impl Command {
         }
     }
 
+    /// Whether a request of this command names one key at most (one key spec, of one
+    /// argument).
+    pub fn names_one_key_at_most(&self) -> bool {
+        match self.key_specs {
+            [] => true,
+            [spec] => matches!(spec.find, FindKeys::Range { last_key: 0, .. }),
+            _ => false,
+        }
+    }
+
     /// Whether the command names keys (Redis's `doesCommandHaveKeys`).
     pub fn has_keys(&self) -> bool {
         self.key_specs

@@ -12,16 +12,23 @@ use super::spec::{
 
 include!(concat!(env!("OUT_DIR"), "/command_table.rs"));
 
-/// Longest name [`lookup`] looks up: longer ones are no command's.
-const NAME_BYTES_MAX: usize = 32;
+/// FNV-1a of `name` with its ASCII letters lowercased, from `seed` (as `build.rs` hashed the
+/// names into [`NAME_SLOTS`]).
+fn name_hash(seed: u64, name: &[u8]) -> u64 {
+    name.iter().fold(seed, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
+    })
+}
 
-/// The command named `name` (any case).
+/// The command named `name` (any case): one hash, one compare.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    let mut lower = [0u8; NAME_BYTES_MAX];
-    let lower = lower.get_mut(..name.len())?;
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    index_of(lower).map(|i| &COMMANDS[i])
+    let at = (name_hash(NAME_SEED, name) as usize) & (NAME_SLOTS.len() - 1);
+    let command = COMMANDS.get(usize::from(NAME_SLOTS[at]))?;
+    command
+        .name
+        .as_bytes()
+        .eq_ignore_ascii_case(name)
+        .then_some(command)
 }
 
 /// The command or subcommand a request names (a container sent alone is itself).
@@ -43,4 +50,37 @@ pub fn all_with_subcommands() -> impl Iterator<Item = &'static Command> {
     COMMANDS
         .iter()
         .flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catches a perfect hash that loses a name (a slot overwritten), a lookup that cares for
+    /// case, or one that answers a name it does not hold (a slot's command not compared).
+    #[test]
+    fn lookup_finds_each_command_in_any_case_and_nothing_else() {
+        for command in all() {
+            let name = command.name;
+            assert_eq!(lookup(name.as_bytes()), Some(command), "{name}");
+            let upper = name.to_ascii_uppercase();
+            assert_eq!(lookup(upper.as_bytes()), Some(command), "{upper}");
+        }
+        let mut x: u64 = 0x1234_5678;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 12) as usize;
+            let word: Vec<u8> = (0..len)
+                .map(|i| b'a' + ((x >> (i * 5)) % 26) as u8)
+                .collect();
+            if let Some(c) = lookup(&word) {
+                assert!(c.name.as_bytes().eq_ignore_ascii_case(&word), "{word:?}");
+            }
+        }
+        for absent in ["", "nosuch", "getx", "ge", "config|get", "subscribe"] {
+            assert_eq!(lookup(absent.as_bytes()), None, "{absent}");
+        }
+    }
 }

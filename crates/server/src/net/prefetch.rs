@@ -7,6 +7,7 @@
 
 use tamer_store::DbHandle;
 
+use crate::commands::spec::{AclCategories, Command};
 use crate::keyspace::store_key;
 
 /// Keys one batch prefetches at most.
@@ -16,6 +17,13 @@ pub const BATCH_KEYS_MAX: usize = 256;
 /// database when the batch starts: a `SELECT` within it makes later keys' prefetch miss its
 /// mark, which costs nothing but the wasted reads).
 pub fn batch(handle: &DbHandle, namespace: u32, batch: &[Vec<Vec<u8>>]) {
+    if let [only] = batch {
+        // One request of one key at most: nothing to overlap (and nothing to allocate).
+        let command = crate::commands::table::lookup_request(only);
+        if command.is_none_or(|c| !prefetched(c) || c.names_one_key_at_most()) {
+            return;
+        }
+    }
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for args in batch {
         for key in keys_of(args) {
@@ -33,11 +41,19 @@ pub fn batch(handle: &DbHandle, namespace: u32, batch: &[Vec<Vec<u8>>]) {
     let _ = handle.prefetch(&refs);
 }
 
+/// Whether prefetch reads `command`'s keys: the string and keyspace commands, whose key's
+/// record is what they read. A collection's record is only its descriptor: the tree pages its
+/// command reads next are not known before it runs.
+fn prefetched(command: &Command) -> bool {
+    let string_or_keyspace = AclCategories(AclCategories::STRING.0 | AclCategories::KEYSPACE.0);
+    command.acl.0 & string_or_keyspace.0 != 0
+}
+
 /// The keys request `args` names, as its command's key specs find them (none for a request
-/// the table does not know or whose arity is wrong).
+/// the table does not know, whose arity is wrong, or whose keys prefetch leaves alone).
 pub fn keys_of(args: &[Vec<u8>]) -> impl Iterator<Item = &[u8]> {
     let keys = crate::commands::table::lookup_request(args)
-        .filter(|c| c.arity_fits(args.len()))
+        .filter(|c| prefetched(c) && c.arity_fits(args.len()))
         .and_then(|c| c.keys(args, true).ok())
         .unwrap_or_default();
     keys.into_iter().map(|(i, _)| args[i].as_slice())
@@ -60,7 +76,7 @@ mod tests {
 
     /// Mutations caught: the value of SET taken for a key, MSET's values taken for keys,
     /// MGET's keys after the first dropped, a key found in a command that names none, a
-    /// short request read past its end, a keynum spec's count taken for a key.
+    /// short request read past its end, a collection's command prefetched.
     #[test]
     fn keys_are_found_where_redis_puts_them() {
         assert_eq!(keys(&["SET", "k", "v", "EX", "10"]), ["k"]);
@@ -72,9 +88,10 @@ mod tests {
         assert!(keys(&["get"]).is_empty());
         // A wrong arity names nothing: the gate refuses the request.
         assert!(keys(&["rename", "a"]).is_empty());
-        assert_eq!(keys(&["hset", "h", "f", "v"]), ["h"]);
-        assert_eq!(keys(&["zunionstore", "d", "2", "a", "b"]), ["d", "a", "b"]);
-        assert_eq!(keys(&["memory", "usage", "k"]), ["k"]);
+        // A collection's command is left to run (its tree pages are not known yet).
+        assert!(keys(&["hset", "h", "f", "v"]).is_empty());
+        assert!(keys(&["zunionstore", "d", "2", "a", "b"]).is_empty());
+        assert_eq!(keys(&["del", "a", "b"]), ["a", "b"]);
         assert!(keys(&[]).is_empty());
     }
 }

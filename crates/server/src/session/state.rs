@@ -160,8 +160,9 @@ impl Session {
         };
         let queued = matches!(verdict, Verdict::Queue(_)) && !rejected;
         let secret = command_of(verdict).is_some_and(|c| c.tamer.contains(TamerFlags::SECRET_ARGS));
+        drop(refs);
         // The slow log leaves out what may carry a password.
-        let logged = (!secret).then(|| args.clone());
+        let logged = (!secret).then_some(args);
         self.update_entry();
         if !queued {
             self.record(&label, logged, started, &out[before..], rejected);
