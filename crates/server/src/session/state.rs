@@ -363,4 +363,51 @@ mod tests {
         assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "2"]), "+OK\r\n");
         assert_eq!(reply(&mut s, &db, &map, &["GET", "a"]), "$1\r\n2\r\n");
     }
+
+    /// A full device, end to end through the session: the write the store refuses replies
+    /// `-OOM`, the gate then refuses the commands that take space before they run, reads and
+    /// deletes go on, and a write that succeeds lifts the refusal. Mutations caught: `NoSpace`
+    /// replied as a plain `ERR`, the flag never set (the gate lets `SET` run into the store
+    /// again) or never cleared (the server refuses writes for ever).
+    #[test]
+    fn a_full_device_replies_oom_and_keeps_reads_and_deletes() {
+        let device = DeviceKind::Emulated {
+            latency_ns: 1_000,
+            capacity_bytes: 8 << 20,
+        };
+        let db = Db::open("unused", DbOptions::new(4 << 20).device(device).cores(1)).unwrap();
+        let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
+        let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
+        let mut s = Session::new(Arc::default(), 1, stats.clone());
+        let value = "v".repeat(64 << 10);
+        let mut stored = 0;
+        // Bounded: 8 MiB hold fewer than 128 values of 64 KiB.
+        let refused = loop {
+            let key = format!("k{stored}");
+            let r = reply(&mut s, &db, &map, &["SET", &key, &value]);
+            if r != "+OK\r\n" {
+                break r;
+            }
+            stored += 1;
+            assert!(stored < 1_000, "8 MiB took {stored} values of 64 KiB");
+        };
+        assert!(refused.starts_with("-OOM "), "{refused}");
+        assert!(stats.out_of_space.load(Ordering::Relaxed));
+        assert!(stored > 0, "nothing fitted");
+        let again = reply(&mut s, &db, &map, &["SET", "small", "1"]);
+        assert!(again.starts_with("-OOM "), "the gate refuses it: {again}");
+        let read = reply(&mut s, &db, &map, &["GET", "k0"]);
+        assert_eq!(read, format!("${}\r\n{value}\r\n", value.len()));
+        let keys: Vec<String> = (0..stored).map(|i| format!("k{i}")).collect();
+        let mut del = vec!["DEL"];
+        del.extend(keys.iter().map(String::as_str));
+        assert_eq!(reply(&mut s, &db, &map, &del), format!(":{stored}\r\n"));
+        assert!(
+            !stats.out_of_space.load(Ordering::Relaxed),
+            "a write succeeded"
+        );
+        let after = reply(&mut s, &db, &map, &["SET", "small", "1"]);
+        assert!(after == "+OK\r\n" || after.starts_with("-OOM "), "{after}");
+        db.close().unwrap();
+    }
 }
