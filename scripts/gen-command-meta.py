@@ -18,13 +18,14 @@ import json
 import socket
 
 NAMES = """append auth blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin client command
-config copy dbsize decr decrby del discard echo exec exists expire expireat expiretime
+config copy dbsize decr decrby del discard echo eval eval_ro evalsha evalsha_ro exec exists expire
+expireat expiretime
 flushall flushdb get getdel getex getrange getset hdel hello hexists hget hgetall hincrby
 hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset hsetnx hstrlen hvals incr incrby
 incrbyfloat info keys lastsave latency lcs lindex linsert llen lmove lmpop lpop lpos lpush
 lpushx lrange lrem lset ltrim memory mget move mset msetnx multi persist pexpire pexpireat
 pexpiretime ping psetex pttl quit randomkey rename renamenx reset rpop rpoplpush rpush
-rpushx sadd scan scard sdiff sdiffstore select set setex setnx setrange shutdown sinter
+rpushx sadd scan scard script sdiff sdiffstore select set setex setnx setrange shutdown sinter
 sintercard sinterstore sismember slowlog smembers smismember smove spop srandmember srem
 sscan strlen sunion sunionstore swapdb time touch ttl type unlink unwatch watch zadd zcard
 zcount zdiff zdiffstore zincrby zinter zintercard zinterstore zlexcount zmpop zmscore
@@ -38,6 +39,7 @@ SUBCOMMANDS = {
     "config": ["get", "resetstat", "set"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],
+    "script": ["exists", "flush", "kill", "load"],
     "slowlog": ["get", "len", "reset"],
 }
 

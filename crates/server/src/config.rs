@@ -64,6 +64,13 @@ pub const MAX_SLOWLOG_LEN: i64 = 10_000;
 pub const SETTINGS: &[Setting] = &[
     setting("appendonly", "no", Kind::Bool, false),
     setting("bind", "127.0.0.1", Kind::Text, false),
+    // Past this many ms a script is busy: other clients get -BUSY (0: never).
+    setting(
+        "busy-reply-threshold",
+        "5000",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
     setting("cache-size", "256mb", Kind::Memory, false),
     setting("client-query-buffer-limit", "64mb", Kind::Memory, false),
     // 0: the CPUs the process may use less one, at least one.
@@ -249,6 +256,10 @@ impl Config {
         self.get(name).parse().unwrap_or(0)
     }
 
+    /// `busy-reply-threshold` (ms; 0: scripts are never busy).
+    pub fn busy_reply_threshold_ms(&self) -> u64 {
+        self.get_u64("busy-reply-threshold")
+    }
     /// `maxclients`.
     pub fn max_clients(&self) -> usize {
         self.max_clients.load(Ordering::Relaxed)

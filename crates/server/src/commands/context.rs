@@ -4,6 +4,9 @@
 
 use std::cell::Cell;
 use std::ops::Deref;
+use std::sync::Arc;
+
+use super::scripting::Scripts;
 
 use crate::keyspace::scope::Scope;
 use crate::keyspace::DATABASES;
@@ -28,6 +31,8 @@ pub struct Context<'a> {
     pub max_value_bytes: usize,
     /// The server's settings and counters (`INFO`, `CONFIG`, `SLOWLOG` ...).
     pub stats: &'a ServerStats,
+    /// The server's scripts (`EVAL`, `SCRIPT`).
+    pub scripts: &'a Arc<Scripts>,
 }
 
 impl<'a> Deref for Context<'a> {
@@ -37,6 +42,10 @@ impl<'a> Deref for Context<'a> {
         &self.scope
     }
 }
+
+/// The scripts of contexts outside any server (tests).
+#[cfg(test)]
+static BARE_SCRIPTS: std::sync::LazyLock<Arc<Scripts>> = std::sync::LazyLock::new(Arc::default);
 
 #[cfg(test)]
 impl<'a> Context<'a> {
@@ -61,6 +70,7 @@ impl<'a> Context<'a> {
             protocol: Protocol::Resp2,
             max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
             stats,
+            scripts: &BARE_SCRIPTS,
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Snapshot {
     /// The store's device refused a write for want of space, and no write has succeeded
     /// since.
     pub out_of_space: bool,
+    /// A script has run past `busy-reply-threshold` and not ended.
+    pub script_busy: bool,
 }
 
 /// What happens to a request.
@@ -70,11 +72,11 @@ pub enum Refusal {
     OutOfSpace(&'static Command),
     /// The store is loading and the command needs it.
     Loading(&'static Command),
+    /// A script is busy and the command is not one that may run meanwhile.
+    Busy(&'static Command),
 }
 
-/// Redis's error for a command refused while the device is full (`OOM`, as over
-/// `maxmemory`: clients treat the prefix alike).
-pub const OUT_OF_SPACE: &str = "OOM command not allowed when the store's device is full";
+pub use super::reply::OUT_OF_SPACE;
 
 /// The gate (see the module docs): `args[0]` is the command's name.
 pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
@@ -104,6 +106,9 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     }
     if s.loading && !command.flags.contains(Flags::LOADING) {
         return Verdict::Refuse(Refusal::Loading(command));
+    }
+    if s.script_busy && !command.flags.contains(Flags::ALLOW_BUSY) {
+        return Verdict::Refuse(Refusal::Busy(command));
     }
     if s.in_multi && !command.tamer.contains(TamerFlags::RUNS_IN_MULTI) {
         return Verdict::Queue(command);
@@ -135,7 +140,8 @@ impl Refusal {
             | Refusal::NoAuth(c)
             | Refusal::NoMulti(c)
             | Refusal::OutOfSpace(c)
-            | Refusal::Loading(c) => Some(c),
+            | Refusal::Loading(c)
+            | Refusal::Busy(c) => Some(c),
         }
     }
 
@@ -179,6 +185,9 @@ impl Refusal {
             Refusal::NoMulti(_) => "ERR Command not allowed inside a transaction".to_string(),
             Refusal::OutOfSpace(_) => OUT_OF_SPACE.to_string(),
             Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
+            Refusal::Busy(_) => "BUSY Redis is busy running a script. You can only call SCRIPT \
+                                 KILL or SHUTDOWN NOSAVE."
+                .to_string(),
         }
     }
 }
@@ -232,6 +241,7 @@ mod tests {
         blocked: false,
         loading: false,
         out_of_space: false,
+        script_busy: false,
     };
 
     /// Rule 1. Catches a blocked client's next request run (or refused) before its blocked
@@ -455,6 +465,39 @@ mod tests {
         assert!(reply("get a", loading).starts_with("-LOADING "));
     }
 
+    /// Rule: a busy script. Catches `-BUSY` for the commands Redis lets through (`SCRIPT
+    /// KILL`, `SHUTDOWN`, `AUTH`, `MULTI` ...), or none given while a script is busy, or
+    /// a `-BUSY` while none is.
+    #[test]
+    fn a_busy_script_refuses_what_may_not_run_meanwhile() {
+        let busy = Snapshot {
+            script_busy: true,
+            ..OK
+        };
+        for line in ["get a", "set a b", "eval x 0", "ping", "script load x"] {
+            assert!(
+                matches!(decide_line(line, busy), Verdict::Refuse(Refusal::Busy(_))),
+                "{line}"
+            );
+            assert!(matches!(decide_line(line, OK), Verdict::Run(_)), "{line}");
+        }
+        assert_eq!(
+            reply("get a", busy),
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN \
+             NOSAVE.\r\n"
+        );
+        for line in [
+            "script kill",
+            "shutdown nosave",
+            "auth x",
+            "multi",
+            "discard",
+            "reset",
+        ] {
+            assert!(matches!(decide_line(line, busy), Verdict::Run(_)), "{line}");
+        }
+    }
+
     /// The rules' order. Catches a later rule decided first: an unauthenticated client's
     /// unknown command is unknown (not `NOAUTH`), a bad arity inside `MULTI` is refused (not
     /// queued), and a blocked client waits whatever it sent.
@@ -466,6 +509,7 @@ mod tests {
             blocked: false,
             loading: true,
             out_of_space: true,
+            script_busy: true,
         };
         assert_eq!(
             decide_line("nosuch", everything),
@@ -503,7 +547,15 @@ mod tests {
             loading: false,
             ..room
         };
-        assert!(matches!(decide_line("ping", loaded), Verdict::Queue(_)));
+        assert!(matches!(
+            decide_line("ping", loaded),
+            Verdict::Refuse(Refusal::Busy(_))
+        ));
+        let idle = Snapshot {
+            script_busy: false,
+            ..loaded
+        };
+        assert!(matches!(decide_line("ping", idle), Verdict::Queue(_)));
         let blocked = Snapshot {
             blocked: true,
             ..everything

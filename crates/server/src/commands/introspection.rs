@@ -9,7 +9,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::spec::{AclCategories, Command, Flags, KeyFlags};
+use super::spec::{AclCategories, Command, Flags, KeyFlags, Table};
 use super::Context;
 use crate::resp::{write, Protocol};
 
@@ -22,14 +22,14 @@ fn index(protocol: Protocol) -> usize {
 
 /// `COMMAND`: every command's `COMMAND INFO` entry.
 pub fn all(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     _: &mut Tx<'_>,
     _: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    write::array(out, table.len());
-    for c in table {
+    write::array(out, table.commands.len());
+    for c in table.commands {
         out.extend_from_slice(c.info[index(ctx.protocol)]);
     }
     Ok(())
@@ -37,23 +37,21 @@ pub fn all(
 
 /// `COMMAND COUNT`: the commands (not their subcommands).
 pub fn count(
-    table: &'static [Command],
+    table: &'static Table,
     _: &Context,
     _: &mut Tx<'_>,
     _: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    write::integer(out, table.len() as i64);
+    write::integer(out, table.commands.len() as i64);
     Ok(())
 }
 
 /// The command or subcommand a `COMMAND INFO`/`DOCS` argument names (`container|sub`).
-fn find(table: &'static [Command], name: &[u8]) -> Option<&'static Command> {
+fn find(table: &'static Table, name: &[u8]) -> Option<&'static Command> {
     let mut parts = name.splitn(2, |&b| b == b'|');
     let top = parts.next()?;
-    let command = table
-        .iter()
-        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(top))?;
+    let command = table.lookup(top)?;
     match parts.next() {
         None => Some(command),
         Some(sub) => command.subcommand(sub),
@@ -62,7 +60,7 @@ fn find(table: &'static [Command], name: &[u8]) -> Option<&'static Command> {
 
 /// `COMMAND INFO [name ...]`: each name's entry or a null; none: every command's.
 pub fn info(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
@@ -83,14 +81,14 @@ pub fn info(
 
 /// `COMMAND DOCS [name ...]`: a map of each known name's docs; none: every command's.
 pub fn docs(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     _: &mut Tx<'_>,
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
     let found: Vec<&Command> = if args.len() == 2 {
-        table.iter().collect()
+        table.commands.iter().collect()
     } else {
         args[2..].iter().filter_map(|n| find(table, n)).collect()
     };
@@ -114,7 +112,7 @@ enum Filter<'a> {
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`: the names of
 /// the commands and subcommands that pass.
 pub fn list(
-    table: &'static [Command],
+    table: &'static Table,
     _: &Context,
     _: &mut Tx<'_>,
     args: &[&[u8]],
@@ -139,6 +137,7 @@ pub fn list(
         }
     };
     let names: Vec<&str> = table
+        .commands
         .iter()
         .flat_map(|c| std::iter::once(c).chain(c.subcommands))
         .filter(|c| match &filter {
@@ -166,7 +165,7 @@ fn category(name: &[u8]) -> Option<AclCategories> {
 
 /// `COMMAND GETKEYS command [arg ...]`: the keys the command would use.
 pub fn getkeys(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
@@ -177,7 +176,7 @@ pub fn getkeys(
 
 /// `COMMAND GETKEYSANDFLAGS command [arg ...]`: the keys with how the command uses each.
 pub fn getkeysandflags(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     tx: &mut Tx<'_>,
     args: &[&[u8]],
@@ -188,7 +187,7 @@ pub fn getkeysandflags(
 
 /// Redis's `getKeysSubcommandImpl`.
 fn getkeys_generic(
-    table: &'static [Command],
+    table: &'static Table,
     ctx: &Context,
     _: &mut Tx<'_>,
     args: &[&[u8]],
@@ -196,13 +195,7 @@ fn getkeys_generic(
     with_flags: bool,
 ) -> Result {
     let target = &args[2..];
-    let command = table
-        .iter()
-        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(target[0]))
-        .and_then(|c| match target.get(1) {
-            Some(sub) if !c.subcommands.is_empty() => c.subcommand(sub),
-            _ => Some(c),
-        });
+    let command = table.lookup_request(target);
     let Some(command) = command else {
         write::error(out, "ERR Invalid command specified");
         return Ok(());

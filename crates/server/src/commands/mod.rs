@@ -27,6 +27,7 @@ pub mod lists;
 pub mod numbers;
 pub mod reply;
 pub mod scan;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod spec;

@@ -6,6 +6,10 @@ use tamer_store::DbError;
 use crate::keyspace::KeyspaceError;
 use crate::resp::{write, Protocol};
 
+/// Redis's error for a command refused while the device is full (`OOM`, as over
+/// `maxmemory`: clients treat the prefix alike).
+pub const OUT_OF_SPACE: &str = "OOM command not allowed when the store's device is full";
+
 /// A command on a key of another type.
 pub(super) const WRONGTYPE: &str =
     "WRONGTYPE Operation against a key holding the wrong kind of value";

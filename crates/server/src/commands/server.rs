@@ -60,7 +60,13 @@ pub fn info(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
     } else {
         None
     };
-    let text = crate::stats::info::text(ctx.stats, &args[1..], keyspace.as_ref());
+    let (cached_scripts, cached_script_bytes) = ctx.scripts.usage();
+    let gathered = crate::stats::info::Gathered {
+        keyspace: keyspace.as_ref(),
+        cached_scripts,
+        cached_script_bytes,
+    };
+    let text = crate::stats::info::text(ctx.stats, &args[1..], gathered);
     write::verbatim(out, b"txt", text.as_bytes(), ctx.protocol);
     Ok(())
 }

@@ -12,18 +12,58 @@ use super::context::Context;
 /// retries the whole transaction, so it writes nothing but its reply and its changes).
 pub type TxHandler = fn(&Context<'_>, &mut Tx<'_>, &[&[u8]], &mut Vec<u8>) -> Result<(), DbError>;
 
-/// A [`TxHandler`] that is also given the table (`COMMAND`'s subcommands read it).
-pub type TableHandler = fn(
-    &'static [Command],
-    &Context<'_>,
-    &mut Tx<'_>,
-    &[&[u8]],
-    &mut Vec<u8>,
-) -> Result<(), DbError>;
+/// A [`TxHandler`] that is also given the table (`COMMAND`'s subcommands and scripts read
+/// it).
+pub type TableHandler =
+    fn(&'static Table, &Context<'_>, &mut Tx<'_>, &[&[u8]], &mut Vec<u8>) -> Result<(), DbError>;
 
 /// The flags of a command's keys as its arguments make them (a key spec with
 /// `variable_flags`).
 pub type KeyFlagsOf = fn(&[&[u8]]) -> KeyFlags;
+
+/// The command table (generated into `super::table`) and its name index.
+pub struct Table {
+    /// Every command tamer serves, sorted by name (subcommands in their containers).
+    pub commands: &'static [Command],
+    /// The seed of `name_slots`' hash.
+    pub(super) name_seed: u64,
+    /// Each hash slot's index in `commands` (a perfect hash of the names: build.rs chose
+    /// the seed so that no two names share a slot; an empty slot holds an out-of-range index).
+    pub(super) name_slots: &'static [u8; NAME_SLOTS_LEN],
+}
+
+/// Slots of the name index (a power of two).
+pub(super) const NAME_SLOTS_LEN: usize = 4096;
+
+/// FNV-1a of `name` with its ASCII letters lowercased, from `seed` (as `build.rs` hashed the
+/// names into the table's slots).
+pub(super) fn name_hash(seed: u64, name: &[u8]) -> u64 {
+    name.iter().fold(seed, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl Table {
+    /// The command named `name` (any case): one hash, one compare.
+    pub fn lookup(&'static self, name: &[u8]) -> Option<&'static Command> {
+        let at = (name_hash(self.name_seed, name) as usize) & (NAME_SLOTS_LEN - 1);
+        let command = self.commands.get(usize::from(self.name_slots[at]))?;
+        command
+            .name
+            .as_bytes()
+            .eq_ignore_ascii_case(name)
+            .then_some(command)
+    }
+
+    /// The command or subcommand a request names (a container sent alone is itself).
+    pub fn lookup_request<A: AsRef<[u8]>>(&'static self, args: &[A]) -> Option<&'static Command> {
+        let command = self.lookup(args.first()?.as_ref())?;
+        match args.get(1) {
+            Some(sub) if !command.subcommands.is_empty() => command.subcommand(sub.as_ref()),
+            _ => Some(command),
+        }
+    }
+}
 
 /// What runs a command.
 #[derive(Clone, Copy)]

@@ -6,43 +6,27 @@
 //! it, the session and the network read its flags, and `COMMAND` replies from it.
 
 use super::spec::{
-    AclCategories, BeginSearch, Command, FindKeys, Flags, KeyFlags, KeySpec, Run, SessionOp,
+    AclCategories, BeginSearch, Command, FindKeys, Flags, KeyFlags, KeySpec, Run, SessionOp, Table,
     TamerFlags,
 };
 
 include!(concat!(env!("OUT_DIR"), "/command_table.rs"));
 
-/// FNV-1a of `name` with its ASCII letters lowercased, from `seed` (as `build.rs` hashed the
-/// names into [`NAME_SLOTS`]).
-fn name_hash(seed: u64, name: &[u8]) -> u64 {
-    name.iter().fold(seed, |h, b| {
-        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
-    })
-}
+/// The table, with its name index.
+pub static TABLE: Table = Table {
+    commands: &COMMANDS,
+    name_seed: NAME_SEED,
+    name_slots: &NAME_SLOTS,
+};
 
 /// The command named `name` (any case): one hash, one compare.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    let at = (name_hash(NAME_SEED, name) as usize) & (NAME_SLOTS.len() - 1);
-    let command = COMMANDS.get(usize::from(NAME_SLOTS[at]))?;
-    command
-        .name
-        .as_bytes()
-        .eq_ignore_ascii_case(name)
-        .then_some(command)
+    TABLE.lookup(name)
 }
 
 /// The command or subcommand a request names (a container sent alone is itself).
 pub fn lookup_request<A: AsRef<[u8]>>(args: &[A]) -> Option<&'static Command> {
-    let command = lookup(args.first()?.as_ref())?;
-    match args.get(1) {
-        Some(sub) if !command.subcommands.is_empty() => command.subcommand(sub.as_ref()),
-        _ => Some(command),
-    }
-}
-
-/// Every command tamer serves, sorted by name (subcommands in their containers).
-pub fn all() -> &'static [Command] {
-    &COMMANDS
+    TABLE.lookup_request(args)
 }
 
 /// Every command and subcommand, containers first then their subcommands.
@@ -60,7 +44,7 @@ mod tests {
     /// case, or one that answers a name it does not hold (a slot's command not compared).
     #[test]
     fn lookup_finds_each_command_in_any_case_and_nothing_else() {
-        for command in all() {
+        for command in TABLE.commands {
             let name = command.name;
             assert_eq!(lookup(name.as_bytes()), Some(command), "{name}");
             let upper = name.to_ascii_uppercase();

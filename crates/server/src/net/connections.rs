@@ -63,6 +63,7 @@ impl Network {
                 self.shared.watches.clone(),
                 u64::from(generation),
                 self.shared.stats.clone(),
+                self.shared.scripts.clone(),
             )),
             closing: false,
             recv_armed: false,

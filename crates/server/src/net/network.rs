@@ -64,6 +64,8 @@ pub(super) struct Shared {
     pub(super) watches: Arc<Watches>,
     /// The server's counters, settings and client list.
     pub(super) stats: Arc<ServerStats>,
+    /// The scripts (`EVAL`, `SCRIPT`).
+    pub(super) scripts: Arc<crate::commands::scripting::Scripts>,
     /// Prefetch a job's keys before it runs ([`super::ServerOptions::prefetch`]).
     pub(super) prefetch: bool,
 }

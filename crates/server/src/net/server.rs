@@ -48,6 +48,7 @@ impl Server {
             map: DbMap::new(databases.namespaces),
             watches: Arc::new(Watches::default()),
             stats: stats.clone(),
+            scripts: Arc::default(),
             prefetch: options.prefetch,
         });
         let reclaimer = Some(Reclaimer::start(db.clone())?);

@@ -10,6 +10,7 @@ use std::time::Instant;
 use tamer_store::DbHandle;
 
 use crate::commands::gate::{self, Refusal, Snapshot, Verdict};
+use crate::commands::scripting::Scripts;
 use crate::commands::spec::{Command, Flags, Run, TamerFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::watches::Watches;
@@ -53,6 +54,8 @@ pub struct Session {
     /// A blocking pop that found nothing and waits (the network keeps the connection's other
     /// requests until it replies).
     pub blocked: Option<Blocked>,
+    /// The server's scripts.
+    pub(super) scripts: Arc<Scripts>,
 }
 
 /// `MULTI`'s queue, and whether a command was refused while queueing (`EXEC` then fails).
@@ -86,7 +89,12 @@ impl Drop for Session {
 impl Session {
     /// A new connection's session, in database 0, on the server's `watches` (its registry
     /// entry, if the connection `id` is registered, found in `stats`).
-    pub fn new(watches: Arc<Watches>, id: u64, stats: Arc<ServerStats>) -> Self {
+    pub fn new(
+        watches: Arc<Watches>,
+        id: u64,
+        stats: Arc<ServerStats>,
+        scripts: Arc<Scripts>,
+    ) -> Self {
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -101,6 +109,7 @@ impl Session {
             entry: stats.clients.get(id),
             stats,
             no_evict: false,
+            scripts,
         }
     }
 
@@ -112,6 +121,7 @@ impl Session {
             blocked: self.blocked.is_some(),
             loading: self.stats.loading.load(Ordering::Relaxed),
             out_of_space: self.stats.out_of_space.load(Ordering::Relaxed),
+            script_busy: self.scripts.busy(),
         }
     }
 
@@ -325,6 +335,7 @@ mod tests {
                 Arc::default(),
                 0,
                 Arc::new(ServerStats::new(0, Arc::default(), &[])),
+                Arc::default(),
             ),
         );
         let (session, out) = db
@@ -351,7 +362,7 @@ mod tests {
         let db = Db::open("unused", DbOptions::new(16 << 20).device(device).cores(1)).unwrap();
         let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
         let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
-        let mut s = Session::new(Arc::default(), 1, stats);
+        let mut s = Session::new(Arc::default(), 1, stats, Arc::default());
         assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
         assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
         s.refused(false); // INCR b, refused on arrival
@@ -378,7 +389,7 @@ mod tests {
         let db = Db::open("unused", DbOptions::new(4 << 20).device(device).cores(1)).unwrap();
         let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
         let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
-        let mut s = Session::new(Arc::default(), 1, stats.clone());
+        let mut s = Session::new(Arc::default(), 1, stats.clone(), Arc::default());
         let value = "v".repeat(64 << 10);
         let mut stored = 0;
         // Bounded: 8 MiB hold fewer than 128 values of 64 KiB.

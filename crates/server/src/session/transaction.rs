@@ -110,6 +110,7 @@ impl Env<'_> {
             protocol: self.protocol,
             max_value_bytes: self.max_value_bytes,
             stats: &self.session.stats,
+            scripts: &self.session.scripts,
         }
     }
 }
@@ -124,7 +125,7 @@ fn run_handler(
 ) -> Result<(), DbError> {
     match command.run {
         Run::Tx(handler) => handler(ctx, tx, args, out),
-        Run::WithTable(handler) => handler(table::all(), ctx, tx, args, out),
+        Run::WithTable(handler) => handler(&table::TABLE, ctx, tx, args, out),
         Run::Session(_) | Run::Container => unreachable!("{command:?} runs on the session"),
     }
 }

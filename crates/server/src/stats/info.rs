@@ -46,22 +46,32 @@ pub fn wants(args: &[&[u8]], name: &str) -> bool {
     wanted(args).contains(&name)
 }
 
-/// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line;
-/// `keyspace` holds each database's key count when that section is asked for.
-pub fn text(stats: &ServerStats, args: &[&[u8]], keyspace: Option<&[u64; 16]>) -> String {
+/// What `INFO` reports that the command gathers from above this layer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gathered<'a> {
+    /// Each database's key count, when the keyspace section is asked for.
+    pub keyspace: Option<&'a [u64; 16]>,
+    /// Scripts cached (`number_of_cached_scripts`).
+    pub cached_scripts: usize,
+    /// Their bodies' bytes (`used_memory_scripts_eval`).
+    pub cached_script_bytes: usize,
+}
+
+/// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line.
+pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> String {
     let parts: Vec<String> = wanted(args)
         .into_iter()
         .map(|name| match name {
             "server" => server(stats),
             "clients" => clients(stats),
-            "memory" => memory(stats),
+            "memory" => memory(stats, gathered),
             "persistence" => persistence(stats),
             "stats" => counters(stats),
             "replication" => replication(stats),
             "cpu" => cpu(),
             "commandstats" => commandstats(stats),
             "errorstats" => errorstats(stats),
-            "keyspace" => keyspace_section(keyspace),
+            "keyspace" => keyspace_section(gathered.keyspace),
             _ => tamer(stats),
         })
         .collect();
@@ -130,7 +140,7 @@ fn human(bytes: u64) -> String {
     }
 }
 
-fn memory(stats: &ServerStats) -> String {
+fn memory(stats: &ServerStats, gathered: Gathered<'_>) -> String {
     let rss = rss_bytes();
     let cache = stats
         .db()
@@ -139,11 +149,13 @@ fn memory(stats: &ServerStats) -> String {
     format!(
         "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
          used_memory_rss_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\n\
-         maxmemory_policy:noeviction\r\ntamer_cache_bytes:{cache}\r\n\
-         tamer_cache_human:{}\r\n",
+         maxmemory_policy:noeviction\r\nused_memory_scripts_eval:{}\r\n\
+         number_of_cached_scripts:{}\r\ntamer_cache_bytes:{cache}\r\ntamer_cache_human:{}\r\n",
         human(rss),
         human(rss),
         human(maxmemory),
+        gathered.cached_script_bytes,
+        gathered.cached_scripts,
         human(cache)
     )
 }
@@ -334,7 +346,11 @@ mod tests {
         assert_eq!(ask(&["commandstats", "nosuch"]), ["commandstats"]);
         assert!(ask(&["nosuch"]).is_empty());
         let stats = ServerStats::new(1, std::sync::Arc::default(), &["get"]);
-        let text = text(&stats, &[&b"clients"[..], &b"replication"[..]], None);
+        let text = text(
+            &stats,
+            &[&b"clients"[..], &b"replication"[..]],
+            Gathered::default(),
+        );
         assert!(
             text.starts_with("# Clients\r\nconnected_clients:0\r\n"),
             "{text}"

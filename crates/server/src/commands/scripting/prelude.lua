@@ -1,0 +1,372 @@
+-- tamer's Lua sandbox, run once in each new Lua state before any script (chunk "=tamer").
+-- It receives `raw`, the table of primitives the server implements in Rust, and returns
+-- the globals proxy scripts see, the hidden storage behind it, and the runner that calls
+-- a script under the error handler.
+--
+-- Redis 7.0 makes the globals and every library table read-only with a flag in its own
+-- Lua. Vanilla Lua 5.1 has none, so each protected table is an empty proxy whose
+-- metatable reads through to the real table and refuses writes; the raw functions that
+-- would go around a metatable (rawset, setmetatable, table.insert ...) refuse proxies.
+
+local raw = ...
+
+-- The library functions below are wrapped in a C function, as Redis's are C functions: a
+-- script's `return redis.call(...)` is then no tail call that would take the script's frame
+-- (and the line an error names) off the stack.
+local c = raw.cwrap
+
+local real = {
+  error = error, type = type, tostring = tostring, tonumber = tonumber, select = select,
+  rawget = rawget, rawset = rawset, setmetatable = setmetatable, getmetatable = getmetatable,
+  pcall = pcall, xpcall = xpcall, unpack = unpack, next = next, ipairs = ipairs,
+  loadstring = loadstring, load = load, floor = math.floor, format = string.format,
+  insert = table.insert, remove = table.remove, sort = table.sort, concat = table.concat,
+  getinfo = debug.getinfo,
+}
+local error, type, tostring, select = real.error, real.type, real.tostring, real.select
+
+local READONLY = 'Attempt to modify a readonly table'
+
+-- proxy -> the real table it stands for (weak keys: a proxy lives as long as it is used)
+local protected = real.setmetatable({}, { __mode = 'k' })
+
+local function refuse_write()
+  error(READONLY, 2)
+end
+
+-- What getmetatable shows of a proxy whose metatable reads with `index`: a read-only view.
+local function shown_meta(index)
+  local inner = { __index = index, __newindex = refuse_write }
+  local shown = {}
+  real.setmetatable(shown, { __index = inner, __newindex = refuse_write, __metatable = false })
+  protected[shown] = inner
+  return shown
+end
+
+-- A read-only proxy of `t` (whose table fields were locked first where they need it).
+local function lock(t)
+  local proxy = {}
+  real.setmetatable(proxy, { __index = t, __newindex = refuse_write, __metatable = shown_meta(proxy) })
+  protected[proxy] = t
+  return proxy
+end
+
+local function unproxied(t)
+  return protected[t] or t
+end
+
+local function check_writable(t)
+  if protected[t] then
+    error(READONLY, 0)
+  end
+end
+
+-- What reads a table raw reads through a proxy; what writes raw refuses one.
+local overrides = {
+  rawset = function(t, k, v)
+    check_writable(t)
+    return real.rawset(t, k, v)
+  end,
+  rawget = function(t, k)
+    return real.rawget(unproxied(t), k)
+  end,
+  setmetatable = function(t, m)
+    check_writable(t)
+    return real.setmetatable(t, m)
+  end,
+  next = function(t, k)
+    return real.next(unproxied(t), k)
+  end,
+  pairs = function(t)
+    return real.next, unproxied(t), nil
+  end,
+  ipairs = function(t)
+    return real.ipairs(unproxied(t))
+  end,
+  unpack = function(t, i, j)
+    local r = unproxied(t)
+    return real.unpack(r, i or 1, j or #r)
+  end,
+  -- Bytecode is never loaded (it could crash the interpreter).
+  loadstring = function(s, name)
+    if type(s) == 'string' and s:byte(1) == 27 then
+      return nil, 'binary chunks are not allowed'
+    end
+    return real.loadstring(s, name)
+  end,
+  load = function(f, name)
+    if type(f) ~= 'function' then
+      return real.load(f, name)
+    end
+    local first = true
+    return real.load(function()
+      local piece = f()
+      if first and type(piece) == 'string' and piece ~= '' then
+        first = false
+        if piece:byte(1) == 27 then
+          error('binary chunks are not allowed', 0)
+        end
+      end
+      return piece
+    end, name)
+  end,
+}
+for name, fn in real.next, overrides do
+  _G[name] = fn
+end
+table.insert = function(t, ...)
+  check_writable(t)
+  return real.insert(t, ...)
+end
+table.remove = function(t, ...)
+  check_writable(t)
+  return real.remove(t, ...)
+end
+table.sort = function(t, ...)
+  check_writable(t)
+  return real.sort(t, ...)
+end
+table.concat = function(t, ...)
+  return real.concat(unproxied(t), ...)
+end
+
+-- math.random and math.randomseed on Redis's generator (one per server, not per script).
+math.random = c(function(...)
+  local n = select('#', ...)
+  local r = (raw.lrand48() % 0x7fffffff) / 0x7fffffff
+  if n == 0 then
+    return r
+  end
+  local a, b = ...
+  if n == 1 then
+    local u = real.tonumber(a)
+    if u == nil then error("bad argument #1 to 'random' (number expected)", 0) end
+    u = real.floor(u)
+    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 0) end
+    return real.floor(r * u) + 1
+  elseif n == 2 then
+    local l, u = real.tonumber(a), real.tonumber(b)
+    if l == nil then error("bad argument #1 to 'random' (number expected)", 0) end
+    if u == nil then error("bad argument #2 to 'random' (number expected)", 0) end
+    l, u = real.floor(l), real.floor(u)
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 0) end
+    return real.floor(r * (u - l + 1)) + l
+  end
+  error('wrong number of arguments', 0)
+end)
+math.randomseed = c(function(seed)
+  local n = real.tonumber(seed)
+  if n == nil then error("bad argument #1 to 'randomseed' (number expected)", 0) end
+  raw.srand48(n)
+end)
+
+-- The redis library.
+local redis = {}
+
+local function fail(text)
+  error({ err = text })
+end
+
+-- A command's arguments as the server takes them: strings, numbers as "%.17g".
+local function command_args(...)
+  local n = select('#', ...)
+  if n == 0 then
+    return nil, 'ERR Please specify at least one argument for this redis lib call'
+  end
+  local args = { ... }
+  for i = 1, n do
+    local a = args[i]
+    local t = type(a)
+    if t == 'number' then
+      args[i] = real.format('%.17g', a)
+    elseif t ~= 'string' then
+      return nil, 'ERR Lua redis lib command arguments must be strings or integers'
+    end
+  end
+  return args, n
+end
+
+redis.call = c(function(...)
+  local args, n = command_args(...)
+  if not args then fail(n) end
+  local ok, reply = raw.call(real.unpack(args, 1, n))
+  if not ok then error(reply) end
+  return reply
+end)
+
+redis.pcall = c(function(...)
+  local args, n = command_args(...)
+  if not args then return { err = n } end
+  local _, reply = raw.call(real.unpack(args, 1, n))
+  return reply
+end)
+
+-- An error text as Redis makes it: its first word is its code, or the code is ERR.
+local function error_text(s)
+  s = s:gsub('[\r\n]+$', '')
+  if s:sub(1, 1) == '-' then s = s:sub(2) end
+  if not s:find(' ', 1, true) then s = 'ERR ' .. s end
+  return s
+end
+
+redis.error_reply = c(function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or type(s) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return { err = error_text(s) }
+end)
+
+redis.status_reply = c(function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or type(s) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return { ok = s }
+end)
+
+redis.sha1hex = c(function(...)
+  local s = ...
+  if select('#', ...) ~= 1 then fail('ERR wrong number of arguments') end
+  if type(s) == 'number' then s = tostring(s) end
+  if type(s) ~= 'string' then s = '' end
+  return raw.sha1hex(s)
+end)
+
+redis.log = c(function(...)
+  local n = select('#', ...)
+  if n < 2 then fail('ERR redis.log() requires two arguments or more.') end
+  local level = real.tonumber((...))
+  if level == nil then fail('ERR First argument must be a number (log level).') end
+  if level < 0 or level > 3 then fail('ERR Invalid debug level.') end
+  local parts = {}
+  for i = 2, n do
+    local v = select(i, ...)
+    local t = type(v)
+    if t == 'string' or t == 'number' then
+      parts[#parts + 1] = tostring(v)
+    end
+  end
+  raw.log(level, real.concat(parts, ' '))
+end)
+
+redis.setresp = c(function(...)
+  if select('#', ...) ~= 1 then fail('ERR redis.setresp() requires one argument.') end
+  local v = real.tonumber((...))
+  if v ~= 2 and v ~= 3 then fail('ERR RESP version must be 2 or 3.') end
+  raw.setresp(v)
+end)
+
+redis.set_repl = c(function(...)
+  if select('#', ...) ~= 1 then fail('ERR redis.set_repl() requires two arguments.') end
+  local v = real.tonumber((...)) or 0
+  if v ~= real.floor(v) or v < 0 or v > 3 then
+    fail('ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+  end
+end)
+
+redis.acl_check_cmd = c(function(...)
+  local args, n = command_args(...)
+  if not args then fail(n) end
+  if not raw.command_exists(args[1]) then
+    fail('ERR Invalid command passed to redis.acl_check_cmd()')
+  end
+  return true
+end)
+
+redis.replicate_commands = c(function() return true end)
+redis.breakpoint = c(function() return false end)
+redis.debug = c(function() end)
+
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = raw.version
+redis.REDIS_VERSION_NUM = raw.version_num
+
+-- pcall as Redis replaces it: an error table's `err` text is returned instead of the table.
+local function pack(...)
+  return { n = select('#', ...), ... }
+end
+_G.pcall = function(f, ...)
+  local r = pack(real.pcall(f, ...))
+  if not r[1] and type(r[2]) == 'table' and not protected[r[2]] and type(r[2].err) == 'string' then
+    return false, r[2].err
+  end
+  return real.unpack(r, 1, r.n)
+end
+
+-- What scripts do not get.
+for _, name in real.next, { 'print', 'dofile', 'loadfile', 'require', 'module', 'package',
+  'os', 'io', 'debug' } do
+  _G[name] = nil
+end
+
+-- The storage behind the globals proxy: every global, library tables locked.
+local storage = {}
+for name, value in real.next, _G do
+  if type(value) == 'table' and name ~= '_G' then
+    storage[name] = lock(value)
+  else
+    storage[name] = value
+  end
+end
+storage.redis = lock(redis)
+
+-- Strings' metatable reads the locked string library and is locked itself.
+local string_meta = real.getmetatable('')
+string_meta.__index = storage.string
+string_meta.__metatable = shown_meta(storage.string)
+
+local globals = {}
+local function global_of(_, name)
+  local value = storage[name]
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end
+real.setmetatable(globals, { __index = global_of, __newindex = refuse_write, __metatable = shown_meta(global_of) })
+protected[globals] = storage
+storage._G = globals
+
+-- The environment of the base library's functions is the old globals table: shown as the
+-- proxy. A thread's environment (level 0) is not changed.
+local real_getfenv, real_setfenv, old_globals = getfenv, setfenv, _G
+storage.getfenv = function(f)
+  if type(f) == 'number' and f > 0 then f = f + 1 end
+  local env = real_getfenv(f or 2)
+  if env == old_globals then return globals end
+  return env
+end
+storage.setfenv = function(f, env)
+  if f == 0 then error(READONLY, 0) end
+  if type(f) == 'number' and f > 0 then f = f + 1 end
+  return real_setfenv(f, env)
+end
+
+-- The message handler: the error as Redis reports it, with where in the script it rose.
+local function on_error(err)
+  local source, line
+  for level = 2, 200 do
+    local info = real.getinfo(level, 'Sl')
+    if not info then break end
+    if info.source == '@user_script' then
+      source, line = info.source, info.currentline
+      break
+    end
+  end
+  if type(err) ~= 'table' or protected[err] then
+    err = { err = 'ERR ' .. tostring(err) }
+  end
+  if source then
+    real.rawset(err, 'source', source)
+    real.rawset(err, 'line', line)
+  end
+  return err
+end
+
+local function run(script)
+  return real.xpcall(script, on_error)
+end
+
+return globals, storage, run

@@ -1,0 +1,228 @@
+//! Lua states: each made once with the sandbox (`prelude.lua`), kept in a small pool per OS
+//! thread and lent to one script at a time (a script may park its user-level thread in a
+//! device read; another script on the same core then takes another state), with the
+//! functions it compiled.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mlua::chunk::ChunkMode;
+use mlua::{Function, Lua, LuaOptions, LuaString, StdLib, Table};
+
+use super::cache::{Script, Sha};
+use super::Scripts;
+use crate::commands::spec::Table as CommandTable;
+
+/// Most idle Lua states kept per OS thread (more are made while more scripts run at once,
+/// and dropped when they end).
+const IDLE_STATES_MAX: usize = 4;
+/// Most compiled functions a state keeps (past it, it forgets them all and compiles again).
+const COMPILED_MAX: usize = 1_024;
+/// Most memory one Lua state allocates: a script that needs more fails with Lua's "not
+/// enough memory".
+pub const LUA_MEMORY_MAX: usize = 256 << 20;
+
+/// A Lua state with the sandbox.
+pub struct Vm {
+    pub(super) lua: Lua,
+    /// The hidden table behind the globals (where `KEYS` and `ARGV` are set).
+    pub(super) storage: Table,
+    /// The primitives the prelude's `redis` library calls (`raw.call`, `raw.setresp` ...).
+    pub(super) raw: Table,
+    /// Calls a script under the message handler: `(true, value)` or `(false, error table)`.
+    pub(super) run: Function,
+    compiled: HashMap<Sha, Function>,
+    generation: u64,
+}
+
+thread_local! {
+    static IDLE: RefCell<Vec<Vm>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A Lua state lent from this thread's pool (or made), back in the pool when dropped.
+pub struct Lent(Option<Vm>);
+
+impl std::ops::Deref for Lent {
+    type Target = Vm;
+    fn deref(&self) -> &Vm {
+        self.0.as_ref().expect("lent until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lent {
+    fn deref_mut(&mut self) -> &mut Vm {
+        self.0.as_mut().expect("lent until dropped")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let Some(vm) = self.0.take() else { return };
+        IDLE.with(|idle| {
+            let mut idle = idle.borrow_mut();
+            if idle.len() < IDLE_STATES_MAX {
+                idle.push(vm);
+            }
+        });
+    }
+}
+
+/// A Lua state for one script, from this thread's pool or new.
+pub fn lend(scripts: &Arc<Scripts>, table: &'static CommandTable) -> mlua::Result<Lent> {
+    let vm = IDLE.with(|idle| idle.borrow_mut().pop());
+    let mut vm = match vm {
+        Some(vm) => vm,
+        None => Vm::new(scripts, table)?,
+    };
+    let generation = scripts.generation();
+    if vm.generation != generation {
+        vm.compiled.clear();
+        vm.generation = generation;
+    }
+    Ok(Lent(Some(vm)))
+}
+
+impl Vm {
+    fn new(scripts: &Arc<Scripts>, table: &'static CommandTable) -> mlua::Result<Self> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG;
+        // SAFETY: the debug library is the unsafe part: the prelude keeps `debug.getinfo` for
+        // its message handler and removes `debug` before any script runs, so scripts never
+        // reach it; every chunk is loaded as text (the prelude refuses bytecode), and no C
+        // module can be loaded (no `package`).
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::new()) };
+        lua.set_memory_limit(LUA_MEMORY_MAX)?;
+        let raw = primitives(&lua, scripts, table)?;
+        let prelude = lua
+            .load(include_str!("prelude.lua"))
+            .set_name("=tamer")
+            .set_mode(ChunkMode::Text)
+            .into_function()?;
+        let (globals, storage, run): (Table, Table, Function) = prelude.call(raw.clone())?;
+        lua.set_globals(globals)?;
+        Ok(Self {
+            lua,
+            storage,
+            raw,
+            run,
+            compiled: HashMap::new(),
+            generation: scripts.generation(),
+        })
+    }
+
+    /// The compiled function of `script` (compiled now if this state has not yet): `Err` is
+    /// Lua's message.
+    pub fn function(&mut self, script: &Script) -> Result<Function, String> {
+        if let Some(f) = self.compiled.get(&script.sha) {
+            return Ok(f.clone());
+        }
+        let f = compile(&self.lua, &script.body[script.code_at..])?;
+        if self.compiled.len() >= COMPILED_MAX {
+            self.compiled.clear();
+        }
+        self.compiled.insert(script.sha, f.clone());
+        Ok(f)
+    }
+}
+
+/// Compiles `code` as a script's main chunk (`@user_script`, text only): `Err` is Lua's
+/// message on one line.
+pub fn compile(lua: &Lua, code: &[u8]) -> Result<Function, String> {
+    lua.load(code)
+        .set_name("@user_script")
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|err| {
+            let text = match err {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            };
+            text.trim_end().replace(['\r', '\n'], " ")
+        })
+}
+
+/// The primitives every run shares (`raw.call` and `raw.setresp` are set per run).
+fn primitives(
+    lua: &Lua,
+    scripts: &Arc<Scripts>,
+    table: &'static CommandTable,
+) -> mlua::Result<Table> {
+    let raw = lua.create_table()?;
+    let s = Arc::clone(scripts);
+    raw.set(
+        "lrand48",
+        lua.create_function(move |_, ()| Ok(s.lrand48()))?,
+    )?;
+    let s = Arc::clone(scripts);
+    raw.set(
+        "srand48",
+        lua.create_function(move |_, seed: f64| {
+            s.srand48(seed as i64 as i32);
+            Ok(())
+        })?,
+    )?;
+    raw.set(
+        "sha1hex",
+        lua.create_function(|lua, text: LuaString| {
+            lua.create_string(super::cache::sha1_hex(&text.as_bytes()))
+        })?,
+    )?;
+    raw.set(
+        "log",
+        lua.create_function(|_, (level, text): (u8, LuaString)| {
+            // Redis's default log level (notice) shows NOTICE and WARNING.
+            if level >= 2 {
+                eprintln!("tamer: script: {}", text.to_string_lossy());
+            }
+            Ok(())
+        })?,
+    )?;
+    raw.set(
+        "command_exists",
+        lua.create_function(move |_, name: LuaString| {
+            Ok(table.lookup(&name.as_bytes()).is_some())
+        })?,
+    )?;
+    raw.set(
+        "cwrap",
+        lua.create_function(|lua, f: Function| {
+            // SAFETY: `call_upvalue` is a Lua C function that only calls its upvalue with its
+            // arguments; `exec_raw` runs the push protected and takes the closure from the
+            // stack (the function argument, popped, becomes its upvalue).
+            unsafe {
+                lua.exec_raw::<Function>(f, |state| {
+                    mlua::ffi::lua_pushcclosure(state, call_upvalue, 1);
+                })
+            }
+        })?,
+    )?;
+    raw.set("version", crate::REDIS_VERSION)?;
+    raw.set("version_num", version_num(crate::REDIS_VERSION))?;
+    Ok(raw)
+}
+
+/// A C function calling its upvalue (a Lua function) with its arguments and returning its
+/// results: Redis's library functions are C functions, so the script's frame stays on the
+/// stack through `return redis.call(...)` (a tail call of a Lua function would remove it).
+///
+/// # Safety
+/// Called by Lua only, as a C closure whose first upvalue is a function. An error raised by
+/// the call unwinds through this frame, which holds nothing to drop.
+unsafe extern "C-unwind" fn call_upvalue(state: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    // SAFETY: `state` is the running state (see the function's contract).
+    unsafe {
+        let nargs = mlua::ffi::lua_gettop(state);
+        mlua::ffi::lua_pushvalue(state, mlua::ffi::lua_upvalueindex(1));
+        mlua::ffi::lua_insert(state, 1);
+        mlua::ffi::lua_call(state, nargs, mlua::ffi::LUA_MULTRET);
+        mlua::ffi::lua_gettop(state)
+    }
+}
+
+/// `0x00MMmmPP` of `"M.m.P"`.
+fn version_num(version: &str) -> u32 {
+    version
+        .split('.')
+        .take(3)
+        .fold(0, |n, part| (n << 8) | part.parse::<u32>().unwrap_or(0))
+}
