@@ -22,8 +22,10 @@ const SECTIONS: &[(&str, bool)] = &[
     ("stats", true),
     ("replication", true),
     ("cpu", true),
+    ("modules", true),
     ("commandstats", false),
     ("errorstats", true),
+    ("cluster", true),
     ("keyspace", true),
     ("tamer", true),
 ];
@@ -72,6 +74,9 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
             "commandstats" => commandstats(stats),
             "errorstats" => errorstats(stats),
             "keyspace" => keyspace_section(gathered.keyspace),
+            "modules" => "# Modules\r\n".to_string(),
+            // Clients (redis-py's test fixtures, cluster-aware clients) read this field.
+            "cluster" => "# Cluster\r\ncluster_enabled:0\r\n".to_string(),
             _ => tamer(stats),
         })
         .collect();
@@ -90,11 +95,17 @@ fn keyspace_section(counts: Option<&[u64; 16]>) -> String {
 
 fn server(stats: &ServerStats) -> String {
     let uptime = stats.started.elapsed().as_secs();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let hz = stats.config.get("hz");
     format!(
-        "# Server\r\nredis_version:{}\r\ntamer_version:{}\r\nredis_mode:standalone\r\n\
-         os:{} {}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\n\
-         run_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\n\
-         hz:{}\r\nexecutable:{}\r\n",
+        "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+         tamer_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\n\
+         multiplexing_api:io_uring\r\nprocess_id:{}\r\nprocess_supervised:no\r\n\
+         run_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\n\
+         uptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{hz}\r\n\
+         configured_hz:{hz}\r\nexecutable:{}\r\nconfig_file:\r\nio_threads_active:0\r\n",
         crate::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
@@ -103,7 +114,6 @@ fn server(stats: &ServerStats) -> String {
         stats.replid,
         stats.port,
         uptime / 86_400,
-        stats.config.get("hz"),
         std::env::current_exe().map_or(String::new(), |p| p.display().to_string()),
     )
 }
@@ -357,6 +367,13 @@ mod tests {
         );
         assert!(
             text.contains("\r\n\r\n# Replication\r\nrole:master\r\n"),
+            "{text}"
+        );
+        // redis-py's fixtures read cluster_enabled from the default INFO.
+        assert!(default.contains(&"cluster") && default.contains(&"modules"));
+        let text = self::text(&stats, &[], Gathered::default());
+        assert!(
+            text.contains("# Cluster\r\ncluster_enabled:0\r\n"),
             "{text}"
         );
     }
