@@ -21,6 +21,7 @@ local real = {
   pcall = pcall, xpcall = xpcall, unpack = unpack, next = next, ipairs = ipairs,
   loadstring = loadstring, load = load, floor = math.floor, format = string.format,
   insert = table.insert, remove = table.remove, sort = table.sort, concat = table.concat,
+  math_max = math.max,
   getinfo = debug.getinfo,
 }
 local error, type, tostring, select = real.error, real.type, real.tostring, real.select
@@ -131,6 +132,19 @@ table.concat = function(t, ...)
 end
 
 -- math.random and math.randomseed on Redis's generator (one per server, not per script).
+-- Their argument errors name the script's line, as a C function's do (level 3: the
+-- function, its C closure, then the script).
+-- A numeric argument as a C function checks it (`luaL_checknumber`): the error names the
+-- script's line (level 4: this, the function, its C closure, then the script).
+local function arg_number(fname, i, v, given)
+  local x = real.tonumber(v)
+  if x == nil then
+    local got = i > given and 'no value' or type(v)
+    error("bad argument #" .. i .. " to '" .. fname .. "' (number expected, got " .. got .. ")", 4)
+  end
+  return x
+end
+
 math.random = c(function(...)
   local n = select('#', ...)
   local r = (raw.lrand48() % 0x7fffffff) / 0x7fffffff
@@ -139,26 +153,60 @@ math.random = c(function(...)
   end
   local a, b = ...
   if n == 1 then
-    local u = real.tonumber(a)
-    if u == nil then error("bad argument #1 to 'random' (number expected)", 0) end
-    u = real.floor(u)
-    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 0) end
+    local u = real.floor(arg_number('random', 1, a, n))
+    if u < 1 then error("bad argument #1 to 'random' (interval is empty)", 3) end
     return real.floor(r * u) + 1
   elseif n == 2 then
-    local l, u = real.tonumber(a), real.tonumber(b)
-    if l == nil then error("bad argument #1 to 'random' (number expected)", 0) end
-    if u == nil then error("bad argument #2 to 'random' (number expected)", 0) end
-    l, u = real.floor(l), real.floor(u)
-    if l > u then error("bad argument #2 to 'random' (interval is empty)", 0) end
+    local l = real.floor(arg_number('random', 1, a, n))
+    local u = real.floor(arg_number('random', 2, b, n))
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 3) end
     return real.floor(r * (u - l + 1)) + l
   end
-  error('wrong number of arguments', 0)
+  error('wrong number of arguments', 3)
 end)
-math.randomseed = c(function(seed)
-  local n = real.tonumber(seed)
-  if n == nil then error("bad argument #1 to 'randomseed' (number expected)", 0) end
+math.randomseed = c(function(...)
+  local n = arg_number('randomseed', 1, (...), select('#', ...))
   raw.srand48(n)
 end)
+
+-- The bit library (LuaBitOp 1.0's functions, as Redis bundles it): 32-bit operations on
+-- numbers, computed by `raw.bit`.
+local bit = {}
+local function bit_args(name, count, ...)
+  local n = select('#', ...)
+  local args = { ... }
+  for i = 1, count < 0 and real.math_max(n, -count) or count do
+    local v = args[i]
+    local x = real.tonumber(v)
+    if x == nil then
+      local got = i > n and 'no value' or type(v)
+      -- Level 4: bit_args, the function, its C closure, then the script's line.
+      error("bad argument #" .. i .. " to '" .. name .. "' (number expected, got " .. got .. ")", 4)
+    end
+    args[i] = x
+  end
+  return args, count < 0 and real.math_max(n, -count) or count
+end
+for name, count in real.next, { tobit = 1, bnot = 1, bswap = 1, band = -1, bor = -1, bxor = -1,
+  lshift = 2, rshift = 2, arshift = 2, rol = 2, ror = 2 } do
+  bit[name] = c(function(...)
+    local args, n = bit_args(name, count, ...)
+    return raw.bit(name, real.unpack(args, 1, n))
+  end)
+end
+bit.tohex = c(function(...)
+  local x, digits = ...
+  local args = bit_args('tohex', 1, x)
+  local n = 8
+  if select('#', ...) >= 2 and digits ~= nil then
+    n = real.tonumber(digits)
+    if n == nil then
+      error("bad argument #2 to 'tohex' (number expected, got " .. type(digits) .. ")", 3)
+    end
+  end
+  return raw.tohex(args[1], n)
+end)
+_G.bit = bit
 
 -- The redis library.
 local redis = {}

@@ -196,6 +196,16 @@ fn primitives(
             }
         })?,
     )?;
+    raw.set(
+        "bit",
+        lua.create_function(|_, (name, args): (LuaString, mlua::Variadic<f64>)| {
+            Ok(f64::from(bit_op(&name.to_str()?, &args)))
+        })?,
+    )?;
+    raw.set(
+        "tohex",
+        lua.create_function(|_, (x, n): (f64, f64)| Ok(to_hex(tobit(x), n as i64)))?,
+    )?;
     raw.set("version", crate::REDIS_VERSION)?;
     raw.set("version_num", version_num(crate::REDIS_VERSION))?;
     Ok(raw)
@@ -217,6 +227,46 @@ unsafe extern "C-unwind" fn call_upvalue(state: *mut mlua::ffi::lua_State) -> st
         mlua::ffi::lua_call(state, nargs, mlua::ffi::LUA_MULTRET);
         mlua::ffi::lua_gettop(state)
     }
+}
+
+/// LuaBitOp's conversion of a number to 32 bits: rounded to an integer, modulo 2^32, as a
+/// signed value (the low word of the number plus 2^52 + 2^51).
+fn tobit(x: f64) -> i32 {
+    ((x + 6_755_399_441_055_744.0).to_bits() as u32) as i32
+}
+
+/// The bit library's operation `name` on `args` (checked numbers, as many as it takes).
+fn bit_op(name: &str, args: &[f64]) -> i32 {
+    let x = args.first().map_or(0, |&x| tobit(x));
+    let n = args.get(1).map_or(0, |&n| tobit(n) as u32 & 31);
+    let fold = |f: fn(i32, i32) -> i32| args.iter().skip(1).fold(x, |acc, &y| f(acc, tobit(y)));
+    match name {
+        "tobit" => x,
+        "bnot" => !x,
+        "bswap" => x.swap_bytes(),
+        "band" => fold(|a, b| a & b),
+        "bor" => fold(|a, b| a | b),
+        "bxor" => fold(|a, b| a ^ b),
+        "lshift" => ((x as u32) << n) as i32,
+        "rshift" => ((x as u32) >> n) as i32,
+        "arshift" => x >> n,
+        "rol" => (x as u32).rotate_left(n) as i32,
+        "ror" => (x as u32).rotate_right(n) as i32,
+        _ => unreachable!("the prelude names only the library's operations"),
+    }
+}
+
+/// `bit.tohex(x, n)`: the last `n` hex digits of `x` (upper case for a negative `n`; at
+/// most 8).
+fn to_hex(x: i32, n: i64) -> String {
+    let upper = n < 0;
+    let digits = n.unsigned_abs().min(8) as usize;
+    let text = if upper {
+        format!("{:08X}", x as u32)
+    } else {
+        format!("{:08x}", x as u32)
+    };
+    text[8 - digits..].to_string()
 }
 
 /// `0x00MMmmPP` of `"M.m.P"`.
