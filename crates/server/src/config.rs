@@ -148,8 +148,15 @@ pub enum Origin {
 
 /// The index of the setting named `name` (exactly, lowercase).
 pub fn find(name: &str) -> Option<usize> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, setting)| setting);
     SETTINGS.binary_search_by(|s| s.name.cmp(name)).ok()
 }
+
+/// Redis's other names of settings (`CONFIG GET` lists them too, with the setting's value).
+pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
 
 /// Parses a size as Redis's `memtoll`: digits with an optional unit `k`/`kb`/`m`/`mb`/
 /// `g`/`gb` (`k` = 1000, `kb` = 1024, any case).
@@ -349,6 +356,13 @@ impl Config {
                     .any(|p| crate::glob::matches_nocase(p, s.name.as_bytes()))
             })
             .map(|(s, v)| (s.name, v.clone()))
+            .chain(ALIASES.iter().filter_map(|(alias, setting)| {
+                let wanted = patterns
+                    .iter()
+                    .any(|p| crate::glob::matches_nocase(p, alias.as_bytes()));
+                let i = find(setting).expect("an alias names a setting");
+                wanted.then(|| (*alias, values[i].clone()))
+            }))
             .collect()
     }
 }

@@ -101,7 +101,10 @@ fn matching_lists_each_setting_once() {
     let got = config.matching(&[b"max*", b"maxclients", b"port"]);
     let names: Vec<&str> = got.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["maxclients", "maxmemory", "port"]);
-    assert_eq!(config.matching(&[b"*"]).len(), SETTINGS.len());
+    assert_eq!(
+        config.matching(&[b"*"]).len(),
+        SETTINGS.len() + ALIASES.len()
+    );
 }
 
 /// Catches a registry out of order (lookups binary-search it) or with a bad default.
@@ -142,4 +145,19 @@ fn toml_is_checked_against_the_registry() {
     let err = from_toml("port = [1]").unwrap_err();
     assert!(err.contains("not array"), "{err}");
     assert!(from_toml("port = ").is_err());
+}
+
+/// Catches an alias that `CONFIG SET` does not take, that sets something else, or that
+/// `CONFIG GET` leaves out (Redis lists `lua-time-limit` beside `busy-reply-threshold`).
+#[test]
+fn an_alias_reads_and_writes_its_setting() {
+    let config = Config::default();
+    config
+        .set_many(&[("lua-time-limit", "100")], Origin::Client)
+        .unwrap();
+    assert_eq!(config.busy_reply_threshold_ms(), 100);
+    let got = config.matching(&[b"*time-limit*".as_slice()]);
+    assert_eq!(got, [("lua-time-limit", "100".to_string())]);
+    let got = config.matching(&[b"busy*".as_slice()]);
+    assert_eq!(got, [("busy-reply-threshold", "100".to_string())]);
 }
