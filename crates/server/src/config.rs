@@ -224,6 +224,7 @@ pub struct Config {
     slowlog_slower_than_us: AtomicI64,
     slowlog_max_len: AtomicUsize,
     latency_threshold_ms: AtomicU64,
+    busy_reply_threshold_ms: AtomicU64,
     requirepass: Mutex<Option<Arc<Vec<u8>>>>,
 }
 
@@ -239,6 +240,7 @@ impl Default for Config {
             slowlog_slower_than_us: AtomicI64::new(0),
             slowlog_max_len: AtomicUsize::new(0),
             latency_threshold_ms: AtomicU64::new(0),
+            busy_reply_threshold_ms: AtomicU64::new(0),
             requirepass: Mutex::new(None),
         };
         config.mirror();
@@ -265,7 +267,7 @@ impl Config {
 
     /// `busy-reply-threshold` (ms; 0: scripts are never busy).
     pub fn busy_reply_threshold_ms(&self) -> u64 {
-        self.get_u64("busy-reply-threshold")
+        self.busy_reply_threshold_ms.load(Ordering::Relaxed)
     }
     /// `maxclients`.
     pub fn max_clients(&self) -> usize {
@@ -307,6 +309,8 @@ impl Config {
             .store(num("slowlog-max-len") as usize, Ordering::Relaxed);
         self.latency_threshold_ms
             .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
+        self.busy_reply_threshold_ms
+            .store(num("busy-reply-threshold") as u64, Ordering::Relaxed);
         let pass = &values[find("requirepass").expect("registered")];
         *self.requirepass.lock().unwrap_or_else(|p| p.into_inner()) =
             (!pass.is_empty()).then(|| Arc::new(pass.clone().into_bytes()));

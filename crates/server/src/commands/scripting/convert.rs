@@ -16,30 +16,39 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// The line from here to its CRLF (the header's payload, type byte skipped).
-    fn line(&mut self) -> &[u8] {
+    fn line(&mut self) -> mlua::Result<&[u8]> {
         let start = self.at + 1;
-        let end = start
-            + self.buf[start..]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .expect("a reply the server wrote ends its lines");
-        self.at = end + 2;
-        &self.buf[start..end]
+        let end = self
+            .buf
+            .get(start..)
+            .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+            .ok_or_else(|| malformed("a line without its end"))?;
+        self.at = start + end + 2;
+        Ok(&self.buf[start..start + end])
     }
 
-    fn number(&mut self) -> i64 {
-        let line = self.line();
+    fn number(&mut self) -> mlua::Result<i64> {
+        let line = self.line()?;
         std::str::from_utf8(line)
             .ok()
             .and_then(|s| s.parse().ok())
-            .expect("a reply the server wrote has numeric lengths")
+            .ok_or_else(|| malformed("a length that is no number"))
     }
 
-    fn bytes(&mut self, len: usize) -> &[u8] {
-        let bytes = &self.buf[self.at..self.at + len];
+    fn bytes(&mut self, len: usize) -> mlua::Result<&[u8]> {
+        let bytes = self
+            .buf
+            .get(self.at..self.at + len)
+            .ok_or_else(|| malformed("a body shorter than its length"))?;
         self.at += len + 2;
-        bytes
+        Ok(bytes)
     }
+}
+
+/// A reply the server wrote that cannot be read back (a bug in a command): the script fails
+/// with this error instead of the server panicking.
+fn malformed(what: &str) -> mlua::Error {
+    mlua::Error::runtime(format!("a command's reply is malformed: {what}"))
 }
 
 /// An error reply's text as a Lua error table's `err`: the reply without its `-`.
@@ -68,36 +77,39 @@ fn read(lua: &Lua, r: &mut Reader<'_>, depth: usize) -> mlua::Result<Value> {
     if depth > DEPTH_MAX {
         return Err(mlua::Error::runtime("reply nested too deep"));
     }
-    let kind = r.buf[r.at];
+    let kind = *r
+        .buf
+        .get(r.at)
+        .ok_or_else(|| malformed("a missing reply"))?;
     Ok(match kind {
-        b':' => Value::Number(r.number() as f64),
+        b':' => Value::Number(r.number()? as f64),
         b'$' | b'=' => {
-            let len = r.number();
+            let len = r.number()?;
             if len < 0 {
                 return Ok(Value::Boolean(false));
             }
-            let bytes = r.bytes(len as usize);
+            let bytes = r.bytes(len as usize)?;
             if kind == b'=' {
                 return verbatim(lua, bytes);
             }
             Value::String(lua.create_string(bytes)?)
         }
         b'+' => {
-            let text = lua.create_string(r.line())?;
+            let text = lua.create_string(r.line()?)?;
             single(lua, "ok", Value::String(text))?
         }
         b'-' => {
-            let text = r.line().to_vec();
+            let text = r.line()?.to_vec();
             error_table(lua, &text)?
         }
         b'*' | b'~' | b'%' | b'>' => aggregate(lua, r, kind, depth)?,
         b'_' => {
-            r.line();
+            r.line()?;
             Value::Nil
         }
-        b'#' => Value::Boolean(r.line() == b"t"),
+        b'#' => Value::Boolean(r.line()? == b"t"),
         b',' => {
-            let line = r.line();
+            let line = r.line()?;
             let x = match line {
                 b"inf" => f64::INFINITY,
                 b"-inf" => f64::NEG_INFINITY,
@@ -109,10 +121,10 @@ fn read(lua: &Lua, r: &mut Reader<'_>, depth: usize) -> mlua::Result<Value> {
             single(lua, "double", Value::Number(x))?
         }
         b'(' => {
-            let digits = lua.create_string(r.line())?;
+            let digits = lua.create_string(r.line()?)?;
             single(lua, "big_number", Value::String(digits))?
         }
-        other => panic!("a reply the server wrote starts with {other:?}"),
+        _ => return Err(malformed("an unknown reply type")),
     })
 }
 
@@ -125,7 +137,7 @@ fn verbatim(lua: &Lua, bytes: &[u8]) -> mlua::Result<Value> {
 }
 
 fn aggregate(lua: &Lua, r: &mut Reader<'_>, kind: u8, depth: usize) -> mlua::Result<Value> {
-    let n = r.number();
+    let n = r.number()?;
     if n < 0 {
         return Ok(Value::Boolean(false));
     }

@@ -47,65 +47,42 @@ struct EvalKind {
     read_only: bool,
 }
 
-/// `EVAL script numkeys [key ...] [arg ...]`.
-pub fn eval(
-    t: &'static Table,
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    a: &[&[u8]],
-    o: &mut Vec<u8>,
-) -> Result {
-    let kind = EvalKind {
-        by_sha: false,
-        read_only: false,
+/// Defines one of the four `EVAL` commands' handlers.
+macro_rules! eval_command {
+    ($(#[$doc:meta])* $name:ident, by_sha: $by_sha:expr, read_only: $read_only:expr) => {
+        $(#[$doc])*
+        pub fn $name(
+            t: &'static Table,
+            ctx: &Context,
+            tx: &mut Tx<'_>,
+            a: &[&[u8]],
+            o: &mut Vec<u8>,
+        ) -> Result {
+            let kind = EvalKind {
+                by_sha: $by_sha,
+                read_only: $read_only,
+            };
+            eval_generic(t, ctx, tx, a, o, kind)
+        }
     };
-    eval_generic(t, ctx, tx, a, o, kind)
 }
 
-/// `EVAL_RO script numkeys [key ...] [arg ...]`.
-pub fn eval_ro(
-    t: &'static Table,
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    a: &[&[u8]],
-    o: &mut Vec<u8>,
-) -> Result {
-    let kind = EvalKind {
-        by_sha: false,
-        read_only: true,
-    };
-    eval_generic(t, ctx, tx, a, o, kind)
-}
-
-/// `EVALSHA sha1 numkeys [key ...] [arg ...]`.
-pub fn evalsha(
-    t: &'static Table,
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    a: &[&[u8]],
-    o: &mut Vec<u8>,
-) -> Result {
-    let kind = EvalKind {
-        by_sha: true,
-        read_only: false,
-    };
-    eval_generic(t, ctx, tx, a, o, kind)
-}
-
-/// `EVALSHA_RO sha1 numkeys [key ...] [arg ...]`.
-pub fn evalsha_ro(
-    t: &'static Table,
-    ctx: &Context,
-    tx: &mut Tx<'_>,
-    a: &[&[u8]],
-    o: &mut Vec<u8>,
-) -> Result {
-    let kind = EvalKind {
-        by_sha: true,
-        read_only: true,
-    };
-    eval_generic(t, ctx, tx, a, o, kind)
-}
+eval_command!(
+    /// `EVAL script numkeys [key ...] [arg ...]`.
+    eval, by_sha: false, read_only: false
+);
+eval_command!(
+    /// `EVAL_RO script numkeys [key ...] [arg ...]`.
+    eval_ro, by_sha: false, read_only: true
+);
+eval_command!(
+    /// `EVALSHA sha1 numkeys [key ...] [arg ...]`.
+    evalsha, by_sha: true, read_only: false
+);
+eval_command!(
+    /// `EVALSHA_RO sha1 numkeys [key ...] [arg ...]`.
+    evalsha_ro, by_sha: true, read_only: true
+);
 
 /// `numkeys` checked against the arguments, as Redis checks it: `Err` is the reply.
 fn numkeys(args: &[&[u8]]) -> std::result::Result<usize, &'static str> {
