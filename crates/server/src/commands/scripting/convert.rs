@@ -178,25 +178,44 @@ pub struct ReplyOptions {
     pub script_resp3: bool,
 }
 
-/// Writes `value` (a script's result) as the client's reply.
+/// Most bytes of a script's reply (past it the client gets an error instead).
+pub const REPLY_BYTES_MAX: usize = 512 << 20;
+/// Most values a script's reply holds (a table that holds itself twice would otherwise
+/// expand without end).
+const REPLY_VALUES_MAX: usize = 1 << 24;
+
+/// Writes `value` (a script's result) as the client's reply. Iterative (the user-level
+/// thread's stack is small), depth-bounded as Redis's Lua stack bounds it, and size-bounded.
 pub fn lua_to_reply(value: &Value, options: ReplyOptions, out: &mut Vec<u8>) {
-    to_reply(value, options, out, 0);
+    let mut reply = Vec::new();
+    // Values still to write, last first, with their depth.
+    let mut pending = vec![(value.clone(), 0usize)];
+    let mut written = 0usize;
+    while let Some((value, depth)) = pending.pop() {
+        written += 1;
+        if written > REPLY_VALUES_MAX || reply.len() > REPLY_BYTES_MAX {
+            write::error(out, "ERR the script's reply is too large");
+            return;
+        }
+        let children = to_reply(&value, options, &mut reply, depth);
+        pending.extend(children.into_iter().rev().map(|v| (v, depth + 1)));
+    }
+    out.extend_from_slice(&reply);
 }
 
-fn to_reply(value: &Value, options: ReplyOptions, out: &mut Vec<u8>, depth: usize) {
+/// Writes `value`'s own part of the reply; its elements (a table's) come back, in order.
+fn to_reply(value: &Value, options: ReplyOptions, out: &mut Vec<u8>, depth: usize) -> Vec<Value> {
     match value {
         Value::String(s) => write::bulk(out, &s.as_bytes()),
         Value::Integer(n) => write::integer(out, *n),
         Value::Number(x) => write::integer(out, truncate(*x)),
         Value::Boolean(b) if options.script_resp3 => write::boolean(out, *b, options.protocol),
         Value::Boolean(true) => write::integer(out, 1),
-        Value::Table(t) if depth >= DEPTH_MAX => {
-            let _ = t;
-            write::error(out, "ERR reached lua stack limit");
-        }
-        Value::Table(t) => table_to_reply(t, options, out, depth),
+        Value::Table(_) if depth >= DEPTH_MAX => write::error(out, "ERR reached lua stack limit"),
+        Value::Table(t) => return table_to_reply(t, options, out),
         _ => write::null(out, options.protocol),
     }
+    Vec::new()
 }
 
 /// `(long long)x` as C truncates (saturating outside the range; NaN is 0).
@@ -219,44 +238,44 @@ fn string_field(t: &Table, name: &str) -> Option<Vec<u8>> {
     }
 }
 
-fn table_to_reply(t: &Table, options: ReplyOptions, out: &mut Vec<u8>, depth: usize) {
+fn table_to_reply(t: &Table, options: ReplyOptions, out: &mut Vec<u8>) -> Vec<Value> {
     if let Some(err) = string_field(t, "err") {
         out.push(b'-');
         out.extend_from_slice(&one_line(&err));
         out.extend_from_slice(b"\r\n");
-        return;
+        return Vec::new();
     }
     if let Some(ok) = string_field(t, "ok") {
         out.push(b'+');
         out.extend_from_slice(&one_line(&ok));
         out.extend_from_slice(b"\r\n");
-        return;
+        return Vec::new();
     }
     if let Ok(Value::Number(x)) = t.raw_get::<Value>("double") {
-        return double(out, x, options.protocol);
+        double(out, x, options.protocol);
+        return Vec::new();
     }
     if let Ok(Value::Integer(n)) = t.raw_get::<Value>("double") {
-        return double(out, n as f64, options.protocol);
+        double(out, n as f64, options.protocol);
+        return Vec::new();
     }
     if let Some(digits) = string_field(t, "big_number") {
-        return big_number(&one_line(&digits), options.protocol, out);
+        big_number(&one_line(&digits), options.protocol, out);
+        return Vec::new();
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let (Some(format), Some(text)) = (string_field(&v, "format"), string_field(&v, "string"))
         {
             if let Ok(format) = <[u8; 3]>::try_from(format.as_slice()) {
-                return write::verbatim(out, &format, &text, options.protocol);
+                write::verbatim(out, &format, &text, options.protocol);
+                return Vec::new();
             }
         }
     }
     if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
         let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().flatten().collect();
         write::map(out, pairs.len(), options.protocol);
-        for (k, v) in &pairs {
-            to_reply(k, options, out, depth + 1);
-            to_reply(v, options, out, depth + 1);
-        }
-        return;
+        return pairs.into_iter().flat_map(|(k, v)| [k, v]).collect();
     }
     if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
         let members: Vec<Value> = set
@@ -265,12 +284,9 @@ fn table_to_reply(t: &Table, options: ReplyOptions, out: &mut Vec<u8>, depth: us
             .map(|(k, _)| k)
             .collect();
         write::set(out, members.len(), options.protocol);
-        for k in &members {
-            to_reply(k, options, out, depth + 1);
-        }
-        return;
+        return members;
     }
-    array_to_reply(t, options, out, depth);
+    array_to_reply(t, out)
 }
 
 /// A double as Redis 7.0 replies one from a script: `"%.17g"`, a bulk string in RESP2.
@@ -305,8 +321,8 @@ fn big_number(digits: &[u8], protocol: Protocol, out: &mut Vec<u8>) {
     }
 }
 
-/// `t[1], t[2], ...` up to the first nil.
-fn array_to_reply(t: &Table, options: ReplyOptions, out: &mut Vec<u8>, depth: usize) {
+/// `t[1], t[2], ...` up to the first nil: the array's header, its elements back.
+fn array_to_reply(t: &Table, out: &mut Vec<u8>) -> Vec<Value> {
     let mut items = Vec::new();
     // A border of the table is past its first nil, if it has one.
     for i in 1..=t.raw_len() {
@@ -316,7 +332,5 @@ fn array_to_reply(t: &Table, options: ReplyOptions, out: &mut Vec<u8>, depth: us
         }
     }
     write::array(out, items.len());
-    for item in &items {
-        to_reply(item, options, out, depth + 1);
-    }
+    items
 }
