@@ -8,6 +8,10 @@
     system CPU time (from /proc) divided by the requests: a figure a shared, noisy machine
     disturbs far less than throughput.
 
+With --served types (or rpc), B's bench (one load generator) drives both builds' servers
+through TAMER_BIN; types also reports the server's CPU time per operation of each workload.
+For a paired view, each figure's per-round B vs A and its median are printed beside.
+
 Reports each figure's median over the rounds for both builds and B / A (for CPU per request,
 A / B, so that above 1 is better for B everywhere).
 
@@ -116,6 +120,33 @@ def bench(binary, name, data_dir):
     return out
 
 
+def served(driver, binary, name, data_dir):
+    """`bench NAME --quick` (types: only vs_redis) run by `driver`, serving with `binary`
+    (TAMER_BIN): one load generator for both builds, so only the server differs. Its
+    throughputs (and, for types, the server CPU time per operation) of tamer and redis-server."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    os.makedirs(data_dir)
+    env = dict(os.environ, TAMER_BIN=binary)
+    only = ["--only", "vs_redis"] if name == "types" else []
+    subprocess.run([driver, "bench", name, "--quick", *only, "--data-dir", data_dir],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(data_dir, "bench", f"{name}.json")) as f:
+        result = json.load(f)
+    out = {}
+    for row in result["rows"]:
+        if row.get("figure") != "vs_redis":
+            continue
+        if name == "rpc":
+            key = f"{row['server']}_{row['op']}_b{row['batch']}"
+            out[f"rpc.capacity_{key}"] = row["search"]["capacity_per_s"]
+            continue
+        m, key = row["measured"], f"{row['server']}_{row['workload']}"
+        out[f"types.ops_{key}"] = m["ops_per_s"]
+        if m.get("server_cpu_us_per_op") is not None:
+            out[f"types.cpu_us_per_op_{key}"] = m["server_cpu_us_per_op"]
+    return out
+
+
 def lower_is_better(key):
     return "cpu_us" in key or key.endswith("_us") or "p99" in key or "p50" in key
 
@@ -128,6 +159,9 @@ def main():
     ap.add_argument("--requests", type=int, default=400000, help="per CPU-per-request test")
     ap.add_argument("--out", default="target/compare")
     ap.add_argument("--skip-benches", action="store_true", help="CPU per request only")
+    ap.add_argument("--served", choices=["types", "rpc"], action="append",
+                    help="only this bench's vs_redis figures, both builds served by B's own"
+                         " load generator (repeatable)")
     ap.add_argument("--report", help="only report the rounds of this rounds.json")
     args = ap.parse_args()
     if args.report:
@@ -139,6 +173,14 @@ def main():
         order = ["a", "b"] if r % 2 == 0 else ["b", "a"]
         for which in order:
             binary = os.path.abspath(getattr(args, which))
+            if args.served:
+                driver, figures = os.path.abspath(args.b), {}
+                for name in args.served:
+                    out = os.path.join(args.out, f"served-{name}-{which}")
+                    figures.update(served(driver, binary, name, out))
+                runs[which].append(figures)
+                print(f"round {r + 1} {which} done", flush=True)
+                continue
             figures = cpu_per_request(binary, os.path.join(args.out, f"cpu-{which}"), args.requests)
             if not args.skip_benches:
                 for name in ["rpc", "types"]:
@@ -154,15 +196,23 @@ def report(runs):
     """Each figure present in every round: both medians and B vs A."""
     numeric = lambda r: {k for k, v in r.items() if isinstance(v, (int, float))}
     keys = sorted(set.intersection(*(numeric(r) for r in runs["a"] + runs["b"])))
-    print(f"{'figure':48} {'A median':>12} {'B median':>12} {'B vs A':>8}")
+    print(f"{'figure':48} {'A median':>12} {'B median':>12} {'B vs A':>8} {'paired':>8}"
+          f" {'range':>13}")
     for k in keys:
         a = statistics.median(r[k] for r in runs["a"])
         b = statistics.median(r[k] for r in runs["b"])
-        if a == 0 or b == 0:
-            ratio = float("nan")
-        else:
-            ratio = a / b if lower_is_better(k) else b / a
-        print(f"{k:48} {a:12.3f} {b:12.3f} {ratio:8.3f}")
+        # Each round's B vs A (the two ran back to back), then their median and range.
+        pairs = [vs(ra[k], rb[k], k) for ra, rb in zip(runs["a"], runs["b"])]
+        paired = statistics.median(pairs)
+        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
+        print(f"{k:48} {a:12.3f} {b:12.3f} {vs(a, b, k):8.3f} {paired:8.3f} {spread:>13}")
+
+
+def vs(a, b, key):
+    """B vs A, above 1 when B is better."""
+    if a == 0 or b == 0:
+        return float("nan")
+    return a / b if lower_is_better(key) else b / a
 
 
 if __name__ == "__main__":

@@ -231,6 +231,20 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The CPU time it has used so far (user + system, from /proc), seconds: a figure a
+    /// shared machine disturbs far less than throughput, since time stolen by the hypervisor or
+    /// spent waiting for a CPU is not in it.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?;
+        // Fields after the command name, which may hold spaces, ends with ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (ticks_per_s > 0).then(|| (utime + stime) as f64 / ticks_per_s as f64)
+    }
+
     /// Its resident memory (VmRSS), bytes.
     pub fn rss_bytes(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;

@@ -175,18 +175,33 @@ fn queue(port: u16, window: Duration, cpu: usize, seed: u64) -> Result<(f64, Mea
     Ok((m.ops_per_s(), m))
 }
 
-fn measured_row(m: &Measured) -> serde_json::Value {
+fn measured_row(m: &Measured, cpu_s: Option<f64>) -> serde_json::Value {
+    let cpu_us_per_op = cpu_s.map(|s| s * 1e6 / m.ops.max(1) as f64);
     json!({"ops": m.ops, "seconds": m.seconds, "ops_per_s": m.ops_per_s(), "errors": m.errors,
-           "p50_us": m.p(0.5), "p99_us": m.p(0.99), "first_error": m.first_error})
+           "p50_us": m.p(0.5), "p99_us": m.p(0.99), "first_error": m.first_error,
+           "server_cpu_us_per_op": cpu_us_per_op})
 }
 
-/// `types_vs_redis_{leaderboard,queue,session}`.
+/// `f`, and the server CPU time it took, seconds (`None` where /proc cannot tell).
+fn with_cpu<T>(
+    server: &Server,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<(T, Option<f64>), String> {
+    let before = server.cpu_seconds();
+    let out = f()?;
+    let used = server.cpu_seconds().zip(before).map(|(a, b)| a - b);
+    Ok((out, used))
+}
+
+/// `types_vs_redis_{leaderboard,queue,session}`, and `types_cpu_vs_redis_*`: the server CPU
+/// time per operation, redis's ÷ tamer's.
 pub fn vs_redis(ctx: &mut Ctx, round: usize) -> Result<(), String> {
     let plan = ctx.plan.clone();
     let cache = plan.dram_cache_bytes.to_string();
     let mut names = ["tamer", "redis"];
     names.rotate_left(round % 2);
     let mut got = std::collections::BTreeMap::new();
+    let mut cpu_us_per_op = std::collections::BTreeMap::new();
     for name in names {
         let server = match name {
             "tamer" => {
@@ -202,22 +217,38 @@ pub fn vs_redis(ctx: &mut Ctx, round: usize) -> Result<(), String> {
         let board = |rng: &mut SmallRng| leaderboard_op(rng, plan.board_members);
         let sessions = |rng: &mut SmallRng| session_op(rng, plan.sessions);
         closed_loop(port, THREADS, CONNS, plan.warmup, cpu, ctx.seed, &board)?;
-        let lb = closed_loop(port, THREADS, CONNS, plan.window, cpu, ctx.seed, &board)?;
+        let (lb, lb_cpu) = with_cpu(&server, || {
+            closed_loop(port, THREADS, CONNS, plan.window, cpu, ctx.seed, &board)
+        })?;
         closed_loop(port, THREADS, CONNS, plan.warmup, cpu, ctx.seed, &sessions)?;
-        let se = closed_loop(port, THREADS, CONNS, plan.window, cpu, ctx.seed, &sessions)?;
-        let (q, qm) = queue(port, plan.window, plan.load_cpu, ctx.seed)?;
-        for (w, m) in [("leaderboard", &lb), ("session", &se), ("queue", &qm)] {
+        let (se, se_cpu) = with_cpu(&server, || {
+            closed_loop(port, THREADS, CONNS, plan.window, cpu, ctx.seed, &sessions)
+        })?;
+        let ((q, qm), q_cpu) = with_cpu(&server, || {
+            queue(port, plan.window, plan.load_cpu, ctx.seed)
+        })?;
+        let measured = [
+            ("leaderboard", &lb, lb_cpu),
+            ("session", &se, se_cpu),
+            ("queue", &qm, q_cpu),
+        ];
+        for (w, m, cpu_s) in measured {
             if m.errors > 0 {
                 return Err(format!(
                     "{name} {w}: {} errors, first {:?}",
                     m.errors, m.first_error
                 ));
             }
-            ctx.row(json!({"figure": "vs_redis", "round": round, "server": name, "workload": w, "measured": measured_row(m)}));
+            ctx.row(json!({"figure": "vs_redis", "round": round, "server": name, "workload": w, "measured": measured_row(m, cpu_s)}));
         }
         got.insert((name, "leaderboard"), lb.ops_per_s());
         got.insert((name, "session"), se.ops_per_s());
         got.insert((name, "queue"), q);
+        for (w, m, cpu_s) in measured {
+            if let Some(s) = cpu_s {
+                cpu_us_per_op.insert((name, w), s * 1e6 / m.ops.max(1) as f64);
+            }
+        }
         drop(server);
     }
     for w in ["leaderboard", "queue", "session"] {
@@ -226,6 +257,13 @@ pub fn vs_redis(ctx: &mut Ctx, round: usize) -> Result<(), String> {
             got[&("tamer", w)],
             got[&("redis", w)],
         );
+        // CPU per operation, redis's ÷ tamer's: above 1, tamer spends less on each.
+        if let (Some(t), Some(r)) = (
+            cpu_us_per_op.get(&("tamer", w)),
+            cpu_us_per_op.get(&("redis", w)),
+        ) {
+            ctx.ratio(&format!("types_cpu_vs_redis_{w}"), *r, *t);
+        }
     }
     Ok(())
 }
