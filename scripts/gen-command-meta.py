@@ -24,10 +24,10 @@ flushall flushdb get getdel getex getrange getset hdel hello hexists hget hgetal
 hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset hsetnx hstrlen hvals incr incrby
 incrbyfloat info keys lastsave latency lcs lindex linsert llen lmove lmpop lpop lpos lpush
 lpushx lrange lrem lset ltrim memory mget move mset msetnx multi persist pexpire pexpireat
-pexpiretime ping psetex pttl quit randomkey rename renamenx reset rpop rpoplpush rpush
+pexpiretime ping psetex psubscribe pttl publish pubsub punsubscribe quit randomkey rename renamenx reset rpop rpoplpush rpush
 rpushx sadd scan scard script sdiff sdiffstore select set setex setnx setrange shutdown sinter
-sintercard sinterstore sismember slowlog smembers smismember smove spop srandmember srem
-sscan strlen sunion sunionstore swapdb time touch ttl type unlink unwatch watch zadd zcard
+sintercard sinterstore sismember slowlog smembers smismember smove spop spublish srandmember srem
+sscan ssubscribe strlen subscribe sunion sunionstore sunsubscribe swapdb time touch ttl type unlink unsubscribe unwatch watch zadd zcard
 zcount zdiff zdiffstore zincrby zinter zintercard zinterstore zlexcount zmpop zmscore
 zpopmax zpopmin zrandmember zrange zrangebylex zrangebyscore zrangestore zrank zrem
 zremrangebylex zremrangebyrank zremrangebyscore zrevrange zrevrangebylex zrevrangebyscore
@@ -39,6 +39,7 @@ SUBCOMMANDS = {
     "config": ["get", "resetstat", "set"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],
+    "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub"],
     "script": ["exists", "flush", "kill", "load"],
     "slowlog": ["get", "len", "reset"],
 }

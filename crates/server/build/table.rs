@@ -91,6 +91,7 @@ const TAMER_FLAGS: &[&str] = &[
     "transaction_boundary",
     "changes_map",
     "secret_args",
+    "subscribed_context",
 ];
 
 /// A JSON value with its maps' order kept (clients read `COMMAND DOCS` maps in Redis's order).

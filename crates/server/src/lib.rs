@@ -4,6 +4,8 @@
 //! - [`resp`], [`glob`], [`config`]: the protocol's codec, Redis's patterns, the settings.
 //! - [`keyspace`]: keys and their entries in the store (encodings, databases, collections),
 //!   the writes' watchers (`WATCH`, blocked clients), active expiry and reclaim.
+//! - `pubsub`: the channels and patterns clients subscribe to, and the mail a publish leaves
+//!   each subscriber until the network sends it.
 //! - [`stats`]: what the server reports about itself (counters, client list, `INFO`,
 //!   Prometheus metrics).
 //! - `commands`: the command table, the gate every request passes, and one file per
@@ -25,6 +27,7 @@ pub mod config;
 pub mod glob;
 pub mod keyspace;
 pub mod net;
+pub(crate) mod pubsub;
 pub mod resp;
 pub(crate) mod session;
 pub mod stats;

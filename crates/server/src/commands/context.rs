@@ -10,6 +10,7 @@ use super::scripting::Scripts;
 
 use crate::keyspace::scope::Scope;
 use crate::keyspace::DATABASES;
+use crate::pubsub::{Effects, Hub};
 use crate::resp::Protocol;
 use crate::stats::ServerStats;
 
@@ -33,6 +34,12 @@ pub struct Context<'a> {
     pub stats: &'a ServerStats,
     /// The server's scripts (`EVAL`, `SCRIPT`).
     pub scripts: &'a Arc<Scripts>,
+    /// The server's pub/sub hub (`PUBSUB`, the receivers `PUBLISH` counts).
+    pub pubsub: &'a Hub,
+    /// What this transaction publishes once it commits (`PUBLISH`).
+    pub effects: &'a Effects,
+    /// The client is in RESP2's subscribed context (`PING` then replies as an array).
+    pub pubsub_context: bool,
 }
 
 impl<'a> Deref for Context<'a> {
@@ -46,6 +53,8 @@ impl<'a> Deref for Context<'a> {
 /// The scripts of contexts outside any server (tests).
 #[cfg(test)]
 static BARE_SCRIPTS: std::sync::LazyLock<Arc<Scripts>> = std::sync::LazyLock::new(Arc::default);
+#[cfg(test)]
+static BARE_HUB: std::sync::LazyLock<Hub> = std::sync::LazyLock::new(Hub::default);
 
 #[cfg(test)]
 impl<'a> Context<'a> {
@@ -71,6 +80,10 @@ impl<'a> Context<'a> {
             max_value_bytes: tamer_store::DEFAULT_MAX_VALUE_BYTES,
             stats,
             scripts: &BARE_SCRIPTS,
+            pubsub: &BARE_HUB,
+            // One per test context, never freed: tests only.
+            effects: Box::leak(Box::default()),
+            pubsub_context: false,
         }
     }
 }

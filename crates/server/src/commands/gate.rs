@@ -12,8 +12,11 @@
 //! 6. While the store's device is full, a `denyoom` command is refused with `-OOM` (and
 //!    inside `MULTI` every command but the ones that end it, as Redis refuses them over
 //!    `maxmemory`).
-//! 7. While the store loads, only the `loading` commands run.
-//! 8. Inside `MULTI`, every command but the ones that run in it is queued.
+//! 7. A RESP2 client that subscribes to anything may run only the `subscribed_context`
+//!    commands.
+//! 8. While the store loads, only the `loading` commands run.
+//! 9. While a script is busy, only the `allow_busy` commands run.
+//! 10. Inside `MULTI`, every command but the ones that run in it is queued.
 //!
 //! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
 //! `flagTransaction`; a refused `EXEC` discards it and says why. ACL permissions and cluster slots will be rules between 5 and 6.
@@ -40,6 +43,8 @@ pub struct Snapshot {
     pub out_of_space: bool,
     /// A script has run past `busy-reply-threshold` and not ended.
     pub script_busy: bool,
+    /// The client is in RESP2's subscribed context (it subscribes to something).
+    pub pubsub_context: bool,
 }
 
 /// What happens to a request.
@@ -74,6 +79,9 @@ pub enum Refusal {
     Loading(&'static Command),
     /// A script is busy and the command is not one that may run meanwhile.
     Busy(&'static Command),
+    /// A RESP2 client that subscribes may run only the (un)subscribe commands, `PING`,
+    /// `QUIT` and `RESET`.
+    PubsubContext(&'static Command),
 }
 
 pub use super::reply::OUT_OF_SPACE;
@@ -103,6 +111,9 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     let takes_space = command.flags.contains(Flags::DENYOOM) || (s.in_multi && !ends_multi);
     if s.out_of_space && takes_space {
         return Verdict::Refuse(Refusal::OutOfSpace(command));
+    }
+    if s.pubsub_context && !command.tamer.contains(TamerFlags::SUBSCRIBED_CONTEXT) {
+        return Verdict::Refuse(Refusal::PubsubContext(command));
     }
     if s.loading && !command.flags.contains(Flags::LOADING) {
         return Verdict::Refuse(Refusal::Loading(command));
@@ -141,7 +152,8 @@ impl Refusal {
             | Refusal::NoMulti(c)
             | Refusal::OutOfSpace(c)
             | Refusal::Loading(c)
-            | Refusal::Busy(c) => Some(c),
+            | Refusal::Busy(c)
+            | Refusal::PubsubContext(c) => Some(c),
         }
     }
 
@@ -188,6 +200,11 @@ impl Refusal {
             Refusal::Busy(_) => "BUSY Redis is busy running a script. You can only call SCRIPT \
                                  KILL or SHUTDOWN NOSAVE."
                 .to_string(),
+            Refusal::PubsubContext(command) => format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+                 RESET are allowed in this context",
+                command.name
+            ),
         }
     }
 }
@@ -242,6 +259,7 @@ mod tests {
         loading: false,
         out_of_space: false,
         script_busy: false,
+        pubsub_context: false,
     };
 
     /// Rule 1. Catches a blocked client's next request run (or refused) before its blocked
@@ -465,6 +483,46 @@ mod tests {
         assert!(reply("get a", loading).starts_with("-LOADING "));
     }
 
+    /// Rule: RESP2's subscribed context. Catches a command Redis refuses there let through,
+    /// or one it allows refused, or the refusal's text changed.
+    #[test]
+    fn a_subscribed_resp2_client_runs_only_pubsub_commands() {
+        let subscribed = Snapshot {
+            pubsub_context: true,
+            ..OK
+        };
+        for line in ["get a", "publish c m", "pubsub numpat", "multi", "hello 3"] {
+            assert!(
+                matches!(
+                    decide_line(line, subscribed),
+                    Verdict::Refuse(Refusal::PubsubContext(_))
+                ),
+                "{line}"
+            );
+        }
+        for line in [
+            "subscribe c",
+            "unsubscribe",
+            "psubscribe p*",
+            "punsubscribe",
+            "ssubscribe s",
+            "sunsubscribe",
+            "ping",
+            "quit",
+            "reset",
+        ] {
+            assert!(
+                matches!(decide_line(line, subscribed), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            reply("config get x", subscribed),
+            "-ERR Can't execute 'config|get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+             QUIT / RESET are allowed in this context\r\n"
+        );
+    }
+
     /// Rule: a busy script. Catches `-BUSY` for the commands Redis lets through (`SCRIPT
     /// KILL`, `SHUTDOWN`, `AUTH`, `MULTI` ...), or none given while a script is busy, or
     /// a `-BUSY` while none is.
@@ -510,6 +568,7 @@ mod tests {
             loading: true,
             out_of_space: true,
             script_busy: true,
+            pubsub_context: true,
         };
         assert_eq!(
             decide_line("nosuch", everything),
@@ -539,6 +598,10 @@ mod tests {
             out_of_space: false,
             ..authenticated
         };
+        assert!(matches!(
+            decide_line("get a", room),
+            Verdict::Refuse(Refusal::PubsubContext(_))
+        ));
         assert!(matches!(
             decide_line("ping", room),
             Verdict::Refuse(Refusal::Loading(_))

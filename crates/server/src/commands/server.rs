@@ -12,14 +12,17 @@ use super::reply::keyspace_error;
 use super::Context;
 use crate::config::Origin;
 use crate::keyspace::{KeyspaceError, DATABASES};
+use crate::pubsub::Kind;
 use crate::resp::{parse_i64, write};
 use crate::stats::ServerStats;
 
 type Result = std::result::Result<(), DbError>;
 
 /// `PING [message]`.
-pub fn ping(_: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
+pub fn ping(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     match args {
+        [_] if ctx.pubsub_context => crate::pubsub::ping_reply(out, None),
+        [_, message] if ctx.pubsub_context => crate::pubsub::ping_reply(out, Some(message)),
         [_] => write::simple(out, "PONG"),
         [_, message] => write::bulk(out, message),
         // Redis checks PING's arity itself (its table's arity is -1).
@@ -65,6 +68,7 @@ pub fn info(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         keyspace: keyspace.as_ref(),
         cached_scripts,
         cached_script_bytes,
+        pubsub: [Kind::Channel, Kind::Pattern, Kind::Shard].map(|k| ctx.pubsub.len(k)),
     };
     let text = crate::stats::info::text(ctx.stats, &args[1..], gathered);
     write::verbatim(out, b"txt", text.as_bytes(), ctx.protocol);

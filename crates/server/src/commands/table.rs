@@ -63,7 +63,7 @@ mod tests {
                 assert!(c.name.as_bytes().eq_ignore_ascii_case(&word), "{word:?}");
             }
         }
-        for absent in ["", "nosuch", "getx", "ge", "config|get", "subscribe"] {
+        for absent in ["", "nosuch", "getx", "ge", "config|get", "subscribex"] {
             assert_eq!(lookup(absent.as_bytes()), None, "{absent}");
         }
     }

@@ -12,7 +12,7 @@ use super::limits::{QUERY_HIGH_BYTES, RECV_BUFFER_BYTES};
 use super::network::{clear_pending, Conn, Network};
 use super::ring::{Op, BUFFER_GROUP};
 use crate::resp::RequestParser;
-use crate::session::Session;
+use crate::session::{Services, Session};
 
 impl Network {
     /// Takes in a connection the listener accepted (or refuses it past `maxclients`) and
@@ -49,7 +49,17 @@ impl Network {
         stats
             .clients
             .register(u64::from(generation), fd.as_raw_fd());
-        let conn = Conn {
+        let c = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let services = Services {
+            watches: self.shared.watches.clone(),
+            stats: self.shared.stats.clone(),
+            scripts: self.shared.scripts.clone(),
+            pubsub: self.shared.pubsub.clone(),
+        };
+        self.conns[c] = Some(Conn {
             fd,
             generation,
             parser: RequestParser::default(),
@@ -59,26 +69,12 @@ impl Network {
             in_flight: false,
             replies: Vec::new(),
             sending: None,
-            session: Some(Session::new(
-                self.shared.watches.clone(),
-                u64::from(generation),
-                self.shared.stats.clone(),
-                self.shared.scripts.clone(),
-            )),
+            session: Some(Session::new(&services, (c, generation))),
             closing: false,
             recv_armed: false,
             recv_paused: false,
-        };
-        let c = match self.free.pop() {
-            Some(c) => {
-                self.conns[c] = Some(conn);
-                c
-            }
-            None => {
-                self.conns.push(Some(conn));
-                self.conns.len() - 1
-            }
-        };
+            subscriber: false,
+        });
         self.open += 1;
         self.shared
             .stats
@@ -203,6 +199,14 @@ impl Network {
 
     /// Sends what replies wait, if no send is in flight.
     pub(super) fn flush(&mut self, c: usize) -> Result<(), String> {
+        let Some(conn) = self.conns[c].as_mut() else {
+            return Ok(());
+        };
+        // A blocked client (RESP3 may block while subscribed) waits with its session here.
+        let idle = !conn.in_flight || conn.session.as_ref().is_some_and(|s| s.blocked.is_some());
+        if conn.subscriber && idle && conn.sending.is_none() {
+            self.take_mail(c);
+        }
         let Some(conn) = self.conns[c].as_mut() else {
             return Ok(());
         };

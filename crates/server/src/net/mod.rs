@@ -29,12 +29,13 @@
 //! cores call; `ring` sets up the ring and its receive buffers and hands a poll's completions
 //! on; `connections` accepts, receives, sends and closes; `requests` takes a connection's
 //! requests from parsing and [`admission`] to their job's result; `jobs` is what a job runs
-//! (with [`prefetch`]).
+//! (with [`prefetch`]); `mail` sends pub/sub's messages.
 
 pub mod admission;
 mod connections;
 mod jobs;
 mod limits;
+mod mail;
 mod network;
 mod options;
 mod poller;

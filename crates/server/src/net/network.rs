@@ -66,6 +66,8 @@ pub(super) struct Shared {
     pub(super) stats: Arc<ServerStats>,
     /// The scripts (`EVAL`, `SCRIPT`).
     pub(super) scripts: Arc<crate::commands::scripting::Scripts>,
+    /// Pub/sub's channels, subscribers and their mail.
+    pub(super) pubsub: Arc<crate::pubsub::Hub>,
     /// Prefetch a job's keys before it runs ([`super::ServerOptions::prefetch`]).
     pub(super) prefetch: bool,
 }
@@ -91,6 +93,8 @@ pub(super) struct Conn {
     pub(super) recv_armed: bool,
     /// Receiving stopped (its multishot receive cancelled) until the query bytes drain.
     pub(super) recv_paused: bool,
+    /// Its session subscribes to something (as of its last job): mail may wait for it.
+    pub(super) subscriber: bool,
 }
 
 /// What a connection received, in order.

@@ -52,6 +52,7 @@ impl NetPoller {
             .map_err(|e| format!("io_uring: {e}"))?;
         let ring = Arc::new(ring);
         let watches = shared.watches.clone();
+        let pubsub = shared.pubsub.clone();
         let mut net = Network::new(listener, db.clone(), shared, routing, ring.clone())?;
         net.wake_fd = wake.as_raw_fd();
         net.arm_wake()?;
@@ -71,6 +72,12 @@ impl NetPoller {
         });
         let weak = Arc::downgrade(&poller);
         poller.blocks.blocks.set_waker(Box::new(move || {
+            if let Some(p) = weak.upgrade() {
+                p.wake();
+            }
+        }));
+        let weak = Arc::downgrade(&poller);
+        pubsub.set_waker(Box::new(move || {
             if let Some(p) = weak.upgrade() {
                 p.wake();
             }

@@ -257,6 +257,7 @@ impl Network {
         }
         self.completions = completions;
         handled += self.serve_blocked()?;
+        handled += self.serve_mail()?;
         let blocked = self.shared.watches.blocks.len();
         self.shared
             .stats

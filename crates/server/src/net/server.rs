@@ -49,6 +49,7 @@ impl Server {
             watches: Arc::new(Watches::default()),
             stats: stats.clone(),
             scripts: Arc::default(),
+            pubsub: Arc::default(),
             prefetch: options.prefetch,
         });
         let reclaimer = Some(Reclaimer::start(db.clone())?);

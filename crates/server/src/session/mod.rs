@@ -24,6 +24,7 @@ mod blocking;
 mod clients;
 mod ops;
 mod state;
+mod subscriptions;
 mod transaction;
 
-pub(crate) use state::Session;
+pub(crate) use state::{Services, Session};

@@ -1,12 +1,14 @@
 //! The commands that run on the session (the table's `SessionOp`s): `HELLO`, `AUTH`,
 //! `RESET`, `SELECT`, `QUIT`, `SHUTDOWN`, `MULTI`/`EXEC`/`DISCARD`/`WATCH`/`UNWATCH` (in
-//! `super::transaction`), and `CLIENT`'s subcommands (`super::clients` for the registry's).
+//! `super::transaction`), `CLIENT`'s subcommands (`super::clients` for the registry's), and
+//! the (un)subscribe commands (`super::subscriptions`).
 
 use tamer_store::DbHandle;
 
 use super::state::Session;
 use crate::commands::spec::SessionOp;
 use crate::keyspace::dbmap::DbMap;
+use crate::pubsub::Kind;
 use crate::resp::{parse_i64, write, Protocol};
 
 /// Redis's error for a client name with spaces or special characters.
@@ -57,6 +59,12 @@ impl Session {
             SessionOp::ClientInfo => self.client_info(out),
             SessionOp::ClientKill => self.client_kill(args, out),
             SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
+            SessionOp::Subscribe => self.subscribe(Kind::Channel, &args[1..], out),
+            SessionOp::Psubscribe => self.subscribe(Kind::Pattern, &args[1..], out),
+            SessionOp::Ssubscribe => self.subscribe(Kind::Shard, &args[1..], out),
+            SessionOp::Unsubscribe => self.unsubscribe(Kind::Channel, &args[1..], out),
+            SessionOp::Punsubscribe => self.unsubscribe(Kind::Pattern, &args[1..], out),
+            SessionOp::Sunsubscribe => self.unsubscribe(Kind::Shard, &args[1..], out),
         }
     }
 
@@ -142,6 +150,9 @@ impl Session {
             self.name = (!name.is_empty()).then(|| name.to_vec());
         }
         self.protocol = protocol;
+        if self.subscribed() {
+            self.pubsub.set_protocol(self.client, protocol);
+        }
         self.hello_reply(out);
     }
 
@@ -205,10 +216,12 @@ impl Session {
     }
 
     /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
-    /// no `MULTI`, nothing watched, `NO-EVICT` off, authenticated only without a password).
+    /// no `MULTI`, nothing watched, no subscriptions, `NO-EVICT` off, authenticated only
+    /// without a password).
     fn reset(&mut self, out: &mut Vec<u8>) {
         self.multi = None;
         self.unwatch_all();
+        self.unsubscribe_all();
         self.db = 0;
         self.protocol = Protocol::Resp2;
         self.name = None;

@@ -14,6 +14,7 @@ use crate::commands::scripting::Scripts;
 use crate::commands::spec::{Command, Flags, Run, TamerFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::watches::Watches;
+use crate::pubsub::{Client, Hub};
 use crate::resp::{write, Protocol};
 use crate::stats::clients::ClientEntry;
 use crate::stats::monitor::{Outcome, SlowEntry};
@@ -56,6 +57,33 @@ pub struct Session {
     pub blocked: Option<Blocked>,
     /// The server's scripts.
     pub(super) scripts: Arc<Scripts>,
+    /// The server's pub/sub hub, and this connection as the hub names it.
+    pub(super) pubsub: Arc<Hub>,
+    pub(super) client: Client,
+    /// Its subscriptions: channels, patterns, shard channels (the hub's, mirrored).
+    pub(super) subscriptions: [usize; 3],
+}
+
+/// The server's parts a session works with.
+#[derive(Clone, Debug)]
+pub struct Services {
+    pub watches: Arc<Watches>,
+    pub stats: Arc<ServerStats>,
+    pub scripts: Arc<Scripts>,
+    pub pubsub: Arc<Hub>,
+}
+
+#[cfg(test)]
+impl Services {
+    /// Fresh parts around `stats`, for tests.
+    pub fn new(stats: Arc<ServerStats>) -> Self {
+        Self {
+            watches: Arc::default(),
+            stats,
+            scripts: Arc::default(),
+            pubsub: Arc::default(),
+        }
+    }
 }
 
 /// `MULTI`'s queue, and whether a command was refused while queueing (`EXEC` then fails).
@@ -83,18 +111,24 @@ pub struct Blocked {
 impl Drop for Session {
     fn drop(&mut self) {
         self.unwatch_all();
+        if self.subscribed() {
+            self.pubsub.remove(self.client);
+        }
     }
 }
 
 impl Session {
-    /// A new connection's session, in database 0, on the server's `watches` (its registry
-    /// entry, if the connection `id` is registered, found in `stats`).
-    pub fn new(
-        watches: Arc<Watches>,
-        id: u64,
-        stats: Arc<ServerStats>,
-        scripts: Arc<Scripts>,
-    ) -> Self {
+    /// A new connection's session, in database 0, on the server's `services` (its registry
+    /// entry, if the connection is registered, found in their stats). `client` is its
+    /// connection's slot and generation; the generation is its `CLIENT ID`.
+    pub fn new(services: &Services, client: Client) -> Self {
+        let Services {
+            watches,
+            stats,
+            scripts,
+            pubsub,
+        } = services.clone();
+        let id = u64::from(client.1);
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -110,7 +144,15 @@ impl Session {
             stats,
             no_evict: false,
             scripts,
+            pubsub,
+            client,
+            subscriptions: [0; 3],
         }
+    }
+
+    /// Whether it subscribes to anything (of any kind).
+    pub fn subscribed(&self) -> bool {
+        self.subscriptions.iter().any(|&n| n > 0)
     }
 
     /// What the gate knows of this client and the server now.
@@ -122,6 +164,7 @@ impl Session {
             loading: self.stats.loading.load(Ordering::Relaxed),
             out_of_space: self.stats.out_of_space.load(Ordering::Relaxed),
             script_busy: self.scripts.busy(),
+            pubsub_context: self.pubsub_context(),
         }
     }
 
@@ -135,6 +178,7 @@ impl Session {
         out: &mut Vec<u8>,
     ) -> Option<Vec<Vec<u8>>> {
         let started = Instant::now();
+        self.take_mail(out);
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let verdict = gate::decide(&refs, self.snapshot());
         if verdict == Verdict::Wait {
@@ -213,7 +257,9 @@ impl Session {
         };
         let (name, db, resp) = (self.name.clone(), self.db, self.protocol);
         let (multi, no_evict) = (self.multi.as_ref().map(|m| m.queued.len()), self.no_evict);
+        let subscriptions = self.subscriptions;
         entry.update(|s| {
+            s.subscriptions = subscriptions;
             s.name = name.unwrap_or_default();
             s.db = db;
             s.resp = if resp == Protocol::Resp3 { 3 } else { 2 };
@@ -332,10 +378,8 @@ mod tests {
         let mut session = std::mem::replace(
             s,
             Session::new(
-                Arc::default(),
-                0,
-                Arc::new(ServerStats::new(0, Arc::default(), &[])),
-                Arc::default(),
+                &Services::new(Arc::new(ServerStats::new(0, Arc::default(), &[]))),
+                (0, 0),
             ),
         );
         let (session, out) = db
@@ -362,7 +406,7 @@ mod tests {
         let db = Db::open("unused", DbOptions::new(16 << 20).device(device).cores(1)).unwrap();
         let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
         let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
-        let mut s = Session::new(Arc::default(), 1, stats, Arc::default());
+        let mut s = Session::new(&Services::new(stats), (0, 1));
         assert_eq!(reply(&mut s, &db, &map, &["MULTI"]), "+OK\r\n");
         assert_eq!(reply(&mut s, &db, &map, &["SET", "a", "1"]), "+QUEUED\r\n");
         s.refused(false); // INCR b, refused on arrival
@@ -389,7 +433,7 @@ mod tests {
         let db = Db::open("unused", DbOptions::new(4 << 20).device(device).cores(1)).unwrap();
         let map = Arc::new(DbMap::new(std::array::from_fn(|i| i as u32 + 1)));
         let stats = Arc::new(ServerStats::new(0, Arc::default(), &[]));
-        let mut s = Session::new(Arc::default(), 1, stats.clone(), Arc::default());
+        let mut s = Session::new(&Services::new(stats.clone()), (0, 1));
         let value = "v".repeat(64 << 10);
         let mut stored = 0;
         // Bounded: 8 MiB hold fewer than 128 values of 64 KiB.

@@ -17,6 +17,7 @@ use crate::commands::Context;
 use crate::keyspace::dbmap::{self, DbMap};
 use crate::keyspace::scope::Scope;
 use crate::keyspace::{store_key, KeyspaceError, DATABASES};
+use crate::pubsub::Effects;
 use crate::resp::{parse_i64, write, Protocol};
 use crate::stats::monitor::Outcome;
 
@@ -41,6 +42,17 @@ fn fingerprint(
         Err(KeyspaceError::Store(e)) => Err(e),
         Err(_) => Ok(Some(0)),
     }
+}
+
+/// What a committed `EXEC`'s transaction left: the replies, the database and `QUIT`, each
+/// reply's span and time, the map, and what it publishes.
+struct Executed {
+    replies: Vec<u8>,
+    db: usize,
+    quit: bool,
+    spans: Spans,
+    namespaces: [u32; DATABASES],
+    effects: Effects,
 }
 
 /// The database map's gate as a command holds it.
@@ -92,6 +104,7 @@ struct Env<'a> {
     protocol: Protocol,
     session: &'a Session,
     max_value_bytes: usize,
+    effects: &'a Effects,
 }
 
 impl Env<'_> {
@@ -111,6 +124,9 @@ impl Env<'_> {
             max_value_bytes: self.max_value_bytes,
             stats: &self.session.stats,
             scripts: &self.session.scripts,
+            pubsub: &self.session.pubsub,
+            effects: self.effects,
+            pubsub_context: self.session.pubsub_context(),
         }
     }
 }
@@ -169,20 +185,25 @@ impl Session {
         let (db, protocol) = (self.db, self.protocol);
         let result = handle.transaction(|tx| {
             let map = Cell::new(gate.namespaces());
+            let effects = Effects::default();
             let run = Env {
                 map: &map,
                 map_exclusive: gate.exclusive(),
                 protocol,
                 session: self,
                 max_value_bytes: handle.max_value_bytes(),
+                effects: &effects,
             };
             let mut reply = Vec::new();
             run_handler(command, &run.context(db), tx, args, &mut reply)?;
-            Ok((reply, map.get()))
+            Ok((reply, map.get(), effects))
         });
         match result {
-            Ok((reply, namespaces)) => {
+            Ok((reply, namespaces, effects)) => {
                 gate.publish(namespaces);
+                // A client that publishes to itself gets the message before the reply.
+                effects.apply(&self.pubsub);
+                self.take_mail(out);
                 out.extend_from_slice(&reply);
                 self.wrote(command);
             }
@@ -296,8 +317,17 @@ impl Session {
         let result = handle.transaction(|tx| self.exec_attempt(handle, &gate, tx, &queued));
         self.unwatch_all();
         match result {
-            Ok(Some((replies, db, quit, spans, namespaces))) => {
+            Ok(Some(Executed {
+                replies,
+                db,
+                quit,
+                spans,
+                namespaces,
+                effects,
+            })) => {
                 gate.publish(namespaces);
+                effects.apply(&self.pubsub);
+                self.take_mail(out);
                 self.db = db;
                 self.quit |= quit;
                 let (replies, spans) = self.run_after_commit(handle, map, &queued, replies, spans);
@@ -313,16 +343,14 @@ impl Session {
         }
     }
 
-    /// One attempt of an `EXEC`'s transaction: `None` when a watched key moved, else the
-    /// replies, the database and `QUIT` it left, each reply's span and time, and the map.
-    #[allow(clippy::type_complexity)]
+    /// One attempt of an `EXEC`'s transaction: `None` when a watched key moved.
     fn exec_attempt(
         &self,
         handle: &DbHandle,
         gate: &MapGate<'_>,
         tx: &mut Tx<'_>,
         queued: &[(&'static Command, Vec<Vec<u8>>)],
-    ) -> Result<Option<(Vec<u8>, usize, bool, Spans, [u32; DATABASES])>, DbError> {
+    ) -> Result<Option<Executed>, DbError> {
         let now = crate::keyspace::wall_ms();
         for (key, print, version) in &self.watched {
             let db = u32::from_be_bytes(key[..4].try_into().expect("4 bytes"));
@@ -334,12 +362,14 @@ impl Session {
             }
         }
         let map = Cell::new(gate.namespaces());
+        let effects = Effects::default();
         let run = Env {
             map: &map,
             map_exclusive: gate.exclusive(),
             protocol: self.protocol,
             session: self,
             max_value_bytes: handle.max_value_bytes(),
+            effects: &effects,
         };
         let (mut replies, mut db, mut quit) = (Vec::new(), self.db, false);
         let mut spans = Vec::with_capacity(queued.len());
@@ -359,7 +389,14 @@ impl Session {
             }
             spans.push((at..replies.len(), started.elapsed()));
         }
-        Ok(Some((replies, db, quit, spans, map.get())))
+        Ok(Some(Executed {
+            replies,
+            db,
+            quit,
+            spans,
+            namespaces: map.get(),
+            effects,
+        }))
     }
 
     /// The replies of a committed `EXEC` with its session commands (`CLIENT`, `HELLO`,
@@ -388,7 +425,16 @@ impl Session {
                     );
                     let started = Instant::now();
                     let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                    self.op(op, handle, map, &refs, &mut out);
+                    if op == SessionOp::Ssubscribe {
+                        // Redis denies it inside EXEC (SUBSCRIBE and PSUBSCRIBE are let
+                        // through for compatibility).
+                        write::error(
+                            &mut out,
+                            "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
+                        );
+                    } else {
+                        self.op(op, handle, map, &refs, &mut out);
+                    }
                     placed.push((at..out.len(), started.elapsed()));
                 }
                 _ => {

@@ -26,6 +26,8 @@ pub struct ClientState {
     /// Commands queued in `MULTI` (`None`: not in `MULTI`).
     pub multi: Option<usize>,
     pub resp: u8,
+    /// Channels, patterns and shard channels it subscribes to.
+    pub subscriptions: [usize; 3],
 }
 
 /// One connection.
@@ -62,6 +64,7 @@ impl ClientEntry {
                 no_evict: false,
                 multi: None,
                 resp: 2,
+                subscriptions: [0; 3],
             }),
             killed: AtomicBool::new(false),
         }
@@ -80,18 +83,22 @@ impl ClientEntry {
     pub fn line(&self) -> String {
         let s = self.state();
         let mut flags = String::new();
+        if s.subscriptions.iter().any(|&n| n > 0) {
+            flags.push('P');
+        }
         if s.multi.is_some() {
             flags.push('x');
         }
         if s.no_evict {
             flags.push('e');
         }
+
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 \
-             psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 \
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} \
+             psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 \
              obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
@@ -101,6 +108,9 @@ impl ClientEntry {
             self.created.elapsed().as_secs(),
             s.last_active.elapsed().as_secs(),
             s.db,
+            s.subscriptions[0],
+            s.subscriptions[1],
+            s.subscriptions[2],
             s.multi.map_or(-1, |n| n as i64),
             s.cmd,
             s.resp

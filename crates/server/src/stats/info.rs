@@ -57,6 +57,8 @@ pub struct Gathered<'a> {
     pub cached_scripts: usize,
     /// Their bodies' bytes (`used_memory_scripts_eval`).
     pub cached_script_bytes: usize,
+    /// Channels, patterns and shard channels subscribed to (`pubsub_channels` ...).
+    pub pubsub: [usize; 3],
 }
 
 /// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line.
@@ -68,7 +70,7 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
             "clients" => clients(stats),
             "memory" => memory(stats, gathered),
             "persistence" => persistence(stats),
-            "stats" => counters(stats),
+            "stats" => counters(stats, gathered.pubsub),
             "replication" => replication(stats),
             "cpu" => cpu(),
             "commandstats" => commandstats(stats),
@@ -196,9 +198,15 @@ fn persistence(stats: &ServerStats) -> String {
     )
 }
 
-fn counters(stats: &ServerStats) -> String {
+fn counters(stats: &ServerStats, pubsub: [usize; 3]) -> String {
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    format!(
+    let [channels, patterns, shard] = pubsub;
+    let pubsub = format!(
+        "pubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\n\
+         pubsubshard_channels:{shard}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+        load(&stats.pubsub_overflows)
+    );
+    let counters = format!(
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
          rejected_connections:{}\r\ntotal_error_replies:{}\r\ntamer_admitted_requests:{}\r\n\
          tamer_busy_replies:{}\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\n\
@@ -214,7 +222,8 @@ fn counters(stats: &ServerStats) -> String {
         stats.expiry.expired_time_cap_reached_count(),
         load(&stats.lookups.hits),
         load(&stats.lookups.misses),
-    )
+    );
+    counters + &pubsub
 }
 
 fn replication(stats: &ServerStats) -> String {

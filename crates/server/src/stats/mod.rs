@@ -48,6 +48,9 @@ pub struct ServerStats {
     pub(crate) lookups: crate::keyspace::scope::Lookups,
     /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
     pub(crate) blocked_clients: AtomicUsize,
+    /// Pub/sub clients closed because their mail passed its bound
+    /// (`client_output_buffer_limit_disconnections`).
+    pub(crate) pubsub_overflows: AtomicU64,
     /// The store refused a write for want of device space and no write has succeeded since:
     /// the gate refuses the commands that take space (`-OOM`).
     pub(crate) out_of_space: AtomicBool,
@@ -106,6 +109,7 @@ impl ServerStats {
             expiry: Arc::default(),
             lookups: crate::keyspace::scope::Lookups::default(),
             blocked_clients: AtomicUsize::new(0),
+            pubsub_overflows: AtomicU64::new(0),
             out_of_space: AtomicBool::new(false),
             loading: AtomicBool::new(false),
         }

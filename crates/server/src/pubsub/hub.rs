@@ -1,0 +1,615 @@
+//! The hub: who subscribes to what, and each subscriber's mail (see the module docs).
+//!
+//! Rules, each tested below: a publish counts one receiver per subscription it matches (a
+//! client matching by a channel and two patterns counts three, and gets three messages), in
+//! this order: the channel's subscribers in the order they subscribed, then each matching
+//! pattern's; a subscriber whose mail would pass a bound is marked overflowed, its mail
+//! dropped, and gets no more (the network closes it); the network is woken once per publish
+//! that left mail for a subscriber that had none.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use indexmap::{IndexMap, IndexSet};
+
+use super::message::message;
+use super::{MAIL_HARD_BYTES, MAIL_SOFT_BYTES, MAIL_SOFT_SECONDS, MAIL_TOTAL_BYTES};
+use crate::resp::Protocol;
+
+/// A subscriber: its connection's slot and generation (as the network names connections).
+pub type Client = (usize, u32);
+
+/// What a client subscribes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `SUBSCRIBE`: a channel, reached by `PUBLISH`.
+    Channel,
+    /// `PSUBSCRIBE`: a glob pattern over `PUBLISH`'s channels.
+    Pattern,
+    /// `SSUBSCRIBE`: a shard channel, reached by `SPUBLISH` only.
+    Shard,
+}
+
+impl Kind {
+    fn index(self) -> usize {
+        match self {
+            Kind::Channel => 0,
+            Kind::Pattern => 1,
+            Kind::Shard => 2,
+        }
+    }
+}
+
+/// What the network takes for a subscriber.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Mail {
+    pub bytes: Vec<u8>,
+    /// Its mail passed a bound: close the connection.
+    pub overflowed: bool,
+}
+
+#[derive(Debug)]
+struct Subscriber {
+    protocol: Protocol,
+    /// Its subscriptions of each kind, in the order made (a removal moves the last one into
+    /// its place, so the order after removals is arbitrary, as Redis's dictionaries').
+    subscribed: [IndexSet<Vec<u8>>; 3],
+    mail: Vec<u8>,
+    overflowed: bool,
+    /// Since when its mail is past [`MAIL_SOFT_BYTES`] (ns on `tamer_device::now_ns`).
+    soft_since_ns: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Channel → subscribers in the order they subscribed; the same for shard channels
+    /// (index 2) and patterns (index 1, iterated in the order first subscribed).
+    by_name: [IndexMap<Vec<u8>, Vec<Client>>; 3],
+    subscribers: HashMap<Client, Subscriber>,
+    /// Bytes of mail held, all subscribers together.
+    mail_bytes: usize,
+    /// Subscribers with mail (or overflowed) since the network last took them.
+    ready: Vec<Client>,
+}
+
+/// What tells the network that mail waits (a core may be waiting in its ring).
+pub type Waker = Box<dyn Fn() + Send + Sync>;
+
+/// See the module docs.
+#[derive(Default)]
+pub struct Hub {
+    inner: Mutex<Inner>,
+    has_mail: AtomicBool,
+    /// Subscribers now, read without the lock.
+    subscribers: AtomicUsize,
+    waker: OnceLock<Waker>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("subscribers", &self.subscribers.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Set by the network once it runs.
+    pub fn set_waker(&self, waker: Waker) {
+        let _ = self.waker.set(waker);
+    }
+
+    /// Subscribes `client` to `name`; whether it was new, and the client's subscriptions of
+    /// that family then (channels and patterns together; shard channels apart), as the
+    /// confirmation counts them.
+    pub fn subscribe(
+        &self,
+        client: Client,
+        protocol: Protocol,
+        kind: Kind,
+        name: &[u8],
+    ) -> (bool, usize) {
+        let mut inner = self.lock();
+        let sub = inner.subscribers.entry(client).or_insert_with(|| {
+            self.subscribers.fetch_add(1, Ordering::Relaxed);
+            Subscriber {
+                protocol,
+                subscribed: Default::default(),
+                mail: Vec::new(),
+                overflowed: false,
+                soft_since_ns: None,
+            }
+        });
+        let new = sub.subscribed[kind.index()].insert(name.to_vec());
+        let count = family_count(sub, kind);
+        if new {
+            let list = inner.by_name[kind.index()]
+                .entry(name.to_vec())
+                .or_default();
+            debug_assert!(!list.contains(&client));
+            list.push(client);
+        }
+        (new, count)
+    }
+
+    /// Unsubscribes `client` from `name`; whether it was subscribed, and its subscriptions of
+    /// that family left. Once it has none of any kind it leaves the hub, and the mail still
+    /// held for it is appended to `out` first (it was published before this).
+    pub fn unsubscribe(
+        &self,
+        client: Client,
+        kind: Kind,
+        name: &[u8],
+        out: &mut Vec<u8>,
+    ) -> (bool, usize) {
+        let mut inner = self.lock();
+        let Some(sub) = inner.subscribers.get_mut(&client) else {
+            return (false, 0);
+        };
+        let was = sub.subscribed[kind.index()].swap_remove(name);
+        let count = family_count(sub, kind);
+        if was {
+            remove_from(&mut inner.by_name[kind.index()], name, client);
+        }
+        self.leave_if_done(&mut inner, client, out);
+        (was, count)
+    }
+
+    /// `client`'s subscriptions of `kind`, in their order (an `UNSUBSCRIBE` without names).
+    pub fn subscriptions(&self, client: Client, kind: Kind) -> Vec<Vec<u8>> {
+        let inner = self.lock();
+        inner
+            .subscribers
+            .get(&client)
+            .map(|s| s.subscribed[kind.index()].iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many of each kind `client` subscribes to: channels, patterns, shard channels.
+    pub fn counts(&self, client: Client) -> [usize; 3] {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return [0; 3];
+        }
+        let inner = self.lock();
+        inner
+            .subscribers
+            .get(&client)
+            .map_or([0; 3], |s| [0, 1, 2].map(|i| s.subscribed[i].len()))
+    }
+
+    /// Removes `client` from everything (its connection closed, or `RESET`); its mail is
+    /// dropped.
+    pub fn remove(&self, client: Client) {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        let Some(mut sub) = inner.subscribers.remove(&client) else {
+            return;
+        };
+        self.subscribers.fetch_sub(1, Ordering::Relaxed);
+        inner.mail_bytes -= sub.mail.len();
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for name in std::mem::take(&mut sub.subscribed[kind.index()]) {
+                remove_from(&mut inner.by_name[kind.index()], &name, client);
+            }
+        }
+    }
+
+    /// The protocol `client`'s messages are written in (after `HELLO`).
+    pub fn set_protocol(&self, client: Client, protocol: Protocol) {
+        if let Some(sub) = self.lock().subscribers.get_mut(&client) {
+            sub.protocol = protocol;
+        }
+    }
+
+    fn leave_if_done(&self, inner: &mut Inner, client: Client, out: &mut Vec<u8>) {
+        let done = inner
+            .subscribers
+            .get(&client)
+            .is_some_and(|s| s.subscribed.iter().all(IndexSet::is_empty));
+        if !done {
+            return;
+        }
+        let sub = inner.subscribers.remove(&client).expect("checked above");
+        self.subscribers.fetch_sub(1, Ordering::Relaxed);
+        inner.mail_bytes -= sub.mail.len();
+        if !sub.overflowed {
+            out.extend_from_slice(&sub.mail);
+        }
+    }
+}
+
+/// Subscriptions counted in a confirmation of `kind`: channels and patterns together, shard
+/// channels apart.
+fn family_count(sub: &Subscriber, kind: Kind) -> usize {
+    match kind {
+        Kind::Shard => sub.subscribed[2].len(),
+        _ => sub.subscribed[0].len() + sub.subscribed[1].len(),
+    }
+}
+
+fn remove_from(map: &mut IndexMap<Vec<u8>, Vec<Client>>, name: &[u8], client: Client) {
+    let Some(list) = map.get_mut(name) else {
+        debug_assert!(false, "a subscription missing from the hub's map");
+        return;
+    };
+    list.retain(|c| *c != client);
+    if list.is_empty() {
+        map.swap_remove(name);
+    }
+}
+
+impl Hub {
+    /// Publishes `payload` on `channel` (`shard`: `SPUBLISH`, shard subscribers only); the
+    /// receivers it reached.
+    pub fn publish(&self, channel: &[u8], payload: &[u8], shard: bool) -> usize {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let mut inner = self.lock();
+        let mut delivery = Delivery {
+            now_ns: tamer_device::now_ns(),
+            ..Delivery::default()
+        };
+        let (kind, family) = if shard {
+            ("smessage", Kind::Shard)
+        } else {
+            ("message", Kind::Channel)
+        };
+        let direct = inner.by_name[family.index()]
+            .get(channel)
+            .cloned()
+            .unwrap_or_default();
+        let mut frames = Frames::default();
+        for client in direct {
+            let write = |out: &mut Vec<u8>, p| message(out, p, kind, None, channel, payload);
+            delivery.deliver(&mut inner, client, &mut frames, write);
+        }
+        if !shard {
+            let matching: Vec<(Vec<u8>, Vec<Client>)> = inner.by_name[Kind::Pattern.index()]
+                .iter()
+                .filter(|(p, _)| crate::glob::matches(p, channel))
+                .map(|(p, c)| (p.clone(), c.clone()))
+                .collect();
+            for (pattern, clients) in matching {
+                let mut frames = Frames::default();
+                for client in clients {
+                    let write = |out: &mut Vec<u8>, p| {
+                        message(out, p, "pmessage", Some(&pattern), channel, payload);
+                    };
+                    delivery.deliver(&mut inner, client, &mut frames, write);
+                }
+            }
+        }
+        drop(inner);
+        if delivery.woke {
+            self.has_mail.store(true, Ordering::Release);
+            if let Some(wake) = self.waker.get() {
+                wake();
+            }
+        }
+        delivery.receivers
+    }
+
+    /// Whether `client`'s mail overflowed (the network closes it).
+    pub fn overflowed(&self, client: Client) -> bool {
+        self.lock()
+            .subscribers
+            .get(&client)
+            .is_some_and(|s| s.overflowed)
+    }
+
+    /// Whether mail waits for the network (read without the lock).
+    pub fn has_mail(&self) -> bool {
+        self.has_mail.load(Ordering::Acquire)
+    }
+
+    /// The subscribers with mail (or overflowed) since the last call.
+    pub fn take_ready(&self) -> Vec<Client> {
+        if !self.has_mail.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.lock().ready)
+    }
+
+    /// `client`'s mail, taken (an overflowed subscriber's says so and holds none).
+    pub fn take_mail(&self, client: Client) -> Mail {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return Mail::default();
+        }
+        let mut inner = self.lock();
+        let Some(sub) = inner.subscribers.get_mut(&client) else {
+            return Mail::default();
+        };
+        let bytes = std::mem::take(&mut sub.mail);
+        sub.soft_since_ns = None;
+        let overflowed = sub.overflowed;
+        inner.mail_bytes -= bytes.len();
+        Mail { bytes, overflowed }
+    }
+}
+
+/// One message's frame in each protocol, formatted on first use.
+#[derive(Default)]
+struct Frames {
+    resp2: Option<Vec<u8>>,
+    resp3: Option<Vec<u8>>,
+}
+
+impl Frames {
+    fn of(&mut self, protocol: Protocol, write: impl Fn(&mut Vec<u8>, Protocol)) -> &[u8] {
+        let slot = match protocol {
+            Protocol::Resp2 => &mut self.resp2,
+            Protocol::Resp3 => &mut self.resp3,
+        };
+        slot.get_or_insert_with(|| {
+            let mut out = Vec::new();
+            write(&mut out, protocol);
+            out
+        })
+    }
+}
+
+/// A publish's progress: receivers counted, whether the network must be woken.
+#[derive(Default)]
+struct Delivery {
+    now_ns: u64,
+    receivers: usize,
+    woke: bool,
+}
+
+impl Delivery {
+    /// Appends the message to `client`'s mail, or marks it overflowed past a bound.
+    fn deliver(
+        &mut self,
+        inner: &mut Inner,
+        client: Client,
+        frames: &mut Frames,
+        write: impl Fn(&mut Vec<u8>, Protocol),
+    ) {
+        self.receivers += 1;
+        let total = inner.mail_bytes;
+        let Some(sub) = inner.subscribers.get_mut(&client) else {
+            debug_assert!(false, "a subscription without its subscriber");
+            return;
+        };
+        if sub.overflowed {
+            return;
+        }
+        let frame = frames.of(sub.protocol, write);
+        let had_mail = !sub.mail.is_empty();
+        let len = sub.mail.len() + frame.len();
+        let soft_expired = len > MAIL_SOFT_BYTES && {
+            let since_ns = *sub.soft_since_ns.get_or_insert(self.now_ns);
+            self.now_ns.saturating_sub(since_ns) >= MAIL_SOFT_SECONDS * 1_000_000_000
+        };
+        if len > MAIL_HARD_BYTES || total + frame.len() > MAIL_TOTAL_BYTES || soft_expired {
+            sub.overflowed = true;
+            inner.mail_bytes -= sub.mail.len();
+            sub.mail = Vec::new();
+            inner.ready.push(client);
+            self.woke = true;
+            return;
+        }
+        sub.mail.extend_from_slice(frame);
+        inner.mail_bytes += frame.len();
+        if !had_mail {
+            inner.ready.push(client);
+            self.woke = true;
+        }
+    }
+}
+
+impl Hub {
+    /// The names subscribed to of `kind` (`PUBSUB CHANNELS`, `SHARDCHANNELS`), those matching
+    /// `pattern` when given.
+    pub fn names(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let inner = self.lock();
+        inner.by_name[kind.index()]
+            .keys()
+            .filter(|n| pattern.is_none_or(|p| crate::glob::matches(p, n)))
+            .cloned()
+            .collect()
+    }
+
+    /// The receivers a publish on `channel` reaches now (each matching subscription).
+    pub fn receivers(&self, channel: &[u8], shard: bool) -> usize {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let inner = self.lock();
+        if shard {
+            return inner.by_name[Kind::Shard.index()]
+                .get(channel)
+                .map_or(0, Vec::len);
+        }
+        let direct = inner.by_name[Kind::Channel.index()]
+            .get(channel)
+            .map_or(0, Vec::len);
+        let by_pattern: usize = inner.by_name[Kind::Pattern.index()]
+            .iter()
+            .filter(|(p, _)| crate::glob::matches(p, channel))
+            .map(|(_, c)| c.len())
+            .sum();
+        direct + by_pattern
+    }
+
+    /// Subscribers of `name` (`PUBSUB NUMSUB`, `SHARDNUMSUB`).
+    pub fn numsub(&self, kind: Kind, name: &[u8]) -> usize {
+        self.lock().by_name[kind.index()]
+            .get(name)
+            .map_or(0, Vec::len)
+    }
+
+    /// Distinct names subscribed to of `kind` (`PUBSUB NUMPAT` for patterns; `INFO`).
+    pub fn len(&self, kind: Kind) -> usize {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.lock().by_name[kind.index()].len()
+    }
+
+    /// Bytes of mail held for all subscribers.
+    #[cfg(test)]
+    pub fn mail_bytes(&self) -> usize {
+        self.lock().mail_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Client = (1, 1);
+    const B: Client = (2, 1);
+
+    fn hub() -> Hub {
+        Hub::default()
+    }
+
+    /// Mutation caught: counting a client once however many of its subscriptions match, or
+    /// sending patterns' messages before the channel's.
+    #[test]
+    fn a_publish_counts_every_matching_subscription_channel_first() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp2, Kind::Pattern, b"n*");
+        h.subscribe(A, Protocol::Resp2, Kind::Channel, b"news");
+        h.subscribe(B, Protocol::Resp3, Kind::Pattern, b"*s");
+        assert_eq!(h.publish(b"news", b"hi", false), 3);
+        let a = h.take_mail(A).bytes;
+        let mut want = Vec::new();
+        message(&mut want, Protocol::Resp2, "message", None, b"news", b"hi");
+        message(
+            &mut want,
+            Protocol::Resp2,
+            "pmessage",
+            Some(b"n*"),
+            b"news",
+            b"hi",
+        );
+        assert_eq!(a, want);
+        let mut want_b = Vec::new();
+        message(
+            &mut want_b,
+            Protocol::Resp3,
+            "pmessage",
+            Some(b"*s"),
+            b"news",
+            b"hi",
+        );
+        assert_eq!(h.take_mail(B).bytes, want_b);
+        assert_eq!(h.publish(b"other", b"x", false), 0);
+    }
+
+    /// Mutation caught: shard channels reached by PUBLISH, or patterns by SPUBLISH.
+    #[test]
+    fn shard_channels_are_apart() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp2, Kind::Shard, b"s");
+        h.subscribe(B, Protocol::Resp2, Kind::Pattern, b"*");
+        assert_eq!(h.publish(b"s", b"x", true), 1);
+        assert_eq!(h.publish(b"s", b"x", false), 1);
+        assert_eq!(h.names(Kind::Shard, None), vec![b"s".to_vec()]);
+        assert_eq!(
+            h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c"),
+            (true, 1)
+        );
+        assert_eq!(
+            h.subscribe(A, Protocol::Resp2, Kind::Shard, b"t"),
+            (true, 2)
+        );
+    }
+
+    /// Mutation caught: a second subscription to the same name counted or listed twice.
+    #[test]
+    fn subscribing_twice_changes_nothing() {
+        let h = hub();
+        assert_eq!(
+            h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c"),
+            (true, 1)
+        );
+        assert_eq!(
+            h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c"),
+            (false, 1)
+        );
+        assert_eq!(h.numsub(Kind::Channel, b"c"), 1);
+        assert_eq!(h.publish(b"c", b"x", false), 1);
+    }
+
+    /// Mutation caught: mail lost when the last unsubscribe removes the subscriber, or kept
+    /// in the hub's byte count.
+    #[test]
+    fn the_last_unsubscribe_hands_over_the_mail_left() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c");
+        h.publish(b"c", b"x", false);
+        let mut out = Vec::new();
+        assert_eq!(h.unsubscribe(A, Kind::Channel, b"c", &mut out), (true, 0));
+        assert!(!out.is_empty());
+        assert_eq!(h.mail_bytes(), 0);
+        assert_eq!(h.len(Kind::Channel), 0);
+        assert_eq!(h.unsubscribe(A, Kind::Channel, b"c", &mut out), (false, 0));
+    }
+
+    /// Mutation caught: a removed client still reached, or its names left behind.
+    #[test]
+    fn removal_forgets_everything() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c");
+        h.subscribe(A, Protocol::Resp2, Kind::Pattern, b"p*");
+        h.subscribe(B, Protocol::Resp2, Kind::Channel, b"c");
+        h.publish(b"c", b"x", false);
+        h.remove(A);
+        assert_eq!(h.publish(b"c", b"x", false), 1);
+        assert_eq!(h.len(Kind::Pattern), 0);
+        assert_eq!(h.counts(A), [0, 0, 0]);
+        assert_eq!(h.counts(B), [1, 0, 0]);
+    }
+
+    /// Mutation caught: mail growing past the hard bound instead of overflowing the
+    /// subscriber, or an overflowed subscriber still queueing mail.
+    #[test]
+    fn mail_past_the_hard_bound_overflows_the_subscriber() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c");
+        let payload = vec![b'x'; 1 << 20];
+        for _ in 0..40 {
+            assert_eq!(h.publish(b"c", &payload, false), 1);
+        }
+        // Listed when its mail started and again when it overflowed (the network may have
+        // skipped it the first time, busy).
+        assert_eq!(h.take_ready(), vec![A, A]);
+        assert!(h.overflowed(A));
+        let mail = h.take_mail(A);
+        assert!(mail.overflowed);
+        assert!(mail.bytes.is_empty());
+        assert_eq!(h.mail_bytes(), 0);
+    }
+
+    /// Mutation caught: the network woken (or a client listed ready) for every message
+    /// instead of when its mail starts.
+    #[test]
+    fn a_client_is_ready_once_per_batch_of_mail() {
+        let h = hub();
+        let wakes = std::sync::Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        h.set_waker(Box::new(move || {
+            w.fetch_add(1, Ordering::Relaxed);
+        }));
+        h.subscribe(A, Protocol::Resp2, Kind::Channel, b"c");
+        h.publish(b"c", b"1", false);
+        h.publish(b"c", b"2", false);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1);
+        assert_eq!(h.take_ready(), vec![A]);
+        assert!(h.take_ready().is_empty());
+        h.take_mail(A);
+        h.publish(b"c", b"3", false);
+        assert_eq!(h.take_ready(), vec![A]);
+    }
+}
