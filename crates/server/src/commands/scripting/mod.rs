@@ -14,6 +14,7 @@
 //! run and `redis.call`), `control` (busy scripts and `SCRIPT KILL`).
 
 mod cache;
+mod cjson;
 mod control;
 mod convert;
 mod run;

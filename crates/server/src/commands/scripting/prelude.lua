@@ -208,6 +208,109 @@ bit.tohex = c(function(...)
 end)
 _G.bit = bit
 
+-- The cjson library (Lua CJSON 2.1.0 as Redis bundles it): the settings live here, one set
+-- per module table (`cjson.new()` makes another); `raw.cjson_encode`/`raw.cjson_decode`
+-- do the work and return the error text, raised here at the script's line (level 3: the
+-- function, its C closure, the script).
+local function cjson_int(fname, i, v, min, max)
+  local x = real.tonumber(v)
+  if x == nil then
+    error("bad argument #" .. i .. " to '" .. fname .. "' (number expected, got " .. type(v) .. ")", 4)
+  end
+  x = x >= 0 and real.floor(x) or -real.floor(-x)
+  if x < min or x > max then
+    -- Lua CJSON names argument 1 whichever was out of range.
+    error("bad argument #1 to '" .. fname .. "' (expected integer between " .. min .. " and " .. max .. ")", 4)
+  end
+  return x
+end
+local function cjson_enum(fname, i, v, with_null)
+  local t = type(v)
+  if t == 'boolean' then return v and 1 or 0 end
+  if t ~= 'string' and t ~= 'number' then
+    error("bad argument #" .. i .. " to '" .. fname .. "' (string expected, got " .. t .. ")", 4)
+  end
+  local s = tostring(v)
+  if s == 'off' then return 0 elseif s == 'on' then return 1 elseif with_null and s == 'null' then return 2 end
+  error("bad argument #" .. i .. " to '" .. fname .. "' (invalid option '" .. s .. "')", 4)
+end
+local function cjson_enum_value(n)
+  if n == 2 then return 'null' end
+  return n == 1
+end
+local function cjson_arity(fname, most, ...)
+  if select('#', ...) > most then
+    error("bad argument #" .. (most + 1) .. " to '" .. fname .. "' (found too many arguments)", 4)
+  end
+end
+
+local function new_cjson()
+  local cfg = { convert = 0, ratio = 2, safe = 10, encode_depth = 1000, decode_depth = 1000,
+    precision = 14, keep = 1, encode_invalid = 0, decode_invalid = 1 }
+  local m = {}
+  m.encode = c(function(...)
+    if select('#', ...) ~= 1 then
+      error("bad argument #1 to 'encode' (expected 1 argument)", 3)
+    end
+    local ok, r = raw.cjson_encode((...), cfg.precision, cfg.encode_depth, cfg.convert == 1,
+      cfg.ratio, cfg.safe, cfg.encode_invalid)
+    if not ok then error(r, 3) end
+    return r
+  end)
+  m.decode = c(function(...)
+    if select('#', ...) ~= 1 then
+      error("bad argument #1 to 'decode' (expected 1 argument)", 3)
+    end
+    local text = ...
+    local t = type(text)
+    if t == 'number' then
+      text = tostring(text)
+    elseif t ~= 'string' then
+      error("bad argument #1 to 'decode' (string expected, got " .. t .. ")", 3)
+    end
+    local ok, r = raw.cjson_decode(text, cfg.decode_depth, cfg.decode_invalid == 1)
+    if not ok then error(r, 3) end
+    return r
+  end)
+  local function int_setting(fname, key, min, max)
+    m[fname] = c(function(...)
+      cjson_arity(fname, 1, ...)
+      local v = ...
+      if v ~= nil then cfg[key] = cjson_int(fname, 1, v, min, max) end
+      return cfg[key]
+    end)
+  end
+  local function enum_setting(fname, key, with_null)
+    m[fname] = c(function(...)
+      cjson_arity(fname, 1, ...)
+      local v = ...
+      if v ~= nil then cfg[key] = cjson_enum(fname, 1, v, with_null) end
+      return cjson_enum_value(cfg[key])
+    end)
+  end
+  int_setting('encode_max_depth', 'encode_depth', 1, 2147483647)
+  int_setting('decode_max_depth', 'decode_depth', 1, 2147483647)
+  int_setting('encode_number_precision', 'precision', 1, 14)
+  enum_setting('encode_keep_buffer', 'keep', false)
+  enum_setting('encode_invalid_numbers', 'encode_invalid', true)
+  enum_setting('decode_invalid_numbers', 'decode_invalid', false)
+  m.encode_sparse_array = c(function(...)
+    cjson_arity('encode_sparse_array', 3, ...)
+    local convert, ratio, safe = ...
+    -- Applied in order: an error in a later one keeps the earlier ones.
+    if convert ~= nil then cfg.convert = cjson_enum('encode_sparse_array', 1, convert, false) end
+    if ratio ~= nil then cfg.ratio = cjson_int('encode_sparse_array', 2, ratio, 0, 2147483647) end
+    if safe ~= nil then cfg.safe = cjson_int('encode_sparse_array', 3, safe, 0, 2147483647) end
+    return cfg.convert == 1, cfg.ratio, cfg.safe
+  end)
+  m.new = c(function() return new_cjson() end)
+  m.null = raw.null
+  m._NAME = 'cjson'
+  m._VERSION = '2.1.0'
+  return m
+end
+_G.cjson = new_cjson()
+
 -- The redis library.
 local redis = {}
 

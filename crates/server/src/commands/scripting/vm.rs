@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
-use mlua::{Function, Lua, LuaOptions, LuaString, StdLib, Table};
+use mlua::{Function, Lua, LuaOptions, LuaString, StdLib, Table, Value};
 
 use super::cache::{Script, Sha};
 use super::Scripts;
@@ -206,9 +206,52 @@ fn primitives(
         "tohex",
         lua.create_function(|_, (x, n): (f64, f64)| Ok(to_hex(tobit(x), n as i64)))?,
     )?;
+    cjson_primitives(lua, &raw)?;
     raw.set("version", crate::REDIS_VERSION)?;
     raw.set("version_num", version_num(crate::REDIS_VERSION))?;
     Ok(raw)
+}
+
+/// `raw.cjson_encode(value, precision, max_depth, convert, ratio, safe, invalid)` and
+/// `raw.cjson_decode(text, max_depth, invalid)`: `true` and the result, or `false` and the
+/// error's message (the sandbox raises it at the script's line); `raw.null`.
+fn cjson_primitives(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    type EncodeArgs = (Value, usize, usize, bool, i64, i64, u8);
+    raw.set(
+        "cjson_encode",
+        lua.create_function(|lua, args: EncodeArgs| {
+            let (value, precision, max_depth, sparse_convert, sparse_ratio, sparse_safe, invalid) =
+                args;
+            let options = super::cjson::EncodeOptions {
+                precision,
+                max_depth,
+                sparse_convert,
+                sparse_ratio,
+                sparse_safe,
+                invalid_numbers: invalid,
+            };
+            Ok(match super::cjson::encode(&value, options) {
+                Ok(text) => (true, Value::String(lua.create_string(&text)?)),
+                Err(e) => (false, Value::String(lua.create_string(&e)?)),
+            })
+        })?,
+    )?;
+    raw.set(
+        "cjson_decode",
+        lua.create_function(
+            |lua, (text, max_depth, invalid): (LuaString, usize, bool)| {
+                let options = super::cjson::DecodeOptions {
+                    max_depth,
+                    invalid_numbers: invalid,
+                };
+                Ok(match super::cjson::decode(lua, &text.as_bytes(), options) {
+                    Ok(value) => (true, value),
+                    Err(e) => (false, Value::String(lua.create_string(&e)?)),
+                })
+            },
+        )?,
+    )?;
+    raw.set("null", super::cjson::null())
 }
 
 /// A C function calling its upvalue (a Lua function) with its arguments and returning its
