@@ -15,6 +15,7 @@
 
 mod cache;
 mod cjson;
+mod cmsgpack;
 mod control;
 mod convert;
 mod run;

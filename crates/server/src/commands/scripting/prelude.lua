@@ -311,6 +311,68 @@ local function new_cjson()
 end
 _G.cjson = new_cjson()
 
+-- The cmsgpack library (lua-cmsgpack 0.4.0 as Redis bundles it): `raw.msgpack_pack` and
+-- `raw.msgpack_unpack` do the work; argument checks and errors here, at the script's line.
+local cmsgpack = {
+  _NAME = 'cmsgpack', _VERSION = 'lua-cmsgpack 0.4.0',
+  _COPYRIGHT = 'Copyright (C) 2012, Salvatore Sanfilippo',
+  _DESCRIPTION = 'MessagePack C implementation for Lua',
+}
+-- luaL_checklstring (a number becomes its %.14g text) and luaL_checkinteger / optinteger,
+-- raised at the script's line (level 4: this, the function, its C closure, the script).
+local function mp_string(fname, i, v, given)
+  local t = type(v)
+  if t == 'number' then return tostring(v) end
+  if t ~= 'string' then
+    error("bad argument #" .. i .. " to '" .. fname .. "' (string expected, got " .. (i > given and 'no value' or t) .. ")", 4)
+  end
+  return v
+end
+local function mp_integer(fname, i, v, given, default)
+  if v == nil and default ~= nil then return default end
+  local x = real.tonumber(v)
+  if x == nil then
+    error("bad argument #" .. i .. " to '" .. fname .. "' (number expected, got " .. (i > given and 'no value' or type(v)) .. ")", 4)
+  end
+  return x >= 0 and real.floor(x) or -real.floor(-x)
+end
+local function mp_unpack(s, limit, offset)
+  local ok, next_offset, values = raw.msgpack_unpack(s, limit, offset)
+  if not ok then
+    error(next_offset, values and 4 or 0)
+  end
+  if next_offset == nil then
+    return real.unpack(values, 1, values.n)
+  end
+  return next_offset, real.unpack(values, 1, values.n)
+end
+cmsgpack.pack = c(function(...)
+  if select('#', ...) == 0 then
+    error("bad argument #0 to 'pack' (MessagePack pack needs input.)", 3)
+  end
+  return raw.msgpack_pack(...)
+end)
+cmsgpack.unpack = c(function(...)
+  local s = mp_string('unpack', 1, (...), select('#', ...))
+  return mp_unpack(s, 0, 0)
+end)
+cmsgpack.unpack_one = c(function(...)
+  local n = select('#', ...)
+  local s, offset = ...
+  s = mp_string('unpack_one', 1, s, n)
+  offset = mp_integer('unpack_one', 2, offset, n, 0)
+  return mp_unpack(s, 1, offset)
+end)
+cmsgpack.unpack_limit = c(function(...)
+  local n = select('#', ...)
+  local s, limit, offset = ...
+  limit = mp_integer('unpack_limit', 2, limit, n)
+  s = mp_string('unpack_limit', 1, s, n)
+  offset = mp_integer('unpack_limit', 3, offset, n, 0)
+  return mp_unpack(s, limit, offset)
+end)
+_G.cmsgpack = cmsgpack
+
 -- The redis library.
 local redis = {}
 

@@ -207,6 +207,7 @@ fn primitives(
         lua.create_function(|_, (x, n): (f64, f64)| Ok(to_hex(tobit(x), n as i64)))?,
     )?;
     cjson_primitives(lua, &raw)?;
+    msgpack_primitives(lua, &raw)?;
     raw.set("version", crate::REDIS_VERSION)?;
     raw.set("version_num", version_num(crate::REDIS_VERSION))?;
     Ok(raw)
@@ -252,6 +253,42 @@ fn cjson_primitives(lua: &Lua, raw: &Table) -> mlua::Result<()> {
         )?,
     )?;
     raw.set("null", super::cjson::null())
+}
+
+/// `raw.msgpack_pack(...)` and `raw.msgpack_unpack(s, limit, offset)`: `true`, the next
+/// offset (nil after unpacking everything) and the values in a table with its count `n`, or
+/// `false`, the error's message and whether it names the script's line.
+fn msgpack_primitives(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    raw.set(
+        "msgpack_pack",
+        lua.create_function(|lua, values: mlua::Variadic<Value>| {
+            let bytes = super::cmsgpack::pack(&values).map_err(mlua::Error::runtime)?;
+            lua.create_string(&bytes)
+        })?,
+    )?;
+    raw.set(
+        "msgpack_unpack",
+        lua.create_function(|lua, (s, limit, offset): (LuaString, i64, i64)| {
+            let bytes = s.as_bytes();
+            Ok(match super::cmsgpack::unpack(lua, &bytes, limit, offset) {
+                Ok(u) => {
+                    let values = lua.create_table()?;
+                    values.raw_set("n", u.values.len())?;
+                    for (i, v) in u.values.into_iter().enumerate() {
+                        values.raw_set(i + 1, v)?;
+                    }
+                    let next = u
+                        .next_offset
+                        .map_or(Value::Nil, |o| Value::Number(o as f64));
+                    (true, next, Value::Table(values))
+                }
+                Err(e) => {
+                    let message = Value::String(lua.create_string(&e.message)?);
+                    (false, message, Value::Boolean(e.positioned))
+                }
+            })
+        })?,
+    )
 }
 
 /// A C function calling its upvalue (a Lua function) with its arguments and returning its
