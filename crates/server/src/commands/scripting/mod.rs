@@ -21,6 +21,7 @@ mod convert;
 mod run;
 mod shebang;
 mod state;
+mod structlib;
 mod vm;
 
 use std::sync::Arc;

@@ -373,6 +373,51 @@ cmsgpack.unpack_limit = c(function(...)
 end)
 _G.cmsgpack = cmsgpack
 
+-- The struct library (struct 1.7 as Redis bundles it): `raw.struct_*` do the work and
+-- return the error's text; the arguments are checked here (level 4: this, the function,
+-- its C closure, the script).
+local struct = {}
+local function st_string(fname, i, v, given)
+  local t = type(v)
+  if t == 'number' then return tostring(v) end
+  if t ~= 'string' then
+    error("bad argument #" .. i .. " to '" .. fname .. "' (string expected, got " .. (i > given and 'no value' or t) .. ")", 4)
+  end
+  return v
+end
+struct.pack = c(function(...)
+  local n = select('#', ...)
+  local fmt = st_string('pack', 1, (...), n)
+  local ok, r = raw.struct_pack(fmt, n - 1, select(2, ...))
+  if not ok then error(r, 3) end
+  return r
+end)
+struct.unpack = c(function(...)
+  local n = select('#', ...)
+  local fmt, data, init = ...
+  fmt = st_string('unpack', 1, fmt, n)
+  data = st_string('unpack', 2, data, n)
+  if init == nil then
+    init = 1
+  else
+    local x = real.tonumber(init)
+    if x == nil then
+      error("bad argument #3 to 'unpack' (number expected, got " .. type(init) .. ")", 3)
+    end
+    init = x >= 0 and real.floor(x) or -real.floor(-x)
+  end
+  local ok, r = raw.struct_unpack(fmt, data, init)
+  if not ok then error(r, 3) end
+  return real.unpack(r, 1, r.n)
+end)
+struct.size = c(function(...)
+  local fmt = st_string('size', 1, (...), select('#', ...))
+  local ok, r = raw.struct_size(fmt)
+  if not ok then error(r, 3) end
+  return r
+end)
+_G.struct = struct
+
 -- The redis library.
 local redis = {}
 

@@ -208,6 +208,7 @@ fn primitives(
     )?;
     cjson_primitives(lua, &raw)?;
     msgpack_primitives(lua, &raw)?;
+    struct_primitives(lua, &raw)?;
     raw.set("version", crate::REDIS_VERSION)?;
     raw.set("version_num", version_num(crate::REDIS_VERSION))?;
     Ok(raw)
@@ -288,6 +289,54 @@ fn msgpack_primitives(lua: &Lua, raw: &Table) -> mlua::Result<()> {
                 }
             })
         })?,
+    )
+}
+
+/// `raw.struct_pack(fmt, n, ...)` (the `n` values after the format), `raw.struct_unpack(fmt,
+/// data, init)` and `raw.struct_size(fmt)`: `true` and the result (unpack's values in a table
+/// with its count `n`), or `false` and the error's text.
+fn struct_primitives(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    use super::structlib;
+    let failed = |lua: &Lua, e: String| -> mlua::Result<(bool, Value)> {
+        Ok((false, Value::String(lua.create_string(&e)?)))
+    };
+    raw.set(
+        "struct_pack",
+        lua.create_function(
+            move |lua, (fmt, n, rest): (LuaString, usize, mlua::Variadic<Value>)| {
+                let mut args: Vec<Value> = rest.into_iter().collect();
+                args.truncate(n);
+                match structlib::pack(&fmt.as_bytes(), &args) {
+                    Ok(bytes) => Ok((true, Value::String(lua.create_string(&bytes)?))),
+                    Err(e) => failed(lua, e),
+                }
+            },
+        )?,
+    )?;
+    raw.set(
+        "struct_unpack",
+        lua.create_function(move |lua, (fmt, data, init): (LuaString, LuaString, i64)| {
+            match structlib::unpack(lua, &fmt.as_bytes(), &data.as_bytes(), init) {
+                Ok(values) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("n", values.len())?;
+                    for (i, v) in values.into_iter().enumerate() {
+                        t.raw_set(i + 1, v)?;
+                    }
+                    Ok((true, Value::Table(t)))
+                }
+                Err(e) => failed(lua, e),
+            }
+        })?,
+    )?;
+    raw.set(
+        "struct_size",
+        lua.create_function(
+            move |lua, fmt: LuaString| match structlib::size(&fmt.as_bytes()) {
+                Ok(n) => Ok((true, Value::Number(n as f64))),
+                Err(e) => failed(lua, e),
+            },
+        )?,
     )
 }
 
