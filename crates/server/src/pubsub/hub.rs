@@ -7,9 +7,9 @@
 //! dropped, and gets no more (the network closes it); the network is woken once per publish
 //! that left mail for a subscriber that had none.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use indexmap::{IndexMap, IndexSet};
 
@@ -55,7 +55,7 @@ struct Subscriber {
     /// Its subscriptions of each kind, in the order made (a removal moves the last one into
     /// its place, so the order after removals is arbitrary, as Redis's dictionaries').
     subscribed: [IndexSet<Vec<u8>>; 3],
-    mail: Vec<u8>,
+    mail: Queued,
     overflowed: bool,
     /// Since when its mail is past [`MAIL_SOFT_BYTES`] (ns on `tamer_device::now_ns`).
     soft_since_ns: Option<u64>,
@@ -120,7 +120,7 @@ impl Hub {
             Subscriber {
                 protocol,
                 subscribed: Default::default(),
-                mail: Vec::new(),
+                mail: Queued::default(),
                 overflowed: false,
                 soft_since_ns: None,
             }
@@ -193,7 +193,7 @@ impl Hub {
             return;
         };
         self.subscribers.fetch_sub(1, Ordering::Relaxed);
-        inner.mail_bytes -= sub.mail.len();
+        inner.mail_bytes -= sub.mail.bytes;
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             for name in std::mem::take(&mut sub.subscribed[kind.index()]) {
                 remove_from(&mut inner.by_name[kind.index()], &name, client);
@@ -216,11 +216,11 @@ impl Hub {
         if !done {
             return;
         }
-        let sub = inner.subscribers.remove(&client).expect("checked above");
+        let mut sub = inner.subscribers.remove(&client).expect("checked above");
         self.subscribers.fetch_sub(1, Ordering::Relaxed);
-        inner.mail_bytes -= sub.mail.len();
+        inner.mail_bytes -= sub.mail.bytes;
         if !sub.overflowed {
-            out.extend_from_slice(&sub.mail);
+            sub.mail.drain_into(out);
         }
     }
 }
@@ -262,24 +262,32 @@ impl Hub {
         } else {
             ("message", Kind::Channel)
         };
-        let direct = inner.by_name[family.index()]
-            .get(channel)
-            .cloned()
-            .unwrap_or_default();
-        let mut frames = Frames::default();
-        for client in direct {
-            let write = |out: &mut Vec<u8>, p| message(out, p, kind, None, channel, payload);
-            delivery.deliver(&mut inner, client, &mut frames, write);
+        // Subscriber lists are read by position (delivery changes only the mailboxes), so
+        // none is copied per publish.
+        let family = family.index();
+        if let Some(at) = inner.by_name[family].get_index_of(channel) {
+            let mut frames = Frames::default();
+            let count = inner.by_name[family][at].len();
+            for i in 0..count {
+                let client = inner.by_name[family][at][i];
+                let write = |out: &mut Vec<u8>, p| message(out, p, kind, None, channel, payload);
+                delivery.deliver(&mut inner, client, &mut frames, write);
+            }
         }
         if !shard {
-            let matching: Vec<(Vec<u8>, Vec<Client>)> = inner.by_name[Kind::Pattern.index()]
-                .iter()
-                .filter(|(p, _)| crate::glob::matches(p, channel))
-                .map(|(p, c)| (p.clone(), c.clone()))
+            let patterns = Kind::Pattern.index();
+            let matching: Vec<usize> = (0..inner.by_name[patterns].len())
+                .filter(|&i| {
+                    let (p, _) = inner.by_name[patterns].get_index(i).expect("in range");
+                    crate::glob::matches(p, channel)
+                })
                 .collect();
-            for (pattern, clients) in matching {
+            for at in matching {
                 let mut frames = Frames::default();
-                for client in clients {
+                let (pattern, clients) = inner.by_name[patterns].get_index(at).expect("kept");
+                let (pattern, count) = (pattern.clone(), clients.len());
+                for i in 0..count {
+                    let client = inner.by_name[patterns][at][i];
                     let write = |out: &mut Vec<u8>, p| {
                         message(out, p, "pmessage", Some(&pattern), channel, payload);
                     };
@@ -323,27 +331,30 @@ impl Hub {
         if self.subscribers.load(Ordering::Relaxed) == 0 {
             return Mail::default();
         }
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let Some(sub) = inner.subscribers.get_mut(&client) else {
             return Mail::default();
         };
-        let bytes = std::mem::take(&mut sub.mail);
+        let mut bytes = Vec::with_capacity(sub.mail.bytes);
+        inner.mail_bytes -= sub.mail.bytes;
+        sub.mail.drain_into(&mut bytes);
         sub.soft_since_ns = None;
         let overflowed = sub.overflowed;
-        inner.mail_bytes -= bytes.len();
         Mail { bytes, overflowed }
     }
 }
 
-/// One message's frame in each protocol, formatted on first use.
+/// One message's frame in each protocol, formatted on first use and shared by every
+/// subscriber that gets it (a fan-out holds one copy, not one per subscriber).
 #[derive(Default)]
 struct Frames {
-    resp2: Option<Vec<u8>>,
-    resp3: Option<Vec<u8>>,
+    resp2: Option<Arc<[u8]>>,
+    resp3: Option<Arc<[u8]>>,
 }
 
 impl Frames {
-    fn of(&mut self, protocol: Protocol, write: impl Fn(&mut Vec<u8>, Protocol)) -> &[u8] {
+    fn of(&mut self, protocol: Protocol, write: impl Fn(&mut Vec<u8>, Protocol)) -> Arc<[u8]> {
         let slot = match protocol {
             Protocol::Resp2 => &mut self.resp2,
             Protocol::Resp3 => &mut self.resp3,
@@ -351,8 +362,31 @@ impl Frames {
         slot.get_or_insert_with(|| {
             let mut out = Vec::new();
             write(&mut out, protocol);
-            out
+            out.into()
         })
+        .clone()
+    }
+}
+
+/// A subscriber's mail: shared frames in order, and their bytes.
+#[derive(Debug, Default)]
+struct Queued {
+    frames: VecDeque<Arc<[u8]>>,
+    bytes: usize,
+}
+
+impl Queued {
+    fn push(&mut self, frame: Arc<[u8]>) {
+        self.bytes += frame.len();
+        self.frames.push_back(frame);
+    }
+
+    /// Appends every frame to `out` (the one copy a send needs), leaving it empty.
+    fn drain_into(&mut self, out: &mut Vec<u8>) {
+        for f in self.frames.drain(..) {
+            out.extend_from_slice(&f);
+        }
+        self.bytes = 0;
     }
 }
 
@@ -383,22 +417,22 @@ impl Delivery {
             return;
         }
         let frame = frames.of(sub.protocol, write);
-        let had_mail = !sub.mail.is_empty();
-        let len = sub.mail.len() + frame.len();
+        let had_mail = sub.mail.bytes > 0;
+        let len = sub.mail.bytes + frame.len();
         let soft_expired = len > MAIL_SOFT_BYTES && {
             let since_ns = *sub.soft_since_ns.get_or_insert(self.now_ns);
             self.now_ns.saturating_sub(since_ns) >= MAIL_SOFT_SECONDS * 1_000_000_000
         };
         if len > MAIL_HARD_BYTES || total + frame.len() > MAIL_TOTAL_BYTES || soft_expired {
             sub.overflowed = true;
-            inner.mail_bytes -= sub.mail.len();
-            sub.mail = Vec::new();
+            inner.mail_bytes -= sub.mail.bytes;
+            sub.mail = Queued::default();
             inner.ready.push(client);
             self.woke = true;
             return;
         }
-        sub.mail.extend_from_slice(frame);
         inner.mail_bytes += frame.len();
+        sub.mail.push(frame);
         if !had_mail {
             inner.ready.push(client);
             self.woke = true;
