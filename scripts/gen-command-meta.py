@@ -34,7 +34,7 @@ zremrangebylex zremrangebyrank zremrangebyscore zrevrange zrevrangebylex zrevran
 zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
-    "client": ["getname", "id", "info", "kill", "list", "no-evict", "setname"],
+    "client": ["getname", "id", "info", "kill", "list", "no-evict", "reply", "setname"],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],
     "latency": ["history", "latest", "reset"],

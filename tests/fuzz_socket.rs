@@ -22,8 +22,9 @@ use common::table::{entries, invocation, Entry};
 use common::{read_replies, send_command, temp_dir, Served};
 
 /// Commands left out: they end the connection or the server (`SHUTDOWN`, `QUIT`, `CLIENT
-/// KILL` of a random filter may be this connection), so the replies after them cannot come.
-const LEFT_OUT: &[&str] = &["shutdown", "quit", "client|kill"];
+/// KILL` of a random filter may be this connection), or silence the replies after them
+/// (`CLIENT REPLY OFF`), so those replies cannot come.
+const LEFT_OUT: &[&str] = &["shutdown", "quit", "client|kill", "client|reply"];
 
 /// Requests sent before their replies are read.
 const BATCH: usize = 32;

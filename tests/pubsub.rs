@@ -425,3 +425,79 @@ fn a_subscriber_that_does_not_read_is_closed_past_its_bound() {
         assert_eq!(publisher.next(), ":0\r\n", "port {port}");
     }
 }
+
+/// Reads `conn` up to and including `marker`: everything it received.
+fn read_until(conn: &mut Conn, marker: &str) -> Vec<String> {
+    let mut got = Vec::new();
+    // Bounded by the read timeout.
+    loop {
+        let r = conn.next();
+        let done = r == marker;
+        got.push(r);
+        if done {
+            return got;
+        }
+    }
+}
+
+/// `CLIENT REPLY OFF|SKIP|ON` against redis-server, byte for byte: silenced replies and
+/// errors, `SKIP` silencing one reply (and nothing while `OFF`), a bad mode's error, and
+/// pub/sub's confirmations and messages still delivered while replies are off, `RESET`
+/// turning replies on (and replying). Mutations
+/// caught: `SKIP` silencing two replies or none, `ON` not replying, confirmations silenced.
+#[test]
+fn client_reply_silences_replies_as_redis_does() {
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let run = |port: u16| {
+        let mut c = Conn::new(port);
+        let mut publisher = Conn::new(port);
+        for args in [
+            &["CLIENT", "REPLY", "OFF"][..],
+            &["SET", "a", "1"],
+            &["GET", "a"],
+            &["GET"],
+            &["NOSUCH"],
+            &["CLIENT", "REPLY", "ON"],
+            &["GET", "a"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["GET", "a"],
+            &["INCR", "a"],
+            &["CLIENT", "REPLY", "bad"],
+            &["CLIENT", "REPLY", "OFF"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["GET", "a"],
+            &["SUBSCRIBE", "x"],
+        ] {
+            c.send(args);
+        }
+        let mut got = read_until(&mut c, "*3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n");
+        publisher.send(&["PUBLISH", "x", "hello"]);
+        assert_eq!(publisher.next(), ":1\r\n");
+        for args in [
+            &["PING"][..],
+            &["UNSUBSCRIBE"],
+            &["CLIENT", "REPLY", "ON"],
+            &["ECHO", "end"],
+        ] {
+            c.send(args);
+        }
+        got.extend(read_until(&mut c, "$3\r\nend\r\n"));
+        for args in [
+            &["CLIENT", "REPLY", "OFF"][..],
+            &["GET", "a"],
+            &["RESET"],
+            &["ECHO", "end2"],
+        ] {
+            c.send(args);
+        }
+        got.extend(read_until(&mut c, "$4\r\nend2\r\n"));
+        got
+    };
+    let redis = Redis::start().expect("starting redis-server");
+    let want = run(redis.1);
+    let dir = temp_dir("pubsub-client-reply");
+    let served = Served::start(&dir.0);
+    assert_eq!(run(served.port), want);
+}

@@ -64,6 +64,21 @@ impl Session {
         }
     }
 
+    /// `CLIENT REPLY ON|OFF|SKIP`: only `ON` replies (`+OK`); `OFF` silences the replies
+    /// from here on, `SKIP` the next command's (unless they are off already).
+    pub(super) fn client_reply(&mut self, mode: &[u8], out: &mut Vec<u8>) {
+        match &mode.to_ascii_lowercase()[..] {
+            b"on" => {
+                self.replies.off = false;
+                self.replies.skip = false;
+                write::simple(out, "OK");
+            }
+            b"off" => self.replies.off = true,
+            b"skip" => self.replies.skip_next |= !self.replies.off,
+            _ => write::error(out, "ERR syntax error"),
+        }
+    }
+
     /// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL filter value ...` (the
     /// number killed); a client that killed itself closes after the reply.
     pub(super) fn client_kill(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {

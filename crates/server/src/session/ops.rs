@@ -59,6 +59,7 @@ impl Session {
             SessionOp::ClientInfo => self.client_info(out),
             SessionOp::ClientKill => self.client_kill(args, out),
             SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
+            SessionOp::ClientReply => self.client_reply(args[2], out),
             SessionOp::Subscribe => self.subscribe(Kind::Channel, &args[1..], out),
             SessionOp::Psubscribe => self.subscribe(Kind::Pattern, &args[1..], out),
             SessionOp::Ssubscribe => self.subscribe(Kind::Shard, &args[1..], out),
@@ -216,12 +217,13 @@ impl Session {
     }
 
     /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
-    /// no `MULTI`, nothing watched, no subscriptions, `NO-EVICT` off, authenticated only
-    /// without a password).
+    /// no `MULTI`, nothing watched, no subscriptions, replies on, `NO-EVICT` off,
+    /// authenticated only without a password).
     fn reset(&mut self, out: &mut Vec<u8>) {
         self.multi = None;
         self.unwatch_all();
         self.unsubscribe_all();
+        self.replies = Default::default();
         self.db = 0;
         self.protocol = Protocol::Resp2;
         self.name = None;

@@ -11,7 +11,7 @@ use tamer_store::DbHandle;
 
 use crate::commands::gate::{self, Refusal, Snapshot, Verdict};
 use crate::commands::scripting::Scripts;
-use crate::commands::spec::{Command, Flags, Run, TamerFlags};
+use crate::commands::spec::{Command, Flags, Run, SessionOp, TamerFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::watches::Watches;
 use crate::pubsub::{Client, Hub};
@@ -62,6 +62,20 @@ pub struct Session {
     pub(super) client: Client,
     /// Its subscriptions: channels, patterns, shard channels (the hub's, mirrored).
     pub(super) subscriptions: [usize; 3],
+    /// `CLIENT REPLY`'s state.
+    pub(super) replies: ReplyMode,
+}
+
+/// Which replies `CLIENT REPLY` silences (Redis's `CLIENT_REPLY_OFF`, `_SKIP_NEXT`, `_SKIP`).
+/// Pub/sub's confirmations and messages go out regardless, as Redis pushes them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ReplyMode {
+    /// `OFF`: no replies until `ON`.
+    pub(super) off: bool,
+    /// `SKIP` was the last command: the next one's reply is silenced.
+    pub(super) skip_next: bool,
+    /// This command's reply is silenced (`SKIP` came before it).
+    pub(super) skip: bool,
 }
 
 /// The server's parts a session works with.
@@ -147,6 +161,7 @@ impl Session {
             pubsub,
             client,
             subscriptions: [0; 3],
+            replies: ReplyMode::default(),
         }
     }
 
@@ -221,6 +236,7 @@ impl Session {
         if !queued {
             self.record(&label, logged, started, &out[before..], rejected);
         }
+        self.silence(command_of(verdict), out, before);
         None
     }
 
@@ -241,6 +257,28 @@ impl Session {
             }
             Run::Tx(_) | Run::WithTable(_) => self.one(handle, map, command, args, out),
         }
+    }
+
+    /// Drops this command's reply (from `before`) when `CLIENT REPLY` silences it, keeping
+    /// pub/sub's confirmations; then the next command's state, as Redis's `resetClient`.
+    fn silence(&mut self, command: Option<&'static Command>, out: &mut Vec<u8>, before: usize) {
+        let pushes = command.is_some_and(|c| {
+            matches!(
+                c.run,
+                Run::Session(
+                    SessionOp::Subscribe
+                        | SessionOp::Psubscribe
+                        | SessionOp::Ssubscribe
+                        | SessionOp::Unsubscribe
+                        | SessionOp::Punsubscribe
+                        | SessionOp::Sunsubscribe
+                )
+            )
+        });
+        if (self.replies.off || self.replies.skip) && !pushes {
+            out.truncate(before);
+        }
+        self.replies.skip = std::mem::take(&mut self.replies.skip_next);
     }
 
     /// A refusal inside `MULTI` makes `EXEC` fail.
