@@ -9,10 +9,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::io::Read;
 
+use common::conn::Conn;
 use common::{have, temp_dir, Redis, Served};
 
 /// Connections each scenario uses; those listed in [`RESP3`] switch with `HELLO 3` first.
@@ -108,60 +107,6 @@ const SCENARIOS: &[Step] = &[
     (1, &["SUBSCRIBE", "a", "b", "c"]),
     (1, &["UNSUBSCRIBE", "a", "b", "c", "d"]),
 ];
-
-/// One connection with what it received and not yet taken.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    fn new(port: u16) -> Conn {
-        let stream = common::connect_to(port, Duration::from_secs(20));
-        Conn {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, args: &[&str]) {
-        let mut request = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-        self.stream.write_all(&request).unwrap();
-    }
-
-    /// The next reply or push.
-    fn next(&mut self) -> String {
-        // Bounded by the read timeout: every pass reads or returns.
-        loop {
-            if let Some(len) = tamer_server::resp::reply_len(&self.buf).unwrap() {
-                let reply = String::from_utf8_lossy(&self.buf[..len]).into_owned();
-                self.buf.drain(..len);
-                return reply;
-            }
-            let mut chunk = [0u8; 65536];
-            let got = self.stream.read(&mut chunk).expect("a reply");
-            assert!(got > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..got]);
-        }
-    }
-
-    /// Everything received up to the reply to a `PING` sent now (that reply left out).
-    fn drain(&mut self) -> Vec<String> {
-        self.send(&["PING", "sentinel"]);
-        let mut got = Vec::new();
-        // Bounded by the read timeout.
-        loop {
-            let r = self.next();
-            if r == "$8\r\nsentinel\r\n" || r == "*2\r\n$4\r\npong\r\n$8\r\nsentinel\r\n" {
-                return got;
-            }
-            got.push(r);
-        }
-    }
-}
 
 /// Whether Redis orders this step's replies by its hash tables.
 fn unordered(args: &[&str]) -> bool {

@@ -2,6 +2,7 @@
 //! free port, and a reader of whole RESP replies. Each test file uses what it needs.
 #![allow(dead_code)]
 
+pub mod conn;
 pub mod table;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -10,8 +10,12 @@
 //! pair first and changes nothing if one fails, as Redis 7.0.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use keyspace_events::Classes;
+
+pub mod keyspace_events;
 
 /// How a setting's value is checked and normalized.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +35,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Any bytes.
     Text,
+    /// `notify-keyspace-events`'s letters (shown in Redis's canonical order).
+    KeyspaceEvents,
 }
 
 /// One setting of the registry.
@@ -107,6 +113,7 @@ pub const SETTINGS: &[Setting] = &[
     ),
     setting("maxmemory", "0", Kind::Memory, false),
     setting("metrics-addr", "", Kind::Text, false),
+    setting("notify-keyspace-events", "", Kind::KeyspaceEvents, true),
     setting("port", "6379", Kind::Int { min: 0, max: 65535 }, false),
     setting("prefetch", "yes", Kind::Bool, false),
     setting("protected-mode", "yes", Kind::Bool, false),
@@ -212,6 +219,9 @@ pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
             }
         }
         Kind::Text => Ok(value.to_string()),
+        Kind::KeyspaceEvents => Classes::parse(value)
+            .map(Classes::every_letter)
+            .map_err(str::to_string),
     }
 }
 
@@ -225,6 +235,7 @@ pub struct Config {
     slowlog_max_len: AtomicUsize,
     latency_threshold_ms: AtomicU64,
     busy_reply_threshold_ms: AtomicU64,
+    keyspace_events: AtomicU16,
     requirepass: Mutex<Option<Arc<Vec<u8>>>>,
 }
 
@@ -241,6 +252,7 @@ impl Default for Config {
             slowlog_max_len: AtomicUsize::new(0),
             latency_threshold_ms: AtomicU64::new(0),
             busy_reply_threshold_ms: AtomicU64::new(0),
+            keyspace_events: AtomicU16::new(0),
             requirepass: Mutex::new(None),
         };
         config.mirror();
@@ -268,6 +280,10 @@ impl Config {
     /// `busy-reply-threshold` (ms; 0: scripts are never busy).
     pub fn busy_reply_threshold_ms(&self) -> u64 {
         self.busy_reply_threshold_ms.load(Ordering::Relaxed)
+    }
+    /// `notify-keyspace-events`.
+    pub fn keyspace_events(&self) -> Classes {
+        Classes(self.keyspace_events.load(Ordering::Relaxed))
     }
     /// `maxclients`.
     pub fn max_clients(&self) -> usize {
@@ -311,6 +327,9 @@ impl Config {
             .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
         self.busy_reply_threshold_ms
             .store(num("busy-reply-threshold") as u64, Ordering::Relaxed);
+        let events = &values[find("notify-keyspace-events").expect("registered")];
+        let events = Classes::parse(events).expect("normalized when set");
+        self.keyspace_events.store(events.0, Ordering::Relaxed);
         let pass = &values[find("requirepass").expect("registered")];
         *self.requirepass.lock().unwrap_or_else(|p| p.into_inner()) =
             (!pass.is_empty()).then(|| Arc::new(pass.clone().into_bytes()));
@@ -359,13 +378,13 @@ impl Config {
                     .iter()
                     .any(|p| crate::glob::matches_nocase(p, s.name.as_bytes()))
             })
-            .map(|(s, v)| (s.name, v.clone()))
+            .map(|(s, v)| (s.name, shown(s.kind, v)))
             .chain(ALIASES.iter().filter_map(|(alias, setting)| {
                 let wanted = patterns
                     .iter()
                     .any(|p| crate::glob::matches_nocase(p, alias.as_bytes()));
                 let i = find(setting).expect("an alias names a setting");
-                wanted.then(|| (*alias, values[i].clone()))
+                wanted.then(|| (*alias, shown(SETTINGS[i].kind, &values[i])))
             }))
             .collect()
     }
@@ -373,6 +392,17 @@ impl Config {
 
 /// Most bytes of a `--config` file.
 pub const MAX_CONFIG_FILE_BYTES: usize = 1 << 20;
+
+/// A normalized value as `CONFIG GET` shows it: `notify-keyspace-events` in Redis's short
+/// form (which hides `n` beside `A`), kept whole in the registry.
+fn shown(kind: Kind, value: &str) -> String {
+    match kind {
+        Kind::KeyspaceEvents => Classes::parse(value)
+            .map(Classes::letters)
+            .unwrap_or_else(|_| value.to_string()),
+        _ => value.to_string(),
+    }
+}
 
 /// The settings of a TOML file (`key = value` at the top level, keys named as `CONFIG GET`
 /// names them; integers, strings and booleans, a boolean meaning `yes`/`no`), checked

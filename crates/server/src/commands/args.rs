@@ -52,13 +52,21 @@ pub(super) struct ScanArgs<'a> {
     pub(super) pattern: Option<&'a [u8]>,
 }
 
-/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH pattern] [COUNT count]`, or `None` with the error
-/// written.
-pub(super) fn scan_args<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<ScanArgs<'a>> {
-    let Some(cursor) = parse_cursor(args[2]) else {
+/// The cursor of `HSCAN`/`SSCAN`/`ZSCAN key cursor ...`, or `None` with the error written.
+pub(super) fn scan_cursor(args: &[&[u8]], out: &mut Vec<u8>) -> Option<u64> {
+    let cursor = parse_cursor(args[2]);
+    if cursor.is_none() {
         write::error(out, INVALID_CURSOR);
-        return None;
-    };
+    }
+    cursor
+}
+
+/// The options after `HSCAN`/`SSCAN`/`ZSCAN key cursor`, or the error's text (Redis reads
+/// them once the key is found and of the right type).
+pub(super) fn scan_options<'a>(
+    args: &[&'a [u8]],
+    cursor: u64,
+) -> Result<ScanArgs<'a>, &'static str> {
     let (mut count, mut pattern) = (10usize, None);
     let mut i = 3;
     // Bounded: every pass consumes two arguments or fails.
@@ -66,25 +74,16 @@ pub(super) fn scan_args<'a>(args: &[&'a [u8]], out: &mut Vec<u8>) -> Option<Scan
         let more = args.len() - i - 1;
         match &args[i].to_ascii_lowercase()[..] {
             b"count" if more >= 1 => match parse_i64(args[i + 1]) {
-                None => {
-                    write::error(out, NOT_INTEGER);
-                    return None;
-                }
-                Some(n) if n < 1 => {
-                    write::error(out, SYNTAX);
-                    return None;
-                }
+                None => return Err(NOT_INTEGER),
+                Some(n) if n < 1 => return Err(SYNTAX),
                 Some(n) => count = usize::try_from(n).unwrap_or(usize::MAX),
             },
             b"match" if more >= 1 => pattern = (args[i + 1] != b"*").then_some(args[i + 1]),
-            _ => {
-                write::error(out, SYNTAX);
-                return None;
-            }
+            _ => return Err(SYNTAX),
         }
         i += 2;
     }
-    Some(ScanArgs {
+    Ok(ScanArgs {
         cursor,
         count,
         pattern,
@@ -143,7 +142,7 @@ fn numkeys<'b, 'a>(args: &'b [&'a [u8]], out: &mut Vec<u8>) -> Option<(&'b [&'a 
 
 /// The `[LIMIT limit]` of `SINTERCARD`/`ZINTERCARD` from `args[i..]` (0 or none: no limit,
 /// `usize::MAX`); `None` with the error written.
-fn intercard_limit(args: &[&[u8]], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
+pub(super) fn intercard_limit(args: &[&[u8]], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
     let mut limit = usize::MAX;
     // Bounded: every pass consumes two arguments or fails.
     while i < args.len() {

@@ -5,14 +5,14 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::args::ScanArgs;
+use super::args::scan_options;
 use super::reply::{finish, OpError, OpResult};
 use super::Context;
 use crate::keyspace::collection::{
     element_of, hashed_key, load, load_uncounted, random_entries, random_u64, scan_hashed, Coll,
     Found,
 };
-use crate::keyspace::Kind;
+use crate::keyspace::{events, Kind};
 use crate::resp::write;
 
 type Result = std::result::Result<(), DbError>;
@@ -79,11 +79,14 @@ pub(super) fn scan_elements(
     key: &[u8],
     kind: Kind,
     prefix: &[u8],
-    scan: &ScanArgs<'_>,
+    args: &[&[u8]],
+    cursor: u64,
 ) -> OpResult<(Entries, u64)> {
     let Some(c) = existing(ctx, tx, key, kind, Lookup::Read)? else {
         return Ok((Vec::new(), 0));
     };
+    // As Redis: the options are read once the key is found and of the right type.
+    let scan = scan_options(args, cursor).map_err(OpError::Error)?;
     let (mut found, next) = if c.in_tree() {
         scan_hashed(tx, &c, prefix, scan.cursor, scan.count)?
     } else {
@@ -157,6 +160,10 @@ fn remove_elements(
     let mut removed = 0;
     for e in elements {
         removed += i64::from(c.del(tx, &hashed_key(tx, b"", e))?);
+    }
+    if removed > 0 {
+        let event = if kind == Kind::Hash { "hdel" } else { "srem" };
+        ctx.notify(events::class_of(kind), event, key);
     }
     let n = c.len(tx)?;
     c.save(ctx, tx, key, n)?;

@@ -73,6 +73,7 @@ impl<'a> Context<'a> {
                 now_ms,
                 watches: None,
                 lookups: None,
+                events: None,
             },
             map,
             map_exclusive: false,

@@ -12,6 +12,7 @@ use tamer_store::{DbError, Tx};
 
 use super::reply::{finish, refuse, OpError, OpResult, NOT_INTEGER, SYNTAX};
 use super::Context;
+use crate::keyspace::events::Class;
 use crate::keyspace::{self, Databases, KeyspaceError, DATABASES};
 use crate::resp::{parse_i64, write};
 
@@ -158,14 +159,17 @@ fn move_key(
     db: usize,
 ) -> std::result::Result<bool, KeyspaceError> {
     let (src, dst) = (ctx.namespace, ctx.map.get()[db]);
-    let Some(entry) = keyspace::get(tx, src, key, ctx.now_ms)? else {
+    let there = ctx.at(db, dst);
+    let Some(entry) = keyspace::get(ctx, tx, key)? else {
         return Ok(false);
     };
-    if keyspace::get(tx, dst, key, ctx.now_ms)?.is_some() {
+    if keyspace::get(&there, tx, key)?.is_some() {
         return Ok(false);
     }
-    keyspace::put(tx, dst, key, &entry)?;
+    keyspace::put(&there, tx, key, &entry)?;
     keyspace::remove_moved(tx, src, key)?;
+    ctx.notify(Class::Generic, "move_from", key);
+    there.notify(Class::Generic, "move_to", key);
     ctx.touch_in(ctx.db, key);
     ctx.touch_in(db, key);
     Ok(true)
@@ -221,17 +225,23 @@ fn copy_key(
     db: usize,
     replace: bool,
 ) -> std::result::Result<bool, KeyspaceError> {
-    let (from, to) = (ctx.namespace, ctx.map.get()[db]);
-    let found = keyspace::get(tx, from, src, ctx.now_ms)?;
-    ctx.count_lookup(found.is_some());
+    let there = ctx.at(db, ctx.map.get()[db]);
+    let found = keyspace::get(ctx, tx, src)?;
+    ctx.count_lookup(found.is_some(), src);
     let Some(entry) = found else {
         return Ok(false);
     };
-    if !replace && keyspace::get(tx, to, dst, ctx.now_ms)?.is_some() {
+    let existing = keyspace::get(&there, tx, dst)?.is_some();
+    if !replace && existing {
         return Ok(false);
     }
     let entry = crate::keyspace::collection::copied(tx, entry)?;
-    keyspace::put(tx, to, dst, &entry)?;
+    // A replaced `destination` goes first: the copy arrives as a new key (Redis's `dbAdd`).
+    if existing {
+        keyspace::remove(tx, there.namespace, dst)?;
+    }
+    keyspace::put(&there, tx, dst, &entry)?;
+    there.notify(Class::Generic, "copy_to", dst);
     ctx.touch_in(db, dst);
     Ok(true)
 }

@@ -4,7 +4,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::args::{random_count, scan_args, too_long};
+use super::args::{random_count, scan_cursor, too_long};
 use super::collections::{self, existing, or_new, Lookup};
 use super::numbers::{add_floats, FloatError};
 use super::reply::{
@@ -13,6 +13,7 @@ use super::reply::{
 };
 use super::Context;
 use crate::keyspace::collection::{element_of, hashed_key, Coll};
+use crate::keyspace::events::Class;
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
@@ -60,6 +61,7 @@ fn set_fields(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], pairs: &[&[u8]]) -> Op
         added += u64::from(!h.put(tx, &field_key(tx, pair[0]), pair[1])?);
     }
     save(ctx, tx, key, h)?;
+    ctx.notify(Class::Hash, "hset", key);
     Ok(added)
 }
 
@@ -93,6 +95,7 @@ fn set_field_if_absent(
     }
     h.put(tx, &k, value)?;
     save(ctx, tx, key, h)?;
+    ctx.notify(Class::Hash, "hset", key);
     Ok(true)
 }
 
@@ -226,6 +229,7 @@ fn add_integer(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], field: &[u8], by: i64
     let new = current.checked_add(by).ok_or(OpError::Error(OVERFLOW))?;
     h.put(tx, &k, new.to_string().as_bytes())?;
     save(ctx, tx, key, h)?;
+    ctx.notify(Class::Hash, "hincrby", key);
     Ok(new)
 }
 
@@ -236,12 +240,11 @@ pub(crate) fn hincrbyfloat(
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    // The increment is checked first, as Redis does.
-    if !matches!(
-        add_floats(None, args[3]),
-        Ok(_) | Err(FloatError::NanOrInfinity)
-    ) {
-        return refuse(out, NOT_FLOAT);
+    // The increment is checked first, as Redis does (an infinite one is refused).
+    match add_floats(None, args[3]) {
+        Ok(_) => {}
+        Err(FloatError::NanOrInfinity) => return refuse(out, "ERR value is NaN or Infinity"),
+        Err(FloatError::NotFloat) => return refuse(out, NOT_FLOAT),
     }
     if too_long(args[2], out) {
         return Ok(());
@@ -268,6 +271,7 @@ fn add_float(
     })?;
     h.put(tx, &k, &text)?;
     save(ctx, tx, key, h)?;
+    ctx.notify(Class::Hash, "hincrbyfloat", key);
     Ok(text)
 }
 
@@ -301,10 +305,10 @@ pub(crate) fn hrandfield(
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub(crate) fn hscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(scan) = scan_args(args, out) else {
+    let Some(cursor) = scan_cursor(args, out) else {
         return Ok(());
     };
-    let page = collections::scan_elements(ctx, tx, args[1], Kind::Hash, b"", &scan);
+    let page = collections::scan_elements(ctx, tx, args[1], Kind::Hash, b"", args, cursor);
     finish(out, page, |out, (found, next)| {
         scan_header(out, next, 2 * found.len());
         for (k, v) in &found {

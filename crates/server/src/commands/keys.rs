@@ -4,6 +4,7 @@ use tamer_store::{DbError, Tx};
 
 use super::reply::{finish, refuse, OpError, OpResult, NOT_INTEGER, NO_SUCH_KEY};
 use super::Context;
+use crate::keyspace::events::Class;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry};
 use crate::resp::{parse_i64, write};
@@ -12,14 +13,14 @@ type Result = std::result::Result<(), DbError>;
 
 /// `key`'s live entry (`None`: absent); a keyspace error is the command's reply.
 fn entry(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<Option<Entry>> {
-    keyspace::get(tx, ctx.namespace, key, ctx.now_ms).map_err(OpError::keyspace)
+    keyspace::get(ctx, tx, key).map_err(OpError::keyspace)
 }
 
 /// As [`entry`] for a command that reads the key (Redis's `lookupKeyRead`): counted in
 /// `keyspace_hits`/`misses`.
 fn entry_read(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<Option<Entry>> {
     let found = entry(ctx, tx, key)?;
-    ctx.count_lookup(found.is_some());
+    ctx.count_lookup(found.is_some(), key);
     Ok(found)
 }
 
@@ -32,10 +33,10 @@ pub(crate) fn del(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<
 fn delete_keys(ctx: &Context, tx: &mut Tx<'_>, keys: &[&[u8]]) -> OpResult<i64> {
     let mut removed = 0;
     for key in keys {
-        let was =
-            keyspace::delete(tx, ctx.namespace, key, ctx.now_ms).map_err(OpError::keyspace)?;
+        let was = keyspace::delete(ctx, tx, key).map_err(OpError::keyspace)?;
         if was {
             ctx.touch(key);
+            ctx.notify(Class::Generic, "del", key);
         }
         removed += i64::from(was);
     }
@@ -178,9 +179,11 @@ fn set_expiry(
     ctx.touch(key);
     if when <= ctx.now_ms as i64 {
         keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
+        ctx.notify(Class::Generic, "del", key);
     } else {
         e.expire_at_ms = Some(when as u64);
-        keyspace::put(tx, ctx.namespace, key, &e).map_err(store_error)?;
+        keyspace::put(ctx, tx, key, &e).map_err(store_error)?;
+        ctx.notify(Class::Generic, "expire", key);
     }
     Ok(true)
 }
@@ -311,7 +314,8 @@ fn remove_expiry(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<bool> {
         Some(mut e) if e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
             ctx.touch(key);
-            keyspace::put(tx, ctx.namespace, key, &e).map_err(store_error)?;
+            keyspace::put(ctx, tx, key, &e).map_err(store_error)?;
+            ctx.notify(Class::Generic, "persist", key);
             Ok(true)
         }
         _ => Ok(false),
@@ -348,7 +352,14 @@ fn rename_key(ctx: &Context, tx: &mut Tx<'_>, from: &[u8], to: &[u8], nx: bool) 
     ctx.touch(from);
     ctx.touch(to);
     keyspace::remove_moved(tx, ctx.namespace, from).map_err(store_error)?;
-    keyspace::put(tx, ctx.namespace, to, &e).map_err(store_error)?;
+    // `newkey` goes first (its lookup expires it), so that the value arrives as a new key
+    // (Redis's `dbAdd`).
+    if entry(ctx, tx, to)?.is_some() {
+        keyspace::remove(tx, ctx.namespace, to).map_err(store_error)?;
+    }
+    keyspace::put(ctx, tx, to, &e).map_err(store_error)?;
+    ctx.notify(Class::Generic, "rename_from", from);
+    ctx.notify(Class::Generic, "rename_to", to);
     Ok(true)
 }
 

@@ -18,6 +18,7 @@ use super::reply::{
 };
 use super::Context;
 use crate::keyspace::collection::Coll;
+use crate::keyspace::events::Class;
 use crate::keyspace::Kind;
 use crate::resp::{parse_i64, write};
 
@@ -47,6 +48,22 @@ impl End {
             Some(End::Right)
         } else {
             None
+        }
+    }
+
+    /// The keyspace event of a push at this end.
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
+
+    /// The keyspace event of a pop from this end.
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
         }
     }
 }
@@ -264,6 +281,7 @@ fn push(
     }
     let n = l.len(tx)?;
     save(ctx, tx, key, l)?;
+    ctx.notify(Class::List, end.push_event(), key);
     Ok(n)
 }
 
@@ -300,6 +318,9 @@ fn pop(
         return Ok(None);
     };
     let popped = l.pop(tx, end, count)?;
+    if !popped.is_empty() {
+        ctx.notify(Class::List, end.pop_event(), key);
+    }
     save(ctx, tx, key, l)?;
     Ok(Some(popped))
 }
@@ -445,6 +466,7 @@ fn set_at(
     };
     l.coll.put(tx, &k, element)?;
     save(ctx, tx, key, l)?;
+    ctx.notify(Class::List, "lset", key);
     Ok(())
 }
 
@@ -503,6 +525,7 @@ fn insert(
     l.coll.put(tx, &k, element)?;
     let n = l.len(tx)?;
     save(ctx, tx, key, l)?;
+    ctx.notify(Class::List, "linsert", key);
     Ok(n as i64)
 }
 
@@ -545,6 +568,9 @@ fn remove(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], count: i64, element: &[u8]
             removed += 1;
         }
     }
+    if removed > 0 {
+        ctx.notify(Class::List, "lrem", key);
+    }
     save(ctx, tx, key, l)?;
     Ok(removed as i64)
 }
@@ -574,6 +600,7 @@ fn trim(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], start: i64, stop: i64) -> Op
     };
     l.pop(tx, End::Left, left as u64)?;
     l.pop(tx, End::Right, right as u64)?;
+    ctx.notify(Class::List, "ltrim", key);
     save(ctx, tx, key, l)?;
     Ok(())
 }
@@ -618,9 +645,12 @@ fn lpos_option(
     name: &[u8],
     value: Option<i64>,
 ) -> std::result::Result<(), &'static str> {
+    // Redis reads COUNT and MAXLEN in a range with its own text for any bad value.
     let Some(v) = value else {
         return Err(match name {
-            b"rank" | b"count" | b"maxlen" => NOT_INTEGER,
+            b"rank" => NOT_INTEGER,
+            b"count" => "ERR COUNT can't be negative",
+            b"maxlen" => "ERR MAXLEN can't be negative",
             _ => SYNTAX,
         });
     };
@@ -735,6 +765,8 @@ fn move_one(
         };
         source.push(tx, to, &element)?;
         save(ctx, tx, src, source)?;
+        ctx.notify(Class::List, to.push_event(), src);
+        ctx.notify(Class::List, from.pop_event(), src);
         return Ok(Some(element));
     }
     let mut target = List {
@@ -746,9 +778,12 @@ fn move_one(
     let Some(element) = source.pop(tx, from, 1)?.pop() else {
         return Ok(None);
     };
-    save(ctx, tx, src, source)?;
+    // Redis's order: the destination's push (and `new`), then the source's pop (and `del`).
     target.push(tx, to, &element)?;
     save(ctx, tx, dst, target)?;
+    ctx.notify(Class::List, to.push_event(), dst);
+    ctx.notify(Class::List, from.pop_event(), src);
+    save(ctx, tx, src, source)?;
     Ok(Some(element))
 }
 

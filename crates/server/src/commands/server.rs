@@ -69,6 +69,7 @@ pub fn info(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         cached_scripts,
         cached_script_bytes,
         pubsub: [Kind::Channel, Kind::Pattern, Kind::Shard].map(|k| ctx.pubsub.len(k)),
+        keyspace_events_dropped: ctx.pubsub.dropped_events(),
     };
     let text = crate::stats::info::text(ctx.stats, &args[1..], gathered);
     write::verbatim(out, b"txt", text.as_bytes(), ctx.protocol);
@@ -217,7 +218,7 @@ pub fn memory_usage(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Ve
         write::error(out, text);
         return Ok(());
     }
-    match crate::keyspace::get(tx, ctx.namespace, args[2], ctx.now_ms) {
+    match crate::keyspace::get(ctx, tx, args[2]) {
         Ok(Some(entry)) => {
             let key_bytes = 4 + args[2].len();
             write::integer(out, record_bytes(key_bytes, entry.encode().len()) as i64)

@@ -4,7 +4,7 @@
 
 use tamer_store::{DbError, Tx};
 
-use super::args::{intercard_args, pop_count, random_count, scan_args, too_long};
+use super::args::{intercard_args, pop_count, random_count, scan_cursor, too_long};
 use super::collections::{self, existing, or_new, Lookup};
 use super::reply::{
     bulk_or_null, fail, finish, refuse, scan_header, write_pairs, OpError, OpResult, SYNTAX,
@@ -13,6 +13,7 @@ use super::Context;
 use crate::keyspace::collection::{
     element_of, hashed_key, load, load_uncounted, random_entries, Coll, Found,
 };
+use crate::keyspace::events::Class;
 use crate::keyspace::{self, Kind};
 use crate::resp::write;
 
@@ -66,6 +67,9 @@ fn add_members(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], members: &[&[u8]]) ->
         }
     }
     save(ctx, tx, key, s)?;
+    if added > 0 {
+        ctx.notify(Class::Set, "sadd", key);
+    }
     Ok(added)
 }
 
@@ -187,6 +191,9 @@ fn pop_members(
     for (k, _) in &picked {
         s.del(tx, k)?;
     }
+    if !picked.is_empty() {
+        ctx.notify(Class::Set, "spop", key);
+    }
     save(ctx, tx, key, s)?;
     Ok(picked)
 }
@@ -224,11 +231,13 @@ fn move_member(
     if !src.del(tx, &k)? {
         return Ok(false);
     }
+    ctx.notify(Class::Set, "srem", src_key);
     save(ctx, tx, src_key, src)?;
     let mut dst = dst.unwrap_or_else(|| Coll::new(Kind::Set));
     if dst.get(tx, &k)?.is_none() {
         dst.put(tx, &k, b"")?;
         save(ctx, tx, dst_key, dst)?;
+        ctx.notify(Class::Set, "sadd", dst_key);
     }
     Ok(true)
 }
@@ -331,15 +340,29 @@ fn difference(tx: &mut Tx<'_>, sets: &[Option<Coll>]) -> DbResult<Vec<Vec<u8>>> 
 }
 
 /// Stores `members` as the set at `dst`, replacing whatever it held (an empty result deletes
-/// it).
-fn store_members(ctx: &Context, tx: &mut Tx<'_>, dst: &[u8], members: &[Vec<u8>]) -> Result {
+/// it): the keyspace event `event` (or `del`, `new`) as Redis's `setKey` and `dbDelete`.
+fn store_members(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    dst: &[u8],
+    members: &[Vec<u8>],
+    event: &'static str,
+) -> Result {
     ctx.touch(dst);
-    keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)?;
+    if members.is_empty() {
+        if keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)? {
+            ctx.notify(Class::Generic, "del", dst);
+        }
+        return Ok(());
+    }
     let mut s = Coll::new(Kind::Set);
     for m in members {
         s.put(tx, &member_key(tx, m), b"")?;
     }
-    s.save(ctx, tx, dst, members.len() as u64)
+    // Written over whatever `dst` held (`keyspace::put` drops a replaced value's tree).
+    s.save(ctx, tx, dst, members.len() as u64)?;
+    ctx.notify(Class::Set, event, dst);
+    Ok(())
 }
 
 /// `SINTER`, `SUNION`, `SDIFF key [key ...]`: the members.
@@ -362,7 +385,12 @@ fn generic_store(
     op: Op,
 ) -> Result {
     let stored = combine(ctx, tx, &args[2..], op, usize::MAX).and_then(|members| {
-        store_members(ctx, tx, args[1], &members)?;
+        let event = match op {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        };
+        store_members(ctx, tx, args[1], &members, event)?;
         Ok(members.len())
     });
     finish(out, stored, |out, n| write::integer(out, n as i64))
@@ -431,10 +459,10 @@ pub(crate) fn sintercard(
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub(crate) fn sscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(scan) = scan_args(args, out) else {
+    let Some(cursor) = scan_cursor(args, out) else {
         return Ok(());
     };
-    let page = collections::scan_elements(ctx, tx, args[1], Kind::Set, b"", &scan);
+    let page = collections::scan_elements(ctx, tx, args[1], Kind::Set, b"", args, cursor);
     finish(out, page, |out, (found, next)| {
         scan_header(out, next, found.len());
         for (k, _) in &found {

@@ -12,6 +12,7 @@ use super::reply::{
 };
 use super::spec::KeyFlags;
 use super::Context;
+use crate::keyspace::events::Class;
 use crate::keyspace::store_error;
 use crate::keyspace::{self, Entry, Kind};
 use crate::resp::{parse_i64, write};
@@ -42,7 +43,7 @@ impl Found {
 }
 
 fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> DbResult<Found> {
-    match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
+    match keyspace::get(ctx, tx, key) {
         Ok(None) => Ok(Found::Absent),
         Ok(Some(e)) if e.kind == Kind::String => Ok(Found::String(e)),
         Ok(Some(_)) => Ok(Found::Other),
@@ -56,20 +57,20 @@ fn find(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> DbResult<Found> {
 /// `keyspace_hits`/`misses` (a value of another type is a hit).
 fn find_read(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> DbResult<Found> {
     let found = find(ctx, tx, key)?;
-    ctx.count_lookup(!matches!(found, Found::Absent));
+    ctx.count_lookup(!matches!(found, Found::Absent), key);
     Ok(found)
 }
 
 fn store(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result {
     ctx.touch(key);
-    keyspace::put(tx, ctx.namespace, key, entry).map_err(store_error)
+    keyspace::put(ctx, tx, key, entry).map_err(store_error)
 }
 
 /// As [`store`], for an entry keeping the expiry time `key` has now, read in this transaction
 /// (already in the expiry index).
 fn store_kept(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result {
     ctx.touch(key);
-    keyspace::put_kept_ttl(tx, ctx.namespace, key, entry).map_err(store_error)
+    keyspace::put_kept_ttl(ctx, tx, key, entry).map_err(store_error)
 }
 
 /// `GET key`.
@@ -97,6 +98,7 @@ fn take(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<Option<Vec<u8>>>
     };
     ctx.touch(key);
     keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
+    ctx.notify(Class::Generic, "del", key);
     Ok(Some(e.payload))
 }
 
@@ -112,6 +114,7 @@ pub(crate) fn getset(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut V
 fn replace(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], value: &[u8]) -> OpResult<Option<Vec<u8>>> {
     let old = find_read(ctx, tx, key)?.string()?;
     store(ctx, tx, key, &Entry::string(value.to_vec(), None))?;
+    ctx.notify(Class::String, "set", key);
     Ok(old.map(|e| e.payload))
 }
 
@@ -283,6 +286,10 @@ fn set_string(
         } else {
             store(ctx, tx, key, &entry)?;
         }
+        ctx.notify(Class::String, "set", key);
+        if expire.is_some() {
+            ctx.notify(Class::Generic, "expire", key);
+        }
     }
     let old = old.map(|e| e.payload);
     Ok(SetDone { old, written })
@@ -324,6 +331,7 @@ pub(crate) fn msetnx(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut V
 fn set_all(ctx: &Context, tx: &mut Tx<'_>, pairs: &[&[u8]]) -> Result {
     for pair in pairs.chunks(2) {
         store(ctx, tx, pair[0], &Entry::string(pair[1].to_vec(), None))?;
+        ctx.notify(Class::String, "set", pair[0]);
     }
     Ok(())
 }
@@ -379,6 +387,7 @@ fn add_integer(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], by: i64) -> OpResult<
     let new = current.checked_add(by).ok_or(OpError::Error(OVERFLOW))?;
     let entry = Entry::string(new.to_string().into_bytes(), ttl);
     store_kept(ctx, tx, key, &entry)?;
+    ctx.notify(Class::String, "incrby", key);
     Ok(new)
 }
 
@@ -406,6 +415,7 @@ fn add_float(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], incr: &[u8]) -> OpResul
     })?;
     let entry = Entry::string(text, ttl);
     store(ctx, tx, key, &entry)?;
+    ctx.notify(Class::String, "incrbyfloat", key);
     Ok(entry.payload)
 }
 
@@ -424,6 +434,7 @@ fn append_to(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], piece: &[u8]) -> OpResu
     value.extend_from_slice(piece);
     let len = value.len() as i64;
     store_kept(ctx, tx, key, &Entry::string(value, ttl))?;
+    ctx.notify(Class::String, "append", key);
     Ok(len)
 }
 
@@ -541,6 +552,7 @@ fn overwrite(
     value[offset as usize..end as usize].copy_from_slice(piece);
     let len = value.len() as i64;
     store_kept(ctx, tx, key, &Entry::string(value, ttl))?;
+    ctx.notify(Class::String, "setrange", key);
     Ok(len)
 }
 
@@ -558,6 +570,8 @@ fn setex_generic(
         Err(text) => return refuse(out, &text),
     };
     store(ctx, tx, args[1], &Entry::string(args[3].to_vec(), Some(at)))?;
+    ctx.notify(Class::String, "set", args[1]);
+    ctx.notify(Class::Generic, "expire", args[1]);
     write::simple(out, "OK");
     Ok(())
 }
@@ -602,14 +616,17 @@ fn get_and_expire(
         Some(at) if at <= ctx.now_ms => {
             ctx.touch(key);
             keyspace::remove(tx, ctx.namespace, key).map_err(store_error)?;
+            ctx.notify(Class::Generic, "del", key);
         }
         Some(at) => {
             e.expire_at_ms = Some(at);
             store(ctx, tx, key, &e)?;
+            ctx.notify(Class::Generic, "expire", key);
         }
         None if persist && e.expire_at_ms.is_some() => {
             e.expire_at_ms = None;
             store(ctx, tx, key, &e)?;
+            ctx.notify(Class::Generic, "persist", key);
         }
         None => {}
     }

@@ -36,6 +36,7 @@ use std::ops::Bound;
 
 use tamer_store::{DbError, Direction, TreeId, Tx, MAX_TREE_KEY};
 
+use super::events::Class;
 use super::scope::Scope;
 use super::store_error;
 use crate::keyspace::{self, Entry, KeyspaceError, Kind, IN_TREE, PACKED};
@@ -82,13 +83,13 @@ pub struct Coll {
 /// Loads `key`'s collection of `kind` (a read lookup, counted in `keyspace_hits`/`misses`).
 pub fn load(scope: &Scope, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
     let found = load_uncounted(scope, tx, key, kind)?;
-    scope.count_lookup(!matches!(found, Found::Absent));
+    scope.count_lookup(!matches!(found, Found::Absent), key);
     Ok(found)
 }
 
 /// [`load`] without counting a lookup (a write command's `lookupKeyWrite`).
 pub fn load_uncounted(scope: &Scope, tx: &mut Tx<'_>, key: &[u8], kind: Kind) -> Result<Found> {
-    let entry = match keyspace::get_cached(tx, scope.namespace, key, scope.now_ms) {
+    let entry = match keyspace::get_cached(scope, tx, key) {
         Ok(None) => return Ok(Found::Absent),
         Ok(Some(e)) => e,
         Err(KeyspaceError::Store(err)) => return Err(err),
@@ -364,7 +365,8 @@ impl Coll {
     }
 
     /// Writes what changed: a packed map's new value (moved into a tree when it outgrew the
-    /// packed bounds), or the key deleted when the collection is empty. `elements` is the
+    /// packed bounds; a `new` event for a new key), or the key deleted when the collection is
+    /// empty (a `del` event, so a command tells its own event before saving a removal). `elements` is the
     /// collection's size in the type's elements (a sorted set's map holds two entries each).
     pub fn save(self, scope: &Scope, tx: &mut Tx<'_>, key: &[u8], elements: u64) -> Result<()> {
         if !self.changed {
@@ -374,6 +376,7 @@ impl Coll {
         if elements == 0 {
             if self.stored {
                 keyspace::remove(tx, scope.namespace, key).map_err(store_error)?;
+                scope.notify(Class::Generic, "del", key);
             }
             return Ok(());
         }
@@ -398,9 +401,9 @@ impl Coll {
             }
         };
         let saved = if self.stored {
-            keyspace::put_kept_ttl(tx, scope.namespace, key, &entry)
+            keyspace::put_kept_ttl(scope, tx, key, &entry)
         } else {
-            keyspace::put(tx, scope.namespace, key, &entry)
+            keyspace::put(scope, tx, key, &entry)
         };
         saved.map_err(store_error)
     }

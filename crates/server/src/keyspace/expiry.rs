@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use tamer_store::{Db, DbError, DbHandle, Tx};
 
+use crate::keyspace::events::{Class, KeyEvents};
 use crate::keyspace::expiry_index::{self, chunk_key, head_key, Cursor, SLOT_MS};
 use crate::keyspace::watches::Watches;
 use crate::keyspace::{wall_ms, Entry};
@@ -145,13 +146,17 @@ pub struct StepReport {
     pub moved: bool,
 }
 
+/// A key the expirer deleted: its database (`None`: a flushed one's) and store key.
+pub type Deleted = (Option<usize>, Vec<u8>);
+
 /// One step in `tx` at `now_ms` (see the module docs): chunks processed in cursor order
 /// until [`STEP_ENTRIES`] entries or [`MAX_PROBES_PER_STEP`] heads, or nothing is due; the
-/// cursor saved once. The store keys it deleted go to `deleted`.
+/// cursor saved once. The store keys it deleted go to `deleted`, each with its database
+/// (`None`: a flushed database's).
 pub fn step(
     tx: &mut Tx<'_>,
     now_ms: u64,
-    deleted: &mut Vec<Vec<u8>>,
+    deleted: &mut Vec<Deleted>,
 ) -> Result<StepReport, DbError> {
     deleted.clear();
     let start = Cursor::load(tx)?.unwrap_or_else(|| initial_cursor(now_ms));
@@ -198,7 +203,7 @@ fn expire_chunk(
     c: Cursor,
     now_ms: u64,
     live: &mut Option<[u32; crate::keyspace::DATABASES]>,
-    deleted: &mut Vec<Vec<u8>>,
+    deleted: &mut Vec<Deleted>,
 ) -> Result<StepReport, DbError> {
     let key = chunk_key(c.slot, c.shard, c.chunk);
     let Some(bytes) = tx.get(&key)? else {
@@ -229,7 +234,8 @@ fn expire_chunk(
                 .store_key
                 .first_chunk::<4>()
                 .map(|b| u32::from_be_bytes(*b));
-            if ns.is_some_and(|ns| live.is_some_and(|l| l.contains(&ns))) {
+            let db = ns.and_then(|ns| live.and_then(|l| l.iter().position(|n| *n == ns)));
+            if db.is_some() {
                 // Through the keyspace, so the database's key count follows.
                 crate::keyspace::remove_store_key(tx, &entry.store_key).map_err(to_db)?;
             } else {
@@ -237,7 +243,7 @@ fn expire_chunk(
                 // would delete it too).
                 crate::keyspace::remove_dead(tx, &entry.store_key).map_err(to_db)?;
             }
-            deleted.push(entry.store_key);
+            deleted.push((db, entry.store_key));
             report.expired += 1;
         } else {
             report.stale += 1;
@@ -265,6 +271,8 @@ pub struct PassEnv<'a> {
     pub watches: Option<&'a Watches>,
     /// Ends the pass between steps once set.
     pub stop: Option<&'a AtomicBool>,
+    /// Told of every key of a database deleted (`expired`), once its step committed.
+    pub events: Option<&'a dyn KeyEvents>,
 }
 
 /// One pass within `effort`: steps while something is due. The time cap counts the time the
@@ -292,7 +300,14 @@ pub fn pass(handle: &DbHandle, effort: Effort, env: PassEnv<'_>) -> Result<PassR
         report.expired += u64::from(step.expired);
         report.stale += u64::from(step.stale);
         if let Some(w) = env.watches {
-            deleted.iter().for_each(|k| w.touch(k));
+            deleted.iter().for_each(|(_, k)| w.touch(k));
+        }
+        if let Some(events) = env.events.filter(|e| e.classes().publishes(Class::Expired)) {
+            for (db, skey) in &deleted {
+                if let Some(db) = db {
+                    events.key_event(Class::Expired, "expired", *db, &skey[4..]);
+                }
+            }
         }
         if !step.moved {
             return Ok(report);
@@ -393,13 +408,18 @@ impl Expirer {
         options: ExpiryOptions,
         stats: Arc<ExpiryStats>,
         watches: Option<Arc<Watches>>,
+        events: Option<Arc<dyn KeyEvents + Send + Sync>>,
     ) -> Result<Expirer, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new((Mutex::new(false), Condvar::new()));
         let (stop2, done2, handle) = (stop.clone(), done.clone(), db.handle());
         db.runtime()
             .spawn(move || {
-                run(&handle, options, &stats, watches.as_deref(), &stop2);
+                let told = Told {
+                    watches: watches.as_deref(),
+                    events: events.as_deref().map(|e| e as &dyn KeyEvents),
+                };
+                run(&handle, options, &stats, told, &stop2);
                 *done2.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
                 done2.1.notify_all();
             })
@@ -417,12 +437,19 @@ impl Drop for Expirer {
     }
 }
 
+/// Who the expirer tells of the keys it deletes.
+#[derive(Clone, Copy)]
+struct Told<'a> {
+    watches: Option<&'a Watches>,
+    events: Option<&'a dyn KeyEvents>,
+}
+
 /// The job: passes until `stop`, sleeping `interval_ms` between them.
 fn run(
     handle: &DbHandle,
     options: ExpiryOptions,
     stats: &ExpiryStats,
-    watches: Option<&Watches>,
+    told: Told<'_>,
     stop: &AtomicBool,
 ) {
     let mut effort = options.policy.base;
@@ -430,8 +457,9 @@ fn run(
     let interval = Duration::from_millis(options.interval_ms);
     while !stop.load(Ordering::SeqCst) {
         let env = PassEnv {
-            watches,
+            watches: told.watches,
             stop: Some(stop),
+            events: told.events,
         };
         match pass(handle, effort, env) {
             Ok(report) => {

@@ -34,9 +34,13 @@
 
 use tamer_store::{DbError, TreeId, Tx};
 
+use events::Class;
+use scope::Scope;
+
 pub(crate) mod blocked;
 pub(crate) mod collection;
 pub(crate) mod dbmap;
+pub(crate) mod events;
 pub(crate) mod expiry;
 pub mod expiry_index;
 pub(crate) mod reclaim;
@@ -521,46 +525,36 @@ pub fn store_key(ns: u32, key: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `key`'s entry in namespace `ns` at `now_ms`: an expired one reads as absent (and is
-/// deleted when `tx` commits).
-pub fn get(
-    tx: &mut Tx<'_>,
-    ns: u32,
-    key: &[u8],
-    now_ms: u64,
-) -> Result<Option<Entry>, KeyspaceError> {
-    let bytes = tx.get(&store_key(ns, key))?;
-    live_entry(tx, ns, key, bytes, now_ms)
+/// `key`'s entry in `at`'s database at its time: an expired one reads as absent (and is
+/// deleted when `tx` commits; an `expired` event).
+pub fn get(at: &Scope, tx: &mut Tx<'_>, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+    let bytes = tx.get(&store_key(at.namespace, key))?;
+    live_entry(at, tx, key, bytes)
 }
 
 /// As [`get`], through the store's cache of small values first (`Tx::get_cached`): a
 /// collection in a tree is named by a 21-byte value, so once read it costs no page access
 /// (the store drops the cached value at any change of the key).
-pub fn get_cached(
-    tx: &mut Tx<'_>,
-    ns: u32,
-    key: &[u8],
-    now_ms: u64,
-) -> Result<Option<Entry>, KeyspaceError> {
-    let bytes = tx.get_cached(&store_key(ns, key))?;
-    live_entry(tx, ns, key, bytes, now_ms)
+pub fn get_cached(at: &Scope, tx: &mut Tx<'_>, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+    let bytes = tx.get_cached(&store_key(at.namespace, key))?;
+    live_entry(at, tx, key, bytes)
 }
 
-/// The entry `bytes` (read for `key`) decoded, or `None` when absent or expired at `now_ms`
-/// (an expired one is deleted when `tx` commits).
+/// The entry `bytes` (read for `key`) decoded, or `None` when absent or expired at `at`'s
+/// time (an expired one is deleted when `tx` commits).
 fn live_entry(
+    at: &Scope,
     tx: &mut Tx<'_>,
-    ns: u32,
     key: &[u8],
     bytes: Option<Vec<u8>>,
-    now_ms: u64,
 ) -> Result<Option<Entry>, KeyspaceError> {
     let Some(bytes) = bytes else {
         return Ok(None);
     };
     let entry = Entry::decode(&bytes)?;
-    if entry.expired(now_ms) {
-        remove(tx, ns, key)?;
+    if entry.expired(at.now_ms) {
+        remove(tx, at.namespace, key)?;
+        at.notify(Class::Expired, "expired", key);
         return Ok(None);
     }
     Ok(Some(entry))
@@ -568,7 +562,9 @@ fn live_entry(
 
 /// Writes `entry` as `key`'s in namespace `ns` (counted when the key is new); an expiry time
 /// is recorded in the expiry index too (one entry: see [`expiry_index`] for its cost).
-pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
+/// A new key is a `new` event.
+pub fn put(at: &Scope, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result<(), KeyspaceError> {
+    let ns = at.namespace;
     let skey = store_key(ns, key);
     let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
     let existed = old.is_some();
@@ -576,9 +572,10 @@ pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), Ke
     tx.put(&skey, &entry.encode())?;
     if !existed {
         add_count(tx, ns, key, 1)?;
+        at.notify(Class::New, "new", key);
     }
-    if let Some(at) = entry.expire_at_ms {
-        expiry_index::append(tx, &skey, at, wall_ms())?;
+    if let Some(expire_at_ms) = entry.expire_at_ms {
+        expiry_index::append(tx, &skey, expire_at_ms, wall_ms())?;
     }
     Ok(())
 }
@@ -587,11 +584,12 @@ pub fn put(tx: &mut Tx<'_>, ns: u32, key: &[u8], entry: &Entry) -> Result<(), Ke
 /// transaction (`INCR`, `APPEND`, `SET ... KEEPTTL`): that time is indexed already, so no entry
 /// is added.
 pub fn put_kept_ttl(
+    at: &Scope,
     tx: &mut Tx<'_>,
-    ns: u32,
     key: &[u8],
     entry: &Entry,
 ) -> Result<(), KeyspaceError> {
+    let ns = at.namespace;
     let skey = store_key(ns, key);
     let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
     let existed = old.is_some();
@@ -599,6 +597,7 @@ pub fn put_kept_ttl(
     tx.put(&skey, &entry.encode())?;
     if !existed {
         add_count(tx, ns, key, 1)?;
+        at.notify(Class::New, "new", key);
     }
     Ok(())
 }
@@ -648,10 +647,10 @@ pub fn remove_store_key(tx: &mut Tx<'_>, skey: &[u8]) -> Result<bool, KeyspaceEr
     remove(tx, u32::from_be_bytes(*ns), key)
 }
 
-/// Deletes `key` in namespace `ns`; true when it was there and not expired at `now_ms`.
-pub fn delete(tx: &mut Tx<'_>, ns: u32, key: &[u8], now_ms: u64) -> Result<bool, KeyspaceError> {
-    let live = get(tx, ns, key, now_ms)?.is_some();
-    remove(tx, ns, key)?;
+/// Deletes `key` in `at`'s database; true when it was there and not expired at `at`'s time.
+pub fn delete(at: &Scope, tx: &mut Tx<'_>, key: &[u8]) -> Result<bool, KeyspaceError> {
+    let live = get(at, tx, key)?.is_some();
+    remove(tx, at.namespace, key)?;
     Ok(live)
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tamer_store::{DbError, Tx};
 
+use super::events::{Class, KeyEvents};
 use super::store_key;
 use super::watches::Watches;
 
@@ -22,6 +23,8 @@ pub struct Scope<'a> {
     pub watches: Option<&'a Watches>,
     /// Where read lookups are counted (`INFO stats` `keyspace_hits`/`misses`; `None`: not).
     pub lookups: Option<&'a Lookups>,
+    /// Who is told of keyspace events (`None`: nobody; `notify-keyspace-events`).
+    pub events: Option<&'a dyn KeyEvents>,
 }
 
 /// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a
@@ -42,11 +45,39 @@ impl Lookups {
     }
 }
 
-impl Scope<'_> {
-    /// One read lookup (Redis's `lookupKeyRead`) that found its key or not.
-    pub fn count_lookup(&self, found: bool) {
+impl<'a> Scope<'a> {
+    /// This scope on database `db`, whose namespace is `namespace` (a command that reaches
+    /// another database: `MOVE`, `COPY ... DB`).
+    pub fn at(&self, db: usize, namespace: u32) -> Scope<'a> {
+        Scope {
+            db,
+            namespace,
+            ..*self
+        }
+    }
+
+    /// One read lookup (Redis's `lookupKeyRead`) that found its key or not; a miss is a
+    /// `keymiss` event.
+    pub fn count_lookup(&self, found: bool, key: &[u8]) {
         if let Some(lookups) = self.lookups {
             lookups.count(found);
+        }
+        if !found {
+            self.notify(Class::KeyMiss, "keymiss", key);
+        }
+    }
+
+    /// Keyspace event `name` of `class` on `key` of this database.
+    pub fn notify(&self, class: Class, name: &'static str, key: &[u8]) {
+        self.notify_in(self.db, class, name, key);
+    }
+
+    /// Keyspace event `name` of `class` on `key` of database `db`.
+    pub fn notify_in(&self, db: usize, class: Class, name: &'static str, key: &[u8]) {
+        if let Some(events) = self.events {
+            if events.classes().publishes(class) {
+                events.key_event(class, name, db, key);
+            }
         }
     }
 

@@ -6,6 +6,18 @@ use tamer_store::{Db, DbOptions, DeviceKind};
 
 use super::*;
 
+/// A scope on namespace `ns` at `now_ms`, told to nobody (tests).
+fn scope_at(ns: u32, now_ms: u64) -> crate::keyspace::scope::Scope<'static> {
+    crate::keyspace::scope::Scope {
+        namespace: ns,
+        db: 0,
+        now_ms,
+        watches: None,
+        lookups: None,
+        events: None,
+    }
+}
+
 fn store() -> Db {
     let device = DeviceKind::Emulated {
         latency_ns: 1_000,
@@ -35,7 +47,7 @@ proptest! {
 /// `database`'s value of `k`, as `tx` sees it.
 fn value_in(tx: &mut Tx<'_>, database: usize) -> Option<Vec<u8>> {
     let ns = Databases::load(tx).unwrap().namespace(database).unwrap();
-    get(tx, ns, b"k", 0).unwrap().map(|e| e.payload)
+    get(&scope_at(ns, 0), tx, b"k").unwrap().map(|e| e.payload)
 }
 
 /// An expired key reads as absent and is deleted; a live one is there; `delete` says whether
@@ -45,19 +57,37 @@ fn value_in(tx: &mut Tx<'_>, database: usize) -> Option<Vec<u8>> {
 fn expired_keys_read_as_absent() {
     let db = store();
     db.transaction(|tx| {
-        put(tx, 1, b"old", &Entry::string(b"a".to_vec(), Some(1_000))).unwrap();
-        put(tx, 1, b"new", &Entry::string(b"b".to_vec(), Some(5_000))).unwrap();
-        put(tx, 1, b"ever", &Entry::string(b"c".to_vec(), None)).unwrap();
+        put(
+            &scope_at(1, 0),
+            tx,
+            b"old",
+            &Entry::string(b"a".to_vec(), Some(1_000)),
+        )
+        .unwrap();
+        put(
+            &scope_at(1, 0),
+            tx,
+            b"new",
+            &Entry::string(b"b".to_vec(), Some(5_000)),
+        )
+        .unwrap();
+        put(
+            &scope_at(1, 0),
+            tx,
+            b"ever",
+            &Entry::string(b"c".to_vec(), None),
+        )
+        .unwrap();
         Ok(())
     })
     .unwrap();
     let seen = db
         .transaction(|tx| {
             Ok((
-                get(tx, 1, b"old", 1_000).unwrap(),
-                get(tx, 1, b"new", 1_000).unwrap().is_some(),
-                delete(tx, 1, b"old", 1_000).unwrap(),
-                delete(tx, 1, b"ever", 1_000).unwrap(),
+                get(&scope_at(1, 1_000), tx, b"old").unwrap(),
+                get(&scope_at(1, 1_000), tx, b"new").unwrap().is_some(),
+                delete(&scope_at(1, 1_000), tx, b"old").unwrap(),
+                delete(&scope_at(1, 1_000), tx, b"ever").unwrap(),
             ))
         })
         .unwrap();
@@ -93,7 +123,7 @@ fn databases_swap_and_flush_by_namespace() {
     db.transaction(|tx| {
         for (database, v) in [(0, b"zero"), (1, b"one!")] {
             let ns = Databases::load(tx).unwrap().namespace(database).unwrap();
-            put(tx, ns, b"k", &Entry::string(v.to_vec(), None)).unwrap();
+            put(&scope_at(ns, 0), tx, b"k", &Entry::string(v.to_vec(), None)).unwrap();
         }
         Databases::swap(tx, 0, 1).unwrap();
         Ok(())
@@ -188,14 +218,16 @@ fn key_counts_follow_creates_and_removes() {
                 Ok(match op {
                     0..=7 => {
                         let at = (op == 7).then_some(now + 1);
-                        put(tx, ns, &k, &Entry::string(b"v".to_vec(), at)).unwrap();
+                        put(&scope_at(ns, 0), tx, &k, &Entry::string(b"v".to_vec(), at)).unwrap();
                         Some(at)
                     }
                     8..=11 => {
                         remove(tx, ns, &k).unwrap();
                         None
                     }
-                    _ => get(tx, ns, &k, now).unwrap().map(|e| e.expire_at_ms),
+                    _ => get(&scope_at(ns, now), tx, &k)
+                        .unwrap()
+                        .map(|e| e.expire_at_ms),
                 })
             })
             .unwrap();
@@ -229,8 +261,8 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
     for i in 0..200u32 {
         db.transaction(move |tx| {
             put(
+                &scope_at(ns1, 0),
                 tx,
-                ns1,
                 format!("keep{i}").as_bytes(),
                 &Entry::string(vec![1], None),
             )
@@ -244,7 +276,13 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
         db.transaction(move |tx| {
             for i in 0..100 {
                 let key = format!("gone{}", chunk * 100 + i);
-                put(tx, ns0, key.as_bytes(), &Entry::string(vec![2; 100], None)).unwrap();
+                put(
+                    &scope_at(ns0, 0),
+                    tx,
+                    key.as_bytes(),
+                    &Entry::string(vec![2; 100], None),
+                )
+                .unwrap();
             }
             Ok(())
         })
@@ -272,7 +310,7 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
     );
     assert_eq!(count(&db, ns1), 200);
     let still = db
-        .transaction(move |tx| Ok(get(tx, ns1, b"keep7", 0).unwrap().is_some()))
+        .transaction(move |tx| Ok(get(&scope_at(ns1, 0), tx, b"keep7").unwrap().is_some()))
         .unwrap();
     assert!(still, "another database's keys stay");
     assert_eq!(crate::keyspace::reclaim::step(&db).unwrap(), Reclaim::Idle);

@@ -54,11 +54,16 @@ impl Server {
         });
         let reclaimer = Some(Reclaimer::start(db.clone())?);
         let expiry = crate::keyspace::expiry::ExpiryOptions::default();
+        let expired_events = crate::pubsub::DirectEvents {
+            hub: shared.pubsub.clone(),
+            config: shared.stats.config.clone(),
+        };
         let expirer = crate::keyspace::expiry::Expirer::start(
             &db,
             expiry,
             shared.stats.expiry.clone(),
             None,
+            Some(Arc::new(expired_events)),
         )?;
         let routing = Routing {
             dispatch: options.dispatch,

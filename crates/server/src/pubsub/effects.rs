@@ -1,12 +1,17 @@
 //! What a store transaction publishes, held until it commits: a transaction may run again
 //! after a conflict (`EXEC`, a script), and one that fails publishes nothing, so a message
-//! goes out once, after the writes it follows are durable and visible.
+//! goes out once, after the writes it follows are durable and visible. Its keyspace events
+//! (`notify-keyspace-events`) are messages like `PUBLISH`'s, in the order they happen.
 
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 use super::Hub;
+use crate::config::Config;
+use crate::keyspace::events::{Class, Classes, KeyEvents};
 
-/// Bytes of messages one transaction holds (past it, `PUBLISH` is refused).
+/// Bytes of messages one transaction holds (past it, `PUBLISH` is refused and keyspace
+/// events are dropped, counted in the hub's `dropped_events`).
 pub const EFFECTS_BYTES_MAX: usize = 64 << 20;
 
 /// One message to publish.
@@ -22,9 +27,76 @@ struct Message {
 pub struct Effects {
     messages: RefCell<Vec<Message>>,
     bytes: Cell<usize>,
+    /// The keyspace events published (`notify-keyspace-events` when the attempt began).
+    classes: Classes,
+    /// Keyspace events left out past [`EFFECTS_BYTES_MAX`].
+    dropped: Cell<u64>,
+}
+
+impl KeyEvents for Effects {
+    fn classes(&self) -> Classes {
+        self.classes
+    }
+
+    fn key_event(&self, _class: Class, name: &'static str, db: usize, key: &[u8]) {
+        let mut held = true;
+        for (channel, payload) in key_event_messages(self.classes, name, db, key) {
+            held &= self.publish(&channel, payload, false);
+        }
+        if !held {
+            self.dropped.set(self.dropped.get() + 1);
+        }
+    }
+}
+
+/// The messages of event `name` on `key` of database `db` under `classes`: on the keyspace
+/// channel (`K`), then the keyevent channel (`E`), as Redis's `notifyKeyspaceEvent`.
+fn key_event_messages<'k>(
+    classes: Classes,
+    name: &'static str,
+    db: usize,
+    key: &'k [u8],
+) -> impl Iterator<Item = (Vec<u8>, &'k [u8])> {
+    let keyspace = classes.has(Class::Keyspace).then(|| {
+        let mut channel = format!("__keyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(key);
+        (channel, name.as_bytes())
+    });
+    let keyevent = classes
+        .has(Class::Keyevent)
+        .then(|| (format!("__keyevent@{db}__:{name}").into_bytes(), key));
+    keyspace.into_iter().chain(keyevent)
+}
+
+/// Keyspace events published at once, outside any transaction (the expirer's `expired`,
+/// after the transaction that deleted the keys committed).
+#[derive(Debug)]
+pub struct DirectEvents {
+    pub hub: Arc<Hub>,
+    pub config: Arc<Config>,
+}
+
+impl KeyEvents for DirectEvents {
+    fn classes(&self) -> Classes {
+        self.config.keyspace_events()
+    }
+
+    fn key_event(&self, _class: Class, name: &'static str, db: usize, key: &[u8]) {
+        for (channel, payload) in key_event_messages(self.classes(), name, db, key) {
+            self.hub.publish(&channel, payload, false);
+        }
+    }
 }
 
 impl Effects {
+    /// Effects that publish the keyspace events of `classes`.
+    pub fn new(classes: Classes) -> Self {
+        Effects {
+            classes,
+            ..Effects::default()
+        }
+    }
+
     /// Holds a message; `false` past [`EFFECTS_BYTES_MAX`] (nothing held).
     pub fn publish(&self, channel: &[u8], payload: &[u8], shard: bool) -> bool {
         let bytes = self.bytes.get() + channel.len() + payload.len();
@@ -42,6 +114,7 @@ impl Effects {
 
     /// Publishes what it holds on `hub`, in order (the transaction committed).
     pub fn apply(self, hub: &Hub) {
+        hub.count_dropped_events(self.dropped.get());
         for m in self.messages.into_inner() {
             hub.publish(&m.channel, &m.payload, m.shard);
         }

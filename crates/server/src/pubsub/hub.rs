@@ -8,7 +8,7 @@
 //! that left mail for a subscriber that had none.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use indexmap::{IndexMap, IndexSet};
@@ -84,6 +84,8 @@ pub struct Hub {
     /// Subscribers now, read without the lock.
     subscribers: AtomicUsize,
     waker: OnceLock<Waker>,
+    /// Keyspace events left out of transactions past their effects' bound.
+    dropped_events: AtomicU64,
 }
 
 impl std::fmt::Debug for Hub {
@@ -487,6 +489,18 @@ impl Hub {
             return 0;
         }
         self.lock().by_name[kind.index()].len()
+    }
+
+    /// Keyspace events a transaction left out past its effects' bound.
+    pub fn count_dropped_events(&self, events: u64) {
+        if events > 0 {
+            self.dropped_events.fetch_add(events, Ordering::Relaxed);
+        }
+    }
+
+    /// Keyspace events left out so far (`INFO stats` `tamer_notifications_dropped`).
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped_events.load(Ordering::Relaxed)
     }
 
     /// Bytes of mail held for all subscribers.

@@ -21,7 +21,7 @@ mod effects;
 mod hub;
 mod message;
 
-pub use effects::Effects;
+pub use effects::{DirectEvents, Effects};
 pub use hub::{Client, Hub, Kind};
 pub use message::{confirmation, ping_reply};
 

@@ -32,7 +32,15 @@ fn fingerprint(
     now_ms: u64,
 ) -> Result<Option<u64>, DbError> {
     let user_key = &key[4..];
-    match crate::keyspace::get(tx, namespace, user_key, now_ms) {
+    let at = Scope {
+        namespace,
+        db: 0,
+        now_ms,
+        watches: None,
+        lookups: None,
+        events: None,
+    };
+    match crate::keyspace::get(&at, tx, user_key) {
         Ok(None) => Ok(None),
         Ok(Some(entry)) => {
             let mut h = DefaultHasher::new();
@@ -117,6 +125,7 @@ impl Env<'_> {
                 now_ms: crate::keyspace::wall_ms(),
                 watches: Some(&self.session.watches),
                 lookups: Some(&self.session.stats.lookups),
+                events: Some(self.effects),
             },
             map: self.map,
             map_exclusive: self.map_exclusive,
@@ -185,7 +194,7 @@ impl Session {
         let (db, protocol) = (self.db, self.protocol);
         let result = handle.transaction(|tx| {
             let map = Cell::new(gate.namespaces());
-            let effects = Effects::default();
+            let effects = Effects::new(self.stats.config.keyspace_events());
             let run = Env {
                 map: &map,
                 map_exclusive: gate.exclusive(),
@@ -362,7 +371,7 @@ impl Session {
             }
         }
         let map = Cell::new(gate.namespaces());
-        let effects = Effects::default();
+        let effects = Effects::new(self.stats.config.keyspace_events());
         let run = Env {
             map: &map,
             map_exclusive: gate.exclusive(),

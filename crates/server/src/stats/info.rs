@@ -59,6 +59,8 @@ pub struct Gathered<'a> {
     pub cached_script_bytes: usize,
     /// Channels, patterns and shard channels subscribed to (`pubsub_channels` ...).
     pub pubsub: [usize; 3],
+    /// Keyspace events left out past a transaction's bound (`tamer_notifications_dropped`).
+    pub keyspace_events_dropped: u64,
 }
 
 /// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line.
@@ -70,7 +72,7 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
             "clients" => clients(stats),
             "memory" => memory(stats, gathered),
             "persistence" => persistence(stats),
-            "stats" => counters(stats, gathered.pubsub),
+            "stats" => counters(stats, gathered),
             "replication" => replication(stats),
             "cpu" => cpu(),
             "commandstats" => commandstats(stats),
@@ -198,13 +200,15 @@ fn persistence(stats: &ServerStats) -> String {
     )
 }
 
-fn counters(stats: &ServerStats, pubsub: [usize; 3]) -> String {
+fn counters(stats: &ServerStats, gathered: Gathered<'_>) -> String {
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let [channels, patterns, shard] = pubsub;
+    let [channels, patterns, shard] = gathered.pubsub;
     let pubsub = format!(
         "pubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\n\
-         pubsubshard_channels:{shard}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
-        load(&stats.pubsub_overflows)
+         pubsubshard_channels:{shard}\r\nclient_output_buffer_limit_disconnections:{}\r\n\
+         tamer_notifications_dropped:{}\r\n",
+        load(&stats.pubsub_overflows),
+        gathered.keyspace_events_dropped
     );
     let counters = format!(
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\

@@ -16,6 +16,18 @@ use crate::keyspace::expiry_index::{self, slot_of, SHARDS, SLOT_MS};
 use crate::keyspace::wall_ms;
 use crate::keyspace::{self, store_key};
 
+/// A scope on namespace `ns` at `now_ms`, told to nobody (tests).
+fn scope_at(ns: u32, now_ms: u64) -> crate::keyspace::scope::Scope<'static> {
+    crate::keyspace::scope::Scope {
+        namespace: ns,
+        db: 0,
+        now_ms,
+        watches: None,
+        lookups: None,
+        events: None,
+    }
+}
+
 fn store() -> Db {
     let device = DeviceKind::Emulated {
         latency_ns: 1_000,
@@ -268,14 +280,15 @@ fn the_running_expirer_removes_20000_keys_without_access() {
         db.transaction(move |tx| {
             for (k, at) in &batch {
                 let e = keyspace::Entry::string(b"value".to_vec(), *at);
-                keyspace::put(tx, 1, k, &e).map_err(|e| DbError::Runtime(e.to_string()))?;
+                keyspace::put(&scope_at(1, 0), tx, k, &e)
+                    .map_err(|e| DbError::Runtime(e.to_string()))?;
             }
             Ok(())
         })
         .unwrap();
     }
     let stats = Arc::new(ExpiryStats::default());
-    let expirer = Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None).unwrap();
+    let expirer = Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None, None).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last_len = u64::MAX;
     loop {
@@ -346,7 +359,7 @@ fn expiry_rate() {
                 for i in &batch {
                     let e = keyspace::Entry::string(b"value".to_vec(), Some(at));
                     let k = format!("key:{i}");
-                    keyspace::put(tx, 1, k.as_bytes(), &e)
+                    keyspace::put(&scope_at(1, 0), tx, k.as_bytes(), &e)
                         .map_err(|e| DbError::Runtime(e.to_string()))?;
                 }
                 Ok(())
@@ -354,7 +367,8 @@ fn expiry_rate() {
             .unwrap();
         }
         let stats = Arc::new(ExpiryStats::default());
-        let expirer = Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None).unwrap();
+        let expirer =
+            Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None, None).unwrap();
         let due = Duration::from_millis(at.div_ceil(SLOT_MS) * SLOT_MS - wall_ms());
         std::thread::sleep(due);
         let started = Instant::now();

@@ -7,7 +7,7 @@ use tamer_store::{DbError, Tx};
 
 use super::zset::ZSet;
 use super::{store, write_members, Scored};
-use crate::commands::args::intercard_args;
+use crate::commands::args::intercard_limit;
 use crate::commands::numbers::parse_double;
 use crate::commands::reply::{finish, OpError, OpResult, NOT_INTEGER, SYNTAX};
 use crate::commands::Context;
@@ -21,16 +21,16 @@ type Result = std::result::Result<(), DbError>;
 /// (member, score) pairs (a set's members score 1; none when absent); `WRONGTYPE` for
 /// another type.
 fn operand(ctx: &Context, tx: &mut Tx<'_>, key: &[u8]) -> OpResult<Scored> {
-    let entry = match keyspace::get(tx, ctx.namespace, key, ctx.now_ms) {
+    let entry = match keyspace::get(ctx, tx, key) {
         Ok(None) => {
-            ctx.count_lookup(false);
+            ctx.count_lookup(false, key);
             return Ok(Vec::new());
         }
         Ok(Some(e)) => e,
         Err(keyspace::KeyspaceError::Store(err)) => return Err(err.into()),
         Err(_) => return Err(OpError::WrongType),
     };
-    ctx.count_lookup(true);
+    ctx.count_lookup(true, key);
     if !matches!(entry.kind, Kind::ZSet | Kind::Set) {
         return Err(OpError::WrongType);
     }
@@ -317,7 +317,7 @@ fn setop_store(
     args: &[&[u8]],
     out: &mut Vec<u8>,
     op: SetOp,
-    name: &str,
+    name: &'static str,
 ) -> Result {
     let call = SetOpCall {
         first: 2,
@@ -329,7 +329,7 @@ fn setop_store(
         return Ok(());
     };
     let stored = result.and_then(|(members, _)| {
-        store(ctx, tx, args[1], &members)?;
+        store(ctx, tx, args[1], &members, name)?;
         Ok(members.len())
     });
     finish(out, stored, |out, n| write::integer(out, n as i64))
@@ -387,7 +387,8 @@ pub(crate) fn zintercard(
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    let Some((keys, limit)) = intercard_args(args, out) else {
+    // As Redis: `numkeys` read as `ZUNION`'s (its texts), then the keys, then the limit.
+    let Some((keys, i)) = setop_keys(args, 1, "zintercard", out) else {
         return Ok(());
     };
     let spec = SetOpSpec {
@@ -396,7 +397,10 @@ pub(crate) fn zintercard(
         with_scores: false,
     };
     let result = operands(ctx, tx, keys).map(|inputs| setop(&spec, &inputs, SetOp::Inter));
-    finish(out, result, |out, result| {
-        write::integer(out, result.len().min(limit) as i64);
+    let mut limit_error = Vec::new();
+    let limit = intercard_limit(args, i, &mut limit_error);
+    finish(out, result, |out, result| match limit {
+        Some(limit) => write::integer(out, result.len().min(limit) as i64),
+        None => out.extend_from_slice(&limit_error),
     })
 }

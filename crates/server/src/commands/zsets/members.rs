@@ -5,7 +5,7 @@ use tamer_store::{DbError, Tx};
 
 use super::zset::{score_of, ZSet, MEMBERS};
 use super::{existing, save, write_members, write_score, Scored};
-use crate::commands::args::{random_count, scan_args, too_long};
+use crate::commands::args::{random_count, scan_cursor, too_long};
 use crate::commands::collections::{scan_elements, Lookup};
 use crate::commands::numbers::{double_text, parse_double};
 use crate::commands::reply::{
@@ -13,6 +13,7 @@ use crate::commands::reply::{
 };
 use crate::commands::Context;
 use crate::keyspace::collection::{element_of, random_entries, random_u64};
+use crate::keyspace::events::Class;
 use crate::keyspace::Kind;
 use crate::resp::write;
 
@@ -199,6 +200,9 @@ fn add(
         }
     }
     save(ctx, tx, key, z)?;
+    if done.added + done.updated > 0 {
+        ctx.notify(Class::Zset, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     Ok(done)
 }
 
@@ -215,6 +219,9 @@ fn remove(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], members: &[&[u8]]) -> OpRe
     let mut removed = 0;
     for m in members {
         removed += i64::from(z.remove(tx, m)?);
+    }
+    if removed > 0 {
+        ctx.notify(Class::Zset, "zrem", key);
     }
     save(ctx, tx, key, z)?;
     Ok(removed)
@@ -375,17 +382,18 @@ fn random_members(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], count: i64) -> OpR
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub(crate) fn zscan(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    let Some(scan) = scan_args(args, out) else {
+    let Some(cursor) = scan_cursor(args, out) else {
         return Ok(());
     };
-    let page =
-        scan_elements(ctx, tx, args[1], Kind::ZSet, &[MEMBERS], &scan).and_then(|(found, next)| {
+    let page = scan_elements(ctx, tx, args[1], Kind::ZSet, &[MEMBERS], args, cursor).and_then(
+        |(found, next)| {
             let mut scored = Vec::with_capacity(found.len());
             for (k, v) in found {
                 scored.push((k, score_of(&v)?));
             }
             Ok((scored, next))
-        });
+        },
+    );
     finish(out, page, |out, (found, next)| {
         scan_header(out, next, 2 * found.len());
         for (k, s) in &found {

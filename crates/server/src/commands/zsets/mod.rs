@@ -16,6 +16,7 @@ use tamer_store::{DbError, Tx};
 use super::collections::{self, Lookup};
 use super::numbers::double_text;
 use super::Context;
+use crate::keyspace::events::Class;
 use crate::keyspace::{self, Kind};
 use crate::resp::{write, Protocol};
 
@@ -59,15 +60,30 @@ fn save(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], z: ZSet) -> Result {
 }
 
 /// Stores `members` as the sorted set at `dst`, replacing whatever it held (an empty one
-/// deletes it).
-fn store(ctx: &Context, tx: &mut Tx<'_>, dst: &[u8], members: &[(Vec<u8>, f64)]) -> Result {
+/// deletes it): the keyspace event `event` (or `del`, `new`) as Redis's `setKey` and
+/// `dbDelete`.
+fn store(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    dst: &[u8],
+    members: &[(Vec<u8>, f64)],
+    event: &'static str,
+) -> Result {
     ctx.touch(dst);
-    keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)?;
+    if members.is_empty() {
+        if keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)? {
+            ctx.notify(Class::Generic, "del", dst);
+        }
+        return Ok(());
+    }
     let mut z = ZSet::new();
     for (m, s) in members {
         z.set(tx, m, *s, None)?;
     }
-    save(ctx, tx, dst, z)
+    // Written over whatever `dst` held (`keyspace::put` drops a replaced value's tree).
+    save(ctx, tx, dst, z)?;
+    ctx.notify(Class::Zset, event, dst);
+    Ok(())
 }
 
 /// A score reply: RESP3 a double, RESP2 its text in a bulk string.

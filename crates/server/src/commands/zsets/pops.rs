@@ -8,6 +8,7 @@ use crate::commands::args::{mpop_args, pop_count};
 use crate::commands::collections::Lookup;
 use crate::commands::reply::{finish, OpResult};
 use crate::commands::Context;
+use crate::keyspace::events::Class;
 use crate::resp::{write, Protocol};
 
 type Result = std::result::Result<(), DbError>;
@@ -24,6 +25,10 @@ fn pop(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], max: bool, count: u64) -> OpR
     let popped = z.by_rank(tx, 0, count - 1, max)?;
     for (m, s) in &popped {
         z.remove_scored(tx, m, *s)?;
+    }
+    if !popped.is_empty() {
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        ctx.notify(Class::Zset, event, key);
     }
     save(ctx, tx, key, z)?;
     Ok(popped)

@@ -8,6 +8,7 @@ use super::{existing, save, store, write_members, Scored};
 use crate::commands::collections::Lookup;
 use crate::commands::reply::{finish, refuse, OpResult, NOT_INTEGER, SYNTAX};
 use crate::commands::Context;
+use crate::keyspace::events::Class;
 use crate::resp::{parse_i64, write};
 
 type Result = std::result::Result<(), DbError>;
@@ -129,7 +130,9 @@ fn range_options(
         }
         i += 1;
     }
-    if o.limit.is_some() && matches!(o.by, RangeForm::Any | RangeForm::Rank) {
+    // As Redis: only a count other than -1 conflicts with a range by rank.
+    let limited = o.limit.is_some_and(|(_, count)| count != -1);
+    if limited && matches!(o.by, RangeForm::Any | RangeForm::Rank) {
         write::error(
             out,
             "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
@@ -306,7 +309,7 @@ pub(crate) fn zrangestore(
         return Ok(());
     };
     let stored = range(ctx, tx, args[2], &spec, Lookup::Read).and_then(|members| {
-        store(ctx, tx, args[1], &members)?;
+        store(ctx, tx, args[1], &members, "zrangestore")?;
         Ok(members.len())
     });
     finish(out, stored, |out, n| write::integer(out, n as i64))
@@ -323,18 +326,32 @@ fn remrange(
     let Some(spec) = range_spec(args, 2, form, false, true, out) else {
         return Ok(());
     };
-    let removed = remove_range(ctx, tx, args[1], &spec);
+    let event = match form {
+        RangeForm::Rank => "zremrangebyrank",
+        RangeForm::Score => "zremrangebyscore",
+        RangeForm::Lex | RangeForm::Any => "zremrangebylex",
+    };
+    let removed = remove_range(ctx, tx, args[1], &spec, event);
     finish(out, removed, |out, n| write::integer(out, n as i64))
 }
 
 /// Removes the members of `key`'s sorted set a range request selects: how many.
-fn remove_range(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], spec: &RangeSpec) -> OpResult<usize> {
+fn remove_range(
+    ctx: &Context,
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    spec: &RangeSpec,
+    event: &'static str,
+) -> OpResult<usize> {
     let Some(mut z) = existing(ctx, tx, key, Lookup::Write)? else {
         return Ok(0);
     };
     let members = select(tx, &z, spec)?;
     for (m, s) in &members {
         z.remove_scored(tx, m, *s)?;
+    }
+    if !members.is_empty() {
+        ctx.notify(Class::Zset, event, key);
     }
     save(ctx, tx, key, z)?;
     Ok(members.len())

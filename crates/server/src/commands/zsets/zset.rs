@@ -196,10 +196,13 @@ pub(super) fn score_end(arg: &[u8]) -> Option<ScoreEnd> {
         Some(b'(') => (true, &arg[1..]),
         _ => (false, arg),
     };
-    Some(ScoreEnd {
-        value: parse_double(rest)?,
-        exclusive,
-    })
+    // Redis's `strtod` reads nothing as 0: `""` and `"("` are ranges' ends.
+    let value = if rest.is_empty() {
+        0.0
+    } else {
+        parse_double(rest)?
+    };
+    Some(ScoreEnd { value, exclusive })
 }
 
 /// A lex range's end: `-`, `+`, or a member inclusive (`[`) or exclusive (`(`).
