@@ -19,8 +19,8 @@ import socket
 
 NAMES = """append auth blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin client command
 config copy dbsize decr decrby del discard echo eval eval_ro evalsha evalsha_ro exec exists expire
-expireat expiretime
-flushall flushdb get getdel getex getrange getset hdel hello hexists hget hgetall hincrby
+expireat expiretime fcall fcall_ro
+flushall flushdb function get getdel getex getrange getset hdel hello hexists hget hgetall hincrby
 hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset hsetnx hstrlen hvals incr incrby
 incrbyfloat info keys lastsave latency lcs lindex linsert llen lmove lmpop lpop lpos lpush
 lpushx lrange lrem lset ltrim memory mget move mset msetnx multi persist pexpire pexpireat
@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "client": ["getname", "id", "info", "kill", "list", "no-evict", "reply", "setname"],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],
+    "function": ["delete", "dump", "flush", "kill", "list", "load", "restore", "stats"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub"],

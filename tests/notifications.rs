@@ -4,7 +4,8 @@
 //! timing). Scripted scenarios cover every write command's events, a collection emptied, a
 //! key created (`n`), a read that misses (`m`), expiry (lazy and active), databases and the
 //! class letters; seeded random sequences cover the commands in combinations no list names.
-//! Each run prints its seed; `TAMER_NOTIFY_SEED` replays one.
+//! Each run prints its seed; `TAMER_NOTIFY_SEED` replays one (`TAMER_NOTIFY_DUMP=FILE` writes
+//! its steps).
 
 mod common;
 
@@ -326,8 +327,8 @@ fn keyspace_events_as_redis_sends_them() {
 /// Commands a random sequence draws from: those with keys, but not scripts (their bodies
 /// are random words), not the blocking ones (they wait on another client), not the ones
 /// that set a TTL in ms (a short one would expire on one server's timing and not the
-/// other's), nor those whose reply is random or the time left (the two servers run at
-/// different times).
+/// other's), nor those whose reply is random, the time left (the two servers run at
+/// different times) or a scan's page from a random cursor (Redis's hash table order).
 fn drawn(e: &Entry) -> bool {
     let left_out = [
         "eval",
@@ -348,6 +349,9 @@ fn drawn(e: &Entry) -> bool {
         "ttl",
         "pttl",
         "expiretime",
+        "hscan",
+        "sscan",
+        "zscan",
         "pexpiretime",
     ];
     e.has_keys
@@ -357,18 +361,36 @@ fn drawn(e: &Entry) -> bool {
 
 /// A TTL below a few seconds would race the run: `EX`-style times become long ones.
 fn without_short_ttls(mut args: Vec<String>) -> Vec<String> {
+    // Times from now in seconds become fixed Unix times far ahead, so that comparisons
+    // (`GT`, `LT`) and replies do not depend on when each server ran the step.
+    const AHEAD_S: i64 = 4_102_444_800;
     let name = args[0].to_ascii_lowercase();
-    let timed_at = match name.as_str() {
-        "expire" | "setex" => Some(2),
-        _ => None,
+    let relative = |arg: &str| {
+        arg.parse::<i64>()
+            .ok()
+            .filter(|n| (1..1_000_000).contains(n))
     };
+    if name == "expire" {
+        if let Some(n) = args.get(2).and_then(|a| relative(a)) {
+            args[0] = "expireat".into();
+            args[2] = (AHEAD_S + n).to_string();
+        }
+    }
+    if name == "setex" && args.get(2).and_then(|a| relative(a)).is_some() {
+        args[2] = "1000000".into();
+    }
     for i in 1..args.len() {
-        let after_token = ["ex", "px"].contains(&args[i - 1].to_ascii_lowercase().as_str());
-        let short = args[i]
-            .parse::<i64>()
-            .is_ok_and(|n| (1..1_000_000).contains(&n));
-        if short && (after_token || timed_at == Some(i)) {
-            args[i] = "1000000".to_string();
+        let n = relative(&args[i]);
+        match (args[i - 1].to_ascii_lowercase().as_str(), n) {
+            ("ex", Some(n)) => {
+                args[i - 1] = "EXAT".into();
+                args[i] = (AHEAD_S + n).to_string();
+            }
+            ("px", Some(n)) => {
+                args[i - 1] = "PXAT".into();
+                args[i] = ((AHEAD_S + n) * 1000).to_string();
+            }
+            _ => {}
         }
     }
     args
@@ -395,6 +417,10 @@ fn random_commands_publish_as_redis_does() {
     for _ in 0..1500 {
         let e = &pool[rand::Rng::gen_range(&mut rng, 0..pool.len())];
         steps.push(without_short_ttls(invocation(e, &mut rng)));
+    }
+    if let Ok(path) = std::env::var("TAMER_NOTIFY_DUMP") {
+        let text: Vec<String> = steps.iter().map(|s| format!("{s:?}")).collect();
+        std::fs::write(path, text.join("\n")).unwrap();
     }
     let redis = Redis::start().expect("starting redis-server");
     let want = run(redis.1, &steps);

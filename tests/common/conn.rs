@@ -29,6 +29,17 @@ impl Conn {
         self.stream.write_all(&request).unwrap();
     }
 
+    /// Sends a request of any bytes.
+    pub fn send_bytes(&mut self, args: &[&[u8]]) {
+        let mut request = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            request.extend_from_slice(a);
+            request.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&request).unwrap();
+    }
+
     /// The next reply or push.
     pub fn next(&mut self) -> String {
         // Bounded by the read timeout: every pass reads or returns.
@@ -37,6 +48,20 @@ impl Conn {
                 let reply = String::from_utf8_lossy(&self.buf[..len]).into_owned();
                 self.buf.drain(..len);
                 return reply;
+            }
+            let mut chunk = [0u8; 65536];
+            let got = self.stream.read(&mut chunk).expect("a reply");
+            assert!(got > 0, "the server closed the connection");
+            self.buf.extend_from_slice(&chunk[..got]);
+        }
+    }
+
+    /// The next reply's bytes, as received.
+    pub fn next_bytes(&mut self) -> Vec<u8> {
+        // Bounded by the read timeout: every pass reads or returns.
+        loop {
+            if let Some(len) = tamer_server::resp::reply_len(&self.buf).unwrap() {
+                return self.buf.drain(..len).collect();
             }
             let mut chunk = [0u8; 65536];
             let got = self.stream.read(&mut chunk).expect("a reply");

@@ -41,10 +41,32 @@ pub struct Snapshot {
     /// The store's device refused a write for want of space, and no write has succeeded
     /// since.
     pub out_of_space: bool,
-    /// A script has run past `busy-reply-threshold` and not ended.
-    pub script_busy: bool,
+    /// A script (`EVAL`) or a function (`FCALL`) has run past `busy-reply-threshold` and
+    /// not ended.
+    pub script_busy: Option<BusyScript>,
     /// The client is in RESP2's subscribed context (it subscribes to something).
     pub pubsub_context: bool,
+}
+
+/// What runs past `busy-reply-threshold`: the refusal names the command that stops it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyScript {
+    /// `EVAL` and friends: `SCRIPT KILL`.
+    Eval,
+    /// `FCALL` and `FCALL_RO`: `FUNCTION KILL`.
+    Function,
+}
+
+/// Redis's `-BUSY` text while `busy` runs (without the leading `-`).
+pub fn busy_error(busy: BusyScript) -> &'static str {
+    match busy {
+        BusyScript::Eval => {
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+        }
+        BusyScript::Function => {
+            "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+        }
+    }
 }
 
 /// What happens to a request.
@@ -78,7 +100,7 @@ pub enum Refusal {
     /// The store is loading and the command needs it.
     Loading(&'static Command),
     /// A script is busy and the command is not one that may run meanwhile.
-    Busy(&'static Command),
+    Busy(&'static Command, BusyScript),
     /// A RESP2 client that subscribes may run only the (un)subscribe commands, `PING`,
     /// `QUIT` and `RESET`.
     PubsubContext(&'static Command),
@@ -118,8 +140,11 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     if s.loading && !command.flags.contains(Flags::LOADING) {
         return Verdict::Refuse(Refusal::Loading(command));
     }
-    if s.script_busy && !command.flags.contains(Flags::ALLOW_BUSY) {
-        return Verdict::Refuse(Refusal::Busy(command));
+    if let Some(busy) = s
+        .script_busy
+        .filter(|_| !command.flags.contains(Flags::ALLOW_BUSY))
+    {
+        return Verdict::Refuse(Refusal::Busy(command, busy));
     }
     if s.in_multi && !command.tamer.contains(TamerFlags::RUNS_IN_MULTI) {
         return Verdict::Queue(command);
@@ -152,7 +177,7 @@ impl Refusal {
             | Refusal::NoMulti(c)
             | Refusal::OutOfSpace(c)
             | Refusal::Loading(c)
-            | Refusal::Busy(c)
+            | Refusal::Busy(c, _)
             | Refusal::PubsubContext(c) => Some(c),
         }
     }
@@ -197,9 +222,7 @@ impl Refusal {
             Refusal::NoMulti(_) => "ERR Command not allowed inside a transaction".to_string(),
             Refusal::OutOfSpace(_) => OUT_OF_SPACE.to_string(),
             Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
-            Refusal::Busy(_) => "BUSY Redis is busy running a script. You can only call SCRIPT \
-                                 KILL or SHUTDOWN NOSAVE."
-                .to_string(),
+            Refusal::Busy(_, busy) => busy_error(busy).to_string(),
             Refusal::PubsubContext(command) => format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
                  RESET are allowed in this context",
@@ -258,7 +281,7 @@ mod tests {
         blocked: false,
         loading: false,
         out_of_space: false,
-        script_busy: false,
+        script_busy: None,
         pubsub_context: false,
     };
 
@@ -529,12 +552,12 @@ mod tests {
     #[test]
     fn a_busy_script_refuses_what_may_not_run_meanwhile() {
         let busy = Snapshot {
-            script_busy: true,
+            script_busy: Some(BusyScript::Eval),
             ..OK
         };
         for line in ["get a", "set a b", "eval x 0", "ping", "script load x"] {
             assert!(
-                matches!(decide_line(line, busy), Verdict::Refuse(Refusal::Busy(_))),
+                matches!(decide_line(line, busy), Verdict::Refuse(Refusal::Busy(..))),
                 "{line}"
             );
             assert!(matches!(decide_line(line, OK), Verdict::Run(_)), "{line}");
@@ -567,7 +590,7 @@ mod tests {
             blocked: false,
             loading: true,
             out_of_space: true,
-            script_busy: true,
+            script_busy: Some(BusyScript::Eval),
             pubsub_context: true,
         };
         assert_eq!(
@@ -612,10 +635,10 @@ mod tests {
         };
         assert!(matches!(
             decide_line("ping", loaded),
-            Verdict::Refuse(Refusal::Busy(_))
+            Verdict::Refuse(Refusal::Busy(..))
         ));
         let idle = Snapshot {
-            script_busy: false,
+            script_busy: None,
             ..loaded
         };
         assert!(matches!(decide_line("ping", idle), Verdict::Queue(_)));

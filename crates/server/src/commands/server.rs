@@ -64,7 +64,10 @@ pub fn info(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         None
     };
     let (cached_scripts, cached_script_bytes) = ctx.scripts.usage();
+    let libraries = ctx.scripts.libraries();
     let gathered = crate::stats::info::Gathered {
+        functions: libraries.function_count(),
+        function_bytes: libraries.code_bytes(),
         keyspace: keyspace.as_ref(),
         cached_scripts,
         cached_script_bytes,

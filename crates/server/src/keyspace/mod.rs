@@ -568,10 +568,21 @@ pub fn put(at: &Scope, tx: &mut Tx<'_>, key: &[u8], entry: &Entry) -> Result<(),
     let skey = store_key(ns, key);
     let old = tx.get_head(&skey, TREE_HEAD_BYTES)?;
     let existed = old.is_some();
+    // An expired value not yet deleted is replaced by a new key (Redis's lookupKeyWrite
+    // expires it first): `expired`, then `new`.
+    let expired = old
+        .as_deref()
+        .and_then(|head| Entry::decode(head).ok())
+        .is_some_and(|e| e.expired(at.now_ms));
     drop_replaced(tx, old.as_deref(), Some(entry))?;
     tx.put(&skey, &entry.encode())?;
+    if expired {
+        at.notify(Class::Expired, "expired", key);
+    }
     if !existed {
         add_count(tx, ns, key, 1)?;
+    }
+    if !existed || expired {
         at.notify(Class::New, "new", key);
     }
     if let Some(expire_at_ms) = entry.expire_at_ms {

@@ -44,11 +44,13 @@ impl Server {
             .transaction(|tx| Databases::load(tx).map_err(|e| DbError::Runtime(e.to_string())))
             .map_err(|e| format!("loading the databases: {e}"))?;
         let stats = Arc::new(server_stats(&db, &options, local_addr.port())?);
+        let scripts = Arc::default();
+        crate::commands::scripting::load_at_start(&db, &scripts, &crate::commands::table::TABLE)?;
         let shared = Arc::new(Shared {
             map: DbMap::new(databases.namespaces),
             watches: Arc::new(Watches::default()),
             stats: stats.clone(),
-            scripts: Arc::default(),
+            scripts,
             pubsub: Arc::default(),
             prefetch: options.prefetch,
         });

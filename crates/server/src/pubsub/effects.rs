@@ -22,15 +22,30 @@ struct Message {
     shard: bool,
 }
 
-/// The messages of one transaction attempt, in order.
-#[derive(Debug, Default)]
+/// A change of server state a transaction makes once it commits (`FUNCTION LOAD`'s
+/// libraries): run by [`Effects::apply`], before the messages.
+pub type AfterCommit = Box<dyn FnOnce()>;
+
+/// The messages of one transaction attempt, in order, and what it changes once committed.
+#[derive(Default)]
 pub struct Effects {
     messages: RefCell<Vec<Message>>,
+    /// Changes of server state, in order.
+    actions: RefCell<Vec<AfterCommit>>,
     bytes: Cell<usize>,
     /// The keyspace events published (`notify-keyspace-events` when the attempt began).
     classes: Classes,
     /// Keyspace events left out past [`EFFECTS_BYTES_MAX`].
     dropped: Cell<u64>,
+}
+
+impl std::fmt::Debug for Effects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Effects")
+            .field("messages", &self.messages.borrow().len())
+            .field("actions", &self.actions.borrow().len())
+            .finish()
+    }
 }
 
 impl KeyEvents for Effects {
@@ -112,8 +127,18 @@ impl Effects {
         true
     }
 
-    /// Publishes what it holds on `hub`, in order (the transaction committed).
+    /// Holds `action` until the transaction commits (one action per state-changing command,
+    /// so a transaction holds at most as many as it runs commands).
+    pub fn after_commit(&self, action: AfterCommit) {
+        self.actions.borrow_mut().push(action);
+    }
+
+    /// Runs the actions, then publishes the messages on `hub`, in order (the transaction
+    /// committed).
     pub fn apply(self, hub: &Hub) {
+        for action in self.actions.into_inner() {
+            action();
+        }
         hub.count_dropped_events(self.dropped.get());
         for m in self.messages.into_inner() {
             hub.publish(&m.channel, &m.payload, m.shard);

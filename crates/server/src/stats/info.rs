@@ -55,6 +55,10 @@ pub struct Gathered<'a> {
     pub keyspace: Option<&'a [u64; 16]>,
     /// Scripts cached (`number_of_cached_scripts`).
     pub cached_scripts: usize,
+    /// Functions in the function libraries (`number_of_functions`).
+    pub functions: usize,
+    /// The libraries' code bytes (`used_memory_functions`).
+    pub function_bytes: usize,
     /// Their bodies' bytes (`used_memory_scripts_eval`).
     pub cached_script_bytes: usize,
     /// Channels, patterns and shard channels subscribed to (`pubsub_channels` ...).
@@ -164,12 +168,16 @@ fn memory(stats: &ServerStats, gathered: Gathered<'_>) -> String {
         "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
          used_memory_rss_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\n\
          maxmemory_policy:noeviction\r\nused_memory_scripts_eval:{}\r\n\
-         number_of_cached_scripts:{}\r\ntamer_cache_bytes:{cache}\r\ntamer_cache_human:{}\r\n",
+         number_of_cached_scripts:{}\r\nnumber_of_functions:{}\r\nused_memory_functions:{}\r\n\
+         used_memory_scripts:{}\r\ntamer_cache_bytes:{cache}\r\ntamer_cache_human:{}\r\n",
         human(rss),
         human(rss),
         human(maxmemory),
         gathered.cached_script_bytes,
         gathered.cached_scripts,
+        gathered.functions,
+        gathered.function_bytes,
+        gathered.cached_script_bytes + gathered.function_bytes,
         human(cache)
     )
 }

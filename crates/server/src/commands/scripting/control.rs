@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use super::state::RunControl;
-use super::state::{Scripts, RUNS_MAX};
+use super::state::{FunctionCall, Scripts, RUNS_MAX};
+use crate::commands::gate::BusyScript;
 
 /// What `SCRIPT KILL` did.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,11 +19,15 @@ pub enum Kill {
     NotBusy,
     /// The busy script wrote already: it runs on.
     Unkillable,
+    /// What is busy is the other kind (a function for `SCRIPT KILL`, a script for `FUNCTION
+    /// KILL`): the reply is its `-BUSY`.
+    OtherKind(BusyScript),
 }
 
 impl Scripts {
-    /// Registers a run starting now (busy past `threshold_ms`; 0: never).
-    pub fn running(&self, threshold_ms: u64) -> Arc<RunControl> {
+    /// Registers a run starting now (busy past `threshold_ms`; 0: never) of a script or of
+    /// `function`.
+    pub fn running(&self, threshold_ms: u64, function: Option<FunctionCall>) -> Arc<RunControl> {
         let threshold = if threshold_ms == 0 {
             Duration::MAX
         } else {
@@ -34,6 +39,7 @@ impl Scripts {
             busy: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            function,
         });
         let mut running = self.runs.running.lock().expect("runs poisoned");
         if running.len() < RUNS_MAX {
@@ -61,13 +67,36 @@ impl Scripts {
         }
     }
 
-    /// Whether a script is busy now (the gate answers `-BUSY`).
-    pub fn busy(&self) -> bool {
-        self.runs.busy.load(Ordering::Acquire) > 0
+    /// What is busy now, if anything (the gate answers `-BUSY`): a function when any busy
+    /// run is one.
+    pub fn busy(&self) -> Option<BusyScript> {
+        if self.runs.busy.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let running = self.runs.running.lock().expect("runs poisoned");
+        let function = running
+            .iter()
+            .any(|c| c.busy.load(Ordering::Relaxed) && c.function.is_some());
+        Some(if function {
+            BusyScript::Function
+        } else {
+            BusyScript::Eval
+        })
     }
 
-    /// `SCRIPT KILL`: stops every busy script, unless one has written.
-    pub fn kill(&self) -> Kill {
+    /// The function running longest, with its run time in ms (`FUNCTION STATS`).
+    pub fn running_function(&self) -> Option<(FunctionCall, u64)> {
+        let running = self.runs.running.lock().expect("runs poisoned");
+        running
+            .iter()
+            .filter_map(|c| c.function.as_ref().map(|f| (f, c.started)))
+            .min_by_key(|(_, started)| *started)
+            .map(|(f, started)| (f.clone(), started.elapsed().as_millis() as u64))
+    }
+
+    /// `SCRIPT KILL` (`kind` `Eval`) or `FUNCTION KILL` (`Function`): stops every busy run of
+    /// that kind, unless one has written, in Redis's order of refusals.
+    pub fn kill(&self, kind: BusyScript) -> Kill {
         let running = self.runs.running.lock().expect("runs poisoned");
         let busy: Vec<&Arc<RunControl>> = running
             .iter()
@@ -78,6 +107,16 @@ impl Scripts {
         }
         if busy.iter().any(|c| c.wrote.load(Ordering::Relaxed)) {
             return Kill::Unkillable;
+        }
+        let kind_of = |c: &Arc<RunControl>| {
+            if c.function.is_some() {
+                BusyScript::Function
+            } else {
+                BusyScript::Eval
+            }
+        };
+        if let Some(other) = busy.iter().map(|c| kind_of(c)).find(|k| *k != kind) {
+            return Kill::OtherKind(other);
         }
         for control in busy {
             control.killed.store(true, Ordering::Release);
@@ -95,21 +134,25 @@ mod tests {
     #[test]
     fn runs_become_busy_past_the_threshold_and_kill_spares_writers() {
         let scripts = Scripts::default();
-        let quick = scripts.running(60_000);
+        let quick = scripts.running(60_000, None);
         scripts.tick(&quick);
-        assert!(!scripts.busy());
-        assert_eq!(scripts.kill(), Kill::NotBusy);
-        let slow = scripts.running(1);
+        assert!(scripts.busy().is_none());
+        assert_eq!(scripts.kill(BusyScript::Eval), Kill::NotBusy);
+        let slow = scripts.running(1, None);
         std::thread::sleep(Duration::from_millis(5));
         scripts.tick(&slow);
-        assert!(scripts.busy());
+        assert_eq!(scripts.busy(), Some(BusyScript::Eval));
         slow.wrote.store(true, Ordering::Relaxed);
-        assert_eq!(scripts.kill(), Kill::Unkillable);
+        assert_eq!(scripts.kill(BusyScript::Eval), Kill::Unkillable);
         slow.wrote.store(false, Ordering::Relaxed);
-        assert_eq!(scripts.kill(), Kill::Killed);
+        assert_eq!(
+            scripts.kill(BusyScript::Function),
+            Kill::OtherKind(BusyScript::Eval)
+        );
+        assert_eq!(scripts.kill(BusyScript::Eval), Kill::Killed);
         assert!(slow.killed.load(Ordering::Relaxed) && !quick.killed.load(Ordering::Relaxed));
         scripts.finished(&slow);
         scripts.finished(&quick);
-        assert!(!scripts.busy());
+        assert!(scripts.busy().is_none());
     }
 }

@@ -18,6 +18,9 @@ mod cjson;
 mod cmsgpack;
 mod control;
 mod convert;
+mod dump;
+mod functions;
+mod library;
 mod run;
 mod shebang;
 mod state;
@@ -30,9 +33,15 @@ use tamer_store::{DbError, Tx};
 
 use cache::{normalize, sha1_hex, Origin, Script};
 use control::Kill;
+pub use functions::{
+    fcall, fcall_ro, function_delete, function_dump, function_flush, function_kill, function_list,
+    function_load, function_restore, function_stats,
+};
+pub use library::load_at_start;
 use run::{Invocation, RunOptions};
 pub use state::Scripts;
 
+use super::gate::BusyScript;
 use super::spec::Table;
 use super::Context;
 use crate::resp::{parse_i64, write};
@@ -88,7 +97,7 @@ eval_command!(
 );
 
 /// `numkeys` checked against the arguments, as Redis checks it: `Err` is the reply.
-fn numkeys(args: &[&[u8]]) -> std::result::Result<usize, &'static str> {
+pub(super) fn numkeys(args: &[&[u8]]) -> std::result::Result<usize, &'static str> {
     let n = parse_i64(args[2]).ok_or("ERR value is not an integer or out of range")?;
     if n > (args.len() - 3) as i64 {
         return Err("ERR Number of keys can't be greater than number of args");
@@ -181,7 +190,8 @@ fn eval_generic(
     let no_writes = script.flags.is_some_and(|f| f.no_writes);
     let invocation = Invocation {
         function,
-        sha: &script.sha,
+        name: &script.sha,
+        call: None,
         keys: &args[3..3 + keys],
         argv: &args[3 + keys..],
         options: RunOptions {
@@ -260,7 +270,14 @@ pub fn script_flush(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec
 
 /// `SCRIPT KILL`.
 pub fn script_kill(ctx: &Context, _: &mut Tx<'_>, _: &[&[u8]], out: &mut Vec<u8>) -> Result {
-    match ctx.scripts.kill() {
+    kill_reply(ctx, BusyScript::Eval, out);
+    Ok(())
+}
+
+/// `SCRIPT KILL` (`kind` `Eval`) or `FUNCTION KILL`'s reply.
+fn kill_reply(ctx: &Context, kind: BusyScript, out: &mut Vec<u8>) {
+    match ctx.scripts.kill(kind) {
+        Kill::OtherKind(busy) => write::error(out, super::gate::busy_error(busy)),
         Kill::Killed => write::simple(out, "OK"),
         Kill::NotBusy => write::error(out, "NOTBUSY No scripts in execution right now."),
         Kill::Unkillable => write::error(
@@ -270,5 +287,4 @@ pub fn script_kill(ctx: &Context, _: &mut Tx<'_>, _: &[&[u8]], out: &mut Vec<u8>
              the SHUTDOWN NOSAVE command.",
         ),
     }
-    Ok(())
 }

@@ -608,7 +608,7 @@ local function on_error(err)
   for level = 2, 200 do
     local info = real.getinfo(level, 'Sl')
     if not info then break end
-    if info.source == '@user_script' then
+    if info.source == '@user_script' or info.source == '@user_function' then
       source, line = info.source, info.currentline
       break
     end
@@ -627,4 +627,150 @@ local function run(script)
   return real.xpcall(script, on_error)
 end
 
-return globals, storage, run
+-- Function libraries (FUNCTION LOAD, Redis 7.0): a library's chunk runs once in an
+-- environment whose `redis` offers only what Redis offers at load time; what it registers
+-- is returned to the server. Its functions, called later by FCALL, see the globals as
+-- scripts do (the environment reads them, `redis` included, once the load is over).
+local registered = nil -- filled by register_function while a library loads
+local FLAGS = { ['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+  ['no-cluster'] = true, ['allow-cross-slot-keys'] = true }
+
+-- Raised from an __index function: level 3 names the code that read the global.
+local function nonexistent(name)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
+end
+
+local function register(name, callback, flags, description)
+  if not name:find('^[%w_]+$') then
+    error('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long', 0)
+  end
+  local lower = name:lower()
+  for _, f in real.ipairs(registered) do
+    if f.name:lower() == lower then
+      error('Function already exists in the library', 0)
+    end
+  end
+  local wanted = {}
+  if flags ~= nil then
+    for _, flag in real.ipairs(unproxied(flags)) do
+      if type(flag) ~= 'string' or not FLAGS[flag:lower()] then
+        error('unknown flag given', 0)
+      end
+      wanted[#wanted + 1] = flag:lower()
+    end
+  end
+  registered[#registered + 1] = { name = name, callback = callback, flags = wanted,
+    description = description }
+end
+
+-- redis.register_function{function_name = ..., callback = ..., flags = ..., description = ...}
+local function register_named(args)
+  local name, callback, flags, description
+  for key, value in real.next, unproxied(args) do
+    if type(key) ~= 'string' and type(key) ~= 'number' then
+      error('named argument key given to redis.register_function is not a string', 0)
+    end
+    local k = tostring(key):lower()
+    if k == 'function_name' then
+      if type(value) ~= 'string' and type(value) ~= 'number' then
+        error('function_name argument given to redis.register_function must be a string', 0)
+      end
+      name = tostring(value)
+    elseif k == 'description' then
+      -- A number is a string to Lua's C API (lua_isstring), as Redis reads it.
+      if type(value) ~= 'string' and type(value) ~= 'number' then
+        error('description argument given to redis.register_function must be a string', 0)
+      end
+      description = tostring(value)
+    elseif k == 'callback' then
+      if type(value) ~= 'function' then
+        error('callback argument given to redis.register_function must be a function', 0)
+      end
+      callback = value
+    elseif k == 'flags' then
+      if type(value) ~= 'table' then
+        error('flags argument to redis.register_function must be a table representing function flags', 0)
+      end
+      flags = value
+    else
+      error('unknown argument given to redis.register_function', 0)
+    end
+  end
+  if name == nil then error('redis.register_function must get a function name argument', 0) end
+  if callback == nil then error('redis.register_function must get a callback argument', 0) end
+  return register(name, callback, flags, description)
+end
+
+local load_api = {
+  register_function = function(...)
+    local n = select('#', ...)
+    local first, second = ...
+    if n == 1 then
+      if type(first) ~= 'table' then
+        error('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).', 0)
+      end
+      return register_named(first)
+    end
+    if n ~= 2 then
+      error('wrong number of arguments to redis.register_function', 0)
+    end
+    if type(first) ~= 'string' and type(first) ~= 'number' then
+      error('first argument to redis.register_function must be a string', 0)
+    end
+    if type(second) ~= 'function' then
+      error('second argument to redis.register_function must be a function', 0)
+    end
+    return register(tostring(first), second, nil, nil)
+  end,
+  log = redis.log,
+  LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE,
+  LOG_NOTICE = redis.LOG_NOTICE, LOG_WARNING = redis.LOG_WARNING,
+  REDIS_VERSION = redis.REDIS_VERSION, REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
+}
+-- At load, `redis` is the only global and a missing field reads as a missing global.
+local load_redis = {}
+local function load_field(_, name)
+  local value = load_api[name]
+  if value == nil then nonexistent(name) end
+  return value
+end
+real.setmetatable(load_redis, { __index = load_field, __newindex = refuse_write,
+  __metatable = shown_meta(load_field) })
+protected[load_redis] = load_api
+
+local library_env = {}
+local function library_global(_, name)
+  if registered then
+    if name == 'redis' then return load_redis end
+    nonexistent(name)
+  end
+  local value = storage[name]
+  -- Functions get the scripts' globals but not KEYS and ARGV (their arguments instead).
+  if value == nil or name == 'KEYS' or name == 'ARGV' then nonexistent(name) end
+  return value
+end
+real.setmetatable(library_env, { __index = library_global, __newindex = refuse_write,
+  __metatable = shown_meta(library_global) })
+protected[library_env] = storage
+
+-- Runs a library's compiled chunk: true and what it registered, or false and the error.
+local function load_library(chunk)
+  real_setfenv(chunk, library_env)
+  registered = {}
+  local ok, err = real.xpcall(chunk, on_error)
+  local got = registered
+  registered = nil
+  if not ok then
+    return false, err
+  end
+  return true, got
+end
+
+-- A function called with its keys and arguments, as FCALL calls it.
+local function bind(callback, keys, args)
+  return function()
+    return callback(keys, args)
+  end
+end
+
+return globals, storage, run, load_library, bind

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use mlua::{Function, HookTriggers, Lua, LuaString, Value, Variadic};
 use tamer_store::{DbError, Tx};
 
-use super::cache::Sha;
 use super::control::RunControl;
 use super::convert::{lua_to_reply, reply_to_lua, ReplyOptions};
 use super::shebang::ScriptFlags;
@@ -171,7 +170,10 @@ fn strings(lua: &Lua, items: &[&[u8]]) -> mlua::Result<mlua::Table> {
 /// What a run needs besides the state and the transaction.
 pub struct Invocation<'a> {
     pub function: Function,
-    pub sha: &'a Sha,
+    /// What errors name: the script's SHA1 or the function's name.
+    pub name: &'a [u8],
+    /// The function called (`None`: a script).
+    pub call: Option<super::state::FunctionCall>,
     pub keys: &'a [&'a [u8]],
     pub argv: &'a [&'a [u8]],
     pub options: RunOptions,
@@ -187,7 +189,8 @@ pub fn run(
     invocation: Invocation<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), DbError> {
-    let control = scripts.running(ctx.stats.config.busy_reply_threshold_ms());
+    let threshold_ms = ctx.stats.config.busy_reply_threshold_ms();
+    let control = scripts.running(threshold_ms, invocation.call.clone());
     set_hook(&vm.lua, Arc::clone(&control), Arc::clone(scripts));
     let state = RefCell::new(RunState {
         ctx: *ctx,
@@ -229,12 +232,12 @@ pub fn run(
             };
             lua_to_reply(&value, options, out);
         }
-        Ok((false, err)) => error_reply(&err, invocation.sha, &control, out),
+        Ok((false, err)) => error_reply(&err, invocation.name, &control, out),
         Err(err) => write::error(
             out,
             &format!(
                 "ERR Error running script {}, {}",
-                String::from_utf8_lossy(invocation.sha),
+                String::from_utf8_lossy(invocation.name),
                 one_line(&err.to_string(), 100)
             ),
         ),
@@ -281,7 +284,7 @@ fn one_line(text: &str, max_chars: usize) -> String {
 }
 
 /// The reply of a script that raised `err` (the message handler's table).
-fn error_reply(err: &Value, sha: &Sha, control: &RunControl, out: &mut Vec<u8>) {
+fn error_reply(err: &Value, sha: &[u8], control: &RunControl, out: &mut Vec<u8>) {
     let sha = String::from_utf8_lossy(sha);
     let Value::Table(t) = err else {
         let text = err.to_string().unwrap_or_default();

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use super::shebang::ScriptFlags;
 
 /// Most scripts kept (Redis 7.0 keeps every one; past this the oldest `EVAL`ed go first).
@@ -63,6 +65,36 @@ pub struct RunControl {
     pub wrote: AtomicBool,
     /// `SCRIPT KILL` asked it to stop.
     pub killed: AtomicBool,
+    /// The function it runs (`None`: a script, `EVAL`).
+    pub(super) function: Option<FunctionCall>,
+}
+
+/// The function a run calls, as `FUNCTION STATS` shows it.
+#[derive(Clone, Debug)]
+pub struct FunctionCall {
+    pub name: String,
+    /// The command's arguments (at most [`CALL_ARGS_MAX`], each cut at
+    /// [`CALL_ARG_BYTES_MAX`]).
+    pub command: Vec<Vec<u8>>,
+}
+
+/// Arguments of a running function's command `FUNCTION STATS` shows (Redis shows them all).
+pub const CALL_ARGS_MAX: usize = 32;
+/// Bytes of each such argument.
+pub const CALL_ARG_BYTES_MAX: usize = 128;
+
+impl FunctionCall {
+    /// The call of `name` by the command `args` (bounded).
+    pub fn new(name: &[u8], args: &[&[u8]]) -> Self {
+        FunctionCall {
+            name: String::from_utf8_lossy(name).into_owned(),
+            command: args
+                .iter()
+                .take(CALL_ARGS_MAX)
+                .map(|a| a[..a.len().min(CALL_ARG_BYTES_MAX)].to_vec())
+                .collect(),
+        }
+    }
 }
 
 /// The registry of runs.
@@ -84,6 +116,8 @@ pub struct Scripts {
     pub(super) rand48: Mutex<u64>,
     /// The scripts running now.
     pub(super) runs: Runs,
+    /// The function libraries `FCALL` runs (`library`).
+    pub(super) libraries: Mutex<Arc<Libraries>>,
 }
 
 impl Default for Scripts {
@@ -94,6 +128,60 @@ impl Default for Scripts {
             // Redis's generator starts from this state when the process starts.
             rand48: Mutex::new(0x1234_ABCD_330E),
             runs: Runs::default(),
+            libraries: Mutex::default(),
         }
+    }
+}
+
+/// A function a library registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub description: Option<Vec<u8>>,
+    pub flags: ScriptFlags,
+}
+
+/// A library: its name, its code as loaded, its functions in registration order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Library {
+    pub name: String,
+    pub code: Vec<u8>,
+    pub functions: Vec<FunctionInfo>,
+}
+
+/// The libraries at one version, by name, and their functions by name.
+#[derive(Debug, Default)]
+pub struct Libraries {
+    pub version: u64,
+    pub by_name: BTreeMap<String, Arc<Library>>,
+    pub by_function: HashMap<String, (Arc<Library>, usize)>,
+}
+
+impl Libraries {
+    /// `libraries` at `version`.
+    pub fn new(version: u64, libraries: Vec<Arc<Library>>) -> Self {
+        let mut by_function = HashMap::new();
+        for lib in &libraries {
+            for (i, f) in lib.functions.iter().enumerate() {
+                // Function names are case-insensitive (`FCALL`, clashes between libraries).
+                by_function.insert(f.name.to_ascii_lowercase(), (Arc::clone(lib), i));
+            }
+        }
+        let by_name = libraries.into_iter().map(|l| (l.name.clone(), l)).collect();
+        Libraries {
+            version,
+            by_name,
+            by_function,
+        }
+    }
+
+    /// Functions in all libraries.
+    pub fn function_count(&self) -> usize {
+        self.by_function.len()
+    }
+
+    /// The bytes of all libraries' code.
+    pub fn code_bytes(&self) -> usize {
+        self.by_name.values().map(|l| l.code.len()).sum()
     }
 }

@@ -32,8 +32,14 @@ pub struct Vm {
     pub(super) raw: Table,
     /// Calls a script under the message handler: `(true, value)` or `(false, error table)`.
     pub(super) run: Function,
+    /// Runs a function library's chunk: `(true, registered)` or `(false, error table)`.
+    pub(super) load_library: Function,
+    /// Makes the closure FCALL runs: `bind(callback, keys, args)`.
+    pub(super) bind: Function,
     compiled: HashMap<Sha, Function>,
     generation: u64,
+    /// The function libraries' callbacks by function name, as of the registry's `version`.
+    pub(super) functions: (u64, HashMap<String, Function>),
 }
 
 thread_local! {
@@ -98,15 +104,25 @@ impl Vm {
             .set_name("=tamer")
             .set_mode(ChunkMode::Text)
             .into_function()?;
-        let (globals, storage, run): (Table, Table, Function) = prelude.call(raw.clone())?;
+        let (globals, storage, run, load_library, bind): (
+            Table,
+            Table,
+            Function,
+            Function,
+            Function,
+        ) = prelude.call(raw.clone())?;
         lua.set_globals(globals)?;
         Ok(Self {
             lua,
             storage,
             raw,
             run,
+            load_library,
+            bind,
             compiled: HashMap::new(),
             generation: scripts.generation(),
+            // No registry has version 0: the first FCALL loads the libraries.
+            functions: (0, HashMap::new()),
         })
     }
 
@@ -128,8 +144,13 @@ impl Vm {
 /// Compiles `code` as a script's main chunk (`@user_script`, text only): `Err` is Lua's
 /// message on one line.
 pub fn compile(lua: &Lua, code: &[u8]) -> Result<Function, String> {
+    compile_named(lua, code, "@user_script")
+}
+
+/// [`compile`] under the chunk name `name` (`@user_function` for a library).
+pub fn compile_named(lua: &Lua, code: &[u8], name: &str) -> Result<Function, String> {
     lua.load(code)
-        .set_name("@user_script")
+        .set_name(name)
         .set_mode(ChunkMode::Text)
         .into_function()
         .map_err(|err| {
