@@ -95,11 +95,43 @@ pub const SETTINGS: &[Setting] = &[
         Kind::Enum(&["commit", "periodic", "none"]),
         false,
     ),
+    // Redis's representation thresholds, honoured as tamer's packed-collection bounds
+    // (`crate::keyspace::collection`).
+    setting(
+        "hash-max-listpack-entries",
+        "512",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
+    setting(
+        "hash-max-listpack-value",
+        "64",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
     setting("hz", "10", Kind::Int { min: 1, max: 500 }, false),
     setting(
         "latency-monitor-threshold",
         "0",
         Kind::Int { min: 0, max: I64 },
+        true,
+    ),
+    setting(
+        "list-compress-depth",
+        "0",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+    ),
+    setting(
+        "list-max-listpack-size",
+        "-2",
+        Kind::Int {
+            min: i32::MIN as i64,
+            max: i32::MAX as i64,
+        },
         true,
     ),
     setting(
@@ -121,6 +153,12 @@ pub const SETTINGS: &[Setting] = &[
     setting("requirepass", "", Kind::Text, true),
     setting("save", "", Kind::Text, false),
     // Admission's latency objective in µs; 0: none.
+    setting(
+        "set-max-intset-entries",
+        "512",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
     setting("slo-us", "0", Kind::Int { min: 0, max: I64 }, false),
     setting(
         "slowlog-log-slower-than",
@@ -141,6 +179,18 @@ pub const SETTINGS: &[Setting] = &[
         true,
     ),
     setting("timeout", "0", Kind::Int { min: 0, max: 0 }, false),
+    setting(
+        "zset-max-listpack-entries",
+        "128",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
+    setting(
+        "zset-max-listpack-value",
+        "64",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
 ];
 
 /// Who changes a setting: a client (`CONFIG SET`: live settings only) or the startup (the
@@ -163,7 +213,23 @@ pub fn find(name: &str) -> Option<usize> {
 }
 
 /// Redis's other names of settings (`CONFIG GET` lists them too, with the setting's value).
-pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
+pub const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+];
+
+/// Packed-collection bounds of one type: elements (fields, members) and the longest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packing {
+    /// Elements at most (Redis's `*-max-listpack-entries`).
+    pub max_elements: u64,
+    /// Bytes of the longest field, value or member (Redis's `*-max-listpack-value`).
+    pub max_element_bytes: u64,
+}
 
 /// Parses a size as Redis's `memtoll`: digits with an optional unit `k`/`kb`/`m`/`mb`/
 /// `g`/`gb` (`k` = 1000, `kb` = 1024, any case).
@@ -236,6 +302,8 @@ pub struct Config {
     latency_threshold_ms: AtomicU64,
     busy_reply_threshold_ms: AtomicU64,
     keyspace_events: AtomicU16,
+    /// Packing bounds: hash entries and value, zset entries and value, set entries.
+    packing: [AtomicU64; 5],
     requirepass: Mutex<Option<Arc<Vec<u8>>>>,
 }
 
@@ -253,6 +321,7 @@ impl Default for Config {
             latency_threshold_ms: AtomicU64::new(0),
             busy_reply_threshold_ms: AtomicU64::new(0),
             keyspace_events: AtomicU16::new(0),
+            packing: Default::default(),
             requirepass: Mutex::new(None),
         };
         config.mirror();
@@ -284,6 +353,24 @@ impl Config {
     /// `notify-keyspace-events`.
     pub fn keyspace_events(&self) -> Classes {
         Classes(self.keyspace_events.load(Ordering::Relaxed))
+    }
+    /// The packing bounds of hashes (`hash-max-listpack-*`).
+    pub fn hash_packing(&self) -> Packing {
+        self.packing_of(0)
+    }
+    /// The packing bounds of sorted sets (`zset-max-listpack-*`).
+    pub fn zset_packing(&self) -> Packing {
+        self.packing_of(2)
+    }
+    /// The packing bound of sets (`set-max-intset-entries`; no value bound, as Redis's).
+    pub fn set_max_entries(&self) -> u64 {
+        self.packing[4].load(Ordering::Relaxed)
+    }
+    fn packing_of(&self, at: usize) -> Packing {
+        Packing {
+            max_elements: self.packing[at].load(Ordering::Relaxed),
+            max_element_bytes: self.packing[at + 1].load(Ordering::Relaxed),
+        }
     }
     /// `maxclients`.
     pub fn max_clients(&self) -> usize {
@@ -327,6 +414,16 @@ impl Config {
             .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
         self.busy_reply_threshold_ms
             .store(num("busy-reply-threshold") as u64, Ordering::Relaxed);
+        let packing = [
+            "hash-max-listpack-entries",
+            "hash-max-listpack-value",
+            "zset-max-listpack-entries",
+            "zset-max-listpack-value",
+            "set-max-intset-entries",
+        ];
+        for (slot, name) in self.packing.iter().zip(packing) {
+            slot.store(num(name).max(0) as u64, Ordering::Relaxed);
+        }
         let events = &values[find("notify-keyspace-events").expect("registered")];
         let events = Classes::parse(events).expect("normalized when set");
         self.keyspace_events.store(events.0, Ordering::Relaxed);

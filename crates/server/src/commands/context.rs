@@ -74,6 +74,7 @@ impl<'a> Context<'a> {
                 watches: None,
                 lookups: None,
                 events: None,
+                config: None,
             },
             map,
             map_exclusive: false,

@@ -25,6 +25,7 @@ pub mod introspection;
 pub mod keys;
 pub mod lists;
 pub mod numbers;
+pub mod object;
 pub mod pubsub;
 pub mod reply;
 pub mod scan;

@@ -20,12 +20,13 @@
 //!
 //! **Two representations.** A small collection is *packed*: the whole map is encoded in the
 //! key's value (`[0][entries u32][key len, key, value len, value]...`, lengths as LEB128), read
-//! and rewritten whole by a command, as Redis's listpack. Past [`PACKED_MAX_ELEMENTS`]
-//! elements or [`PACKED_MAX_BYTES`] bytes it moves, once, into an ordered tree of the store
-//! (the value becomes `[1][tree u64 LE]`), where an operation costs O(log n) page accesses and
-//! a range O(log n + k). Both thresholds keep a packed value in one shared data page and a
-//! command's decode and encode near a tree descent's cost: 2 KiB is half a page, and 128
-//! elements is Redis's own `*-max-listpack-entries`. A tree never moves back (nor does Redis's
+//! and rewritten whole by a command, as Redis's listpack. Past Redis's representation
+//! thresholds for its type ([`packing`]: `hash-max-listpack-*` ...) or [`PACKED_MAX_BYTES`]
+//! bytes it moves, once, into an ordered tree of the store (the value becomes
+//! `[1][tree u64 LE]`), where an operation costs O(log n) page accesses and a range
+//! O(log n + k). The byte bound keeps a packed value in one shared data page and a command's
+//! decode and encode near a tree descent's cost (2 KiB is half a page); Redis's thresholds
+//! make `OBJECT ENCODING` name what Redis would. A tree never moves back (nor does Redis's
 //! encoding), and an emptied collection is deleted with its key.
 //!
 //! A command holds its key's lock for its whole transaction, which guards the collection's
@@ -39,6 +40,7 @@ use tamer_store::{DbError, Direction, TreeId, Tx, MAX_TREE_KEY};
 use super::events::Class;
 use super::scope::Scope;
 use super::store_error;
+use crate::config::Packing;
 use crate::keyspace::{self, Entry, KeyspaceError, Kind, IN_TREE, PACKED};
 
 /// Elements a packed collection holds at most (fields, members or list elements).
@@ -387,19 +389,22 @@ impl Coll {
             return Ok(());
         }
         let packed = encode_packed(map);
-        let entry = if elements > PACKED_MAX_ELEMENTS || packed.len() > PACKED_MAX_BYTES {
-            let tree = tx.create_tree()?;
-            for (k, v) in map {
-                tx.tree_put_unlocked(tree, k, v)?;
-            }
-            tree_entry(self.kind, self.expire_at_ms, tree)
-        } else {
-            Entry {
-                kind: self.kind,
-                expire_at_ms: self.expire_at_ms,
-                payload: packed,
-            }
-        };
+        let bounds = packing(scope, self.kind);
+        let too_long = || longest_element(self.kind, map) > bounds.max_element_bytes;
+        let entry =
+            if elements > bounds.max_elements || packed.len() > PACKED_MAX_BYTES || too_long() {
+                let tree = tx.create_tree()?;
+                for (k, v) in map {
+                    tx.tree_put_unlocked(tree, k, v)?;
+                }
+                tree_entry(self.kind, self.expire_at_ms, tree)
+            } else {
+                Entry {
+                    kind: self.kind,
+                    expire_at_ms: self.expire_at_ms,
+                    payload: packed,
+                }
+            };
         let saved = if self.stored {
             keyspace::put_kept_ttl(scope, tx, key, &entry)
         } else {
@@ -407,6 +412,41 @@ impl Coll {
         };
         saved.map_err(store_error)
     }
+}
+
+/// The packing bounds of a collection of `kind`: Redis's thresholds from the settings
+/// (`hash-max-listpack-*`, `zset-max-listpack-*`, `set-max-intset-entries`; Redis's defaults
+/// without settings); a list's are tamer's own ([`PACKED_MAX_ELEMENTS`]). Every packed
+/// collection is also bounded by [`PACKED_MAX_BYTES`].
+fn packing(scope: &Scope, kind: Kind) -> Packing {
+    let defaults = |elements, bytes| Packing {
+        max_elements: elements,
+        max_element_bytes: bytes,
+    };
+    match (scope.config, kind) {
+        (Some(c), Kind::Hash) => c.hash_packing(),
+        (Some(c), Kind::ZSet) => c.zset_packing(),
+        (Some(c), Kind::Set) => defaults(c.set_max_entries(), u64::MAX),
+        (None, Kind::Hash) => defaults(512, 64),
+        (None, Kind::ZSet) => defaults(128, 64),
+        (None, Kind::Set) => defaults(512, u64::MAX),
+        (_, Kind::List | Kind::String) => defaults(PACKED_MAX_ELEMENTS, u64::MAX),
+    }
+}
+
+/// The bytes of the longest field, value or member of a packed `map` of `kind` (its keys'
+/// layouts: a hash's and a set's are an 8-byte hash then the element; a sorted set's a
+/// 1-byte prefix and 8 bytes then the member; a list's values are its elements).
+fn longest_element(kind: Kind, map: &BTreeMap<Vec<u8>, Vec<u8>>) -> u64 {
+    let of = |(k, v): (&Vec<u8>, &Vec<u8>)| -> usize {
+        match kind {
+            Kind::Hash => k.len().saturating_sub(8).max(v.len()),
+            Kind::Set => k.len().saturating_sub(8),
+            Kind::ZSet => k.len().saturating_sub(9),
+            Kind::List | Kind::String => v.len(),
+        }
+    };
+    map.iter().map(of).max().unwrap_or(0) as u64
 }
 
 /// A field's or member's tree key under `prefix`: its hash, then itself.

@@ -9,6 +9,7 @@ use tamer_store::{DbError, Tx};
 use super::events::{Class, KeyEvents};
 use super::store_key;
 use super::watches::Watches;
+use crate::config::Config;
 
 /// See the module docs.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +26,8 @@ pub struct Scope<'a> {
     pub lookups: Option<&'a Lookups>,
     /// Who is told of keyspace events (`None`: nobody; `notify-keyspace-events`).
     pub events: Option<&'a dyn KeyEvents>,
+    /// The settings a collection's packing follows (`None`: Redis's defaults).
+    pub config: Option<&'a Config>,
 }
 
 /// Read lookups by outcome, as Redis counts them in `lookupKeyRead`: the commands that read a

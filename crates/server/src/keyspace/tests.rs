@@ -15,6 +15,7 @@ fn scope_at(ns: u32, now_ms: u64) -> crate::keyspace::scope::Scope<'static> {
         watches: None,
         lookups: None,
         events: None,
+        config: None,
     }
 }
 

@@ -39,6 +39,7 @@ fn fingerprint(
         watches: None,
         lookups: None,
         events: None,
+        config: None,
     };
     match crate::keyspace::get(&at, tx, user_key) {
         Ok(None) => Ok(None),
@@ -126,6 +127,7 @@ impl Env<'_> {
                 watches: Some(&self.session.watches),
                 lookups: Some(&self.session.stats.lookups),
                 events: Some(self.effects),
+                config: Some(&self.session.stats.config),
             },
             map: self.map,
             map_exclusive: self.map_exclusive,
