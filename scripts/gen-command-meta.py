@@ -23,7 +23,7 @@ expireat expiretime fcall fcall_ro
 flushall flushdb function get getdel getex getrange getset hdel hello hexists hget hgetall hincrby
 hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset hsetnx hstrlen hvals incr incrby
 incrbyfloat info keys lastsave latency lcs lindex linsert llen lmove lmpop lpop lpos lpush
-lpushx lrange lrem lset ltrim memory mget move mset msetnx multi object persist pexpire pexpireat
+lpushx lrange lrem lset ltrim memory mget monitor move mset msetnx multi object persist pexpire pexpireat
 pexpiretime ping psetex psubscribe pttl publish pubsub punsubscribe quit randomkey rename renamenx reset rpop rpoplpush rpush
 rpushx sadd scan scard script sdiff sdiffstore select set setex setnx setrange shutdown sinter
 sintercard sinterstore sismember slowlog smembers smismember smove spop spublish srandmember srem

@@ -16,7 +16,9 @@
 //!    commands.
 //! 8. While the store loads, only the `loading` commands run.
 //! 9. While a script is busy, only the `allow_busy` commands run.
-//! 10. Inside `MULTI`, every command but the ones that run in it is queued.
+//! 10. A `MONITOR` client may not run a command that reads or writes keys (Redis's rule for
+//!     replicas, which monitors are to it).
+//! 11. Inside `MULTI`, every command but the ones that run in it is queued.
 //!
 //! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
 //! `flagTransaction`; a refused `EXEC` discards it and says why. ACL permissions and cluster slots will be rules between 5 and 6.
@@ -46,6 +48,8 @@ pub struct Snapshot {
     pub script_busy: Option<BusyScript>,
     /// The client is in RESP2's subscribed context (it subscribes to something).
     pub pubsub_context: bool,
+    /// The client is in `MONITOR` mode (Redis then treats it as a replica).
+    pub monitor: bool,
 }
 
 /// What runs past `busy-reply-threshold`: the refusal names the command that stops it.
@@ -104,6 +108,8 @@ pub enum Refusal {
     /// A RESP2 client that subscribes may run only the (un)subscribe commands, `PING`,
     /// `QUIT` and `RESET`.
     PubsubContext(&'static Command),
+    /// A `MONITOR` client may not run a command that reads or writes keys.
+    Monitor(&'static Command),
 }
 
 pub use super::reply::OUT_OF_SPACE;
@@ -146,6 +152,12 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     {
         return Verdict::Refuse(Refusal::Busy(command, busy));
     }
+    let keyspace = command.flags.contains(Flags::WRITE)
+        || command.flags.contains(Flags::READONLY)
+        || command.flags.contains(Flags::MAY_REPLICATE);
+    if s.monitor && keyspace {
+        return Verdict::Refuse(Refusal::Monitor(command));
+    }
     if s.in_multi && !command.tamer.contains(TamerFlags::RUNS_IN_MULTI) {
         return Verdict::Queue(command);
     }
@@ -178,6 +190,7 @@ impl Refusal {
             | Refusal::OutOfSpace(c)
             | Refusal::Loading(c)
             | Refusal::Busy(c, _)
+            | Refusal::Monitor(c)
             | Refusal::PubsubContext(c) => Some(c),
         }
     }
@@ -223,6 +236,7 @@ impl Refusal {
             Refusal::OutOfSpace(_) => OUT_OF_SPACE.to_string(),
             Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
             Refusal::Busy(_, busy) => busy_error(busy).to_string(),
+            Refusal::Monitor(_) => "ERR Replica can't interact with the keyspace".to_string(),
             Refusal::PubsubContext(command) => format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
                  RESET are allowed in this context",
@@ -283,6 +297,7 @@ mod tests {
         out_of_space: false,
         script_busy: None,
         pubsub_context: false,
+        monitor: false,
     };
 
     /// Rule 1. Catches a blocked client's next request run (or refused) before its blocked
@@ -579,6 +594,29 @@ mod tests {
         }
     }
 
+    /// Rule 10: a `MONITOR` client. Catches a key command run by a monitor (Redis refuses it
+    /// as a replica's), or a command without keys refused.
+    #[test]
+    fn a_monitor_may_not_touch_keys() {
+        let monitor = Snapshot {
+            monitor: true,
+            ..OK
+        };
+        for line in ["get a", "set a b", "del a", "function flush"] {
+            assert_eq!(
+                reply(line, monitor),
+                "-ERR Replica can't interact with the keyspace\r\n",
+                "{line}"
+            );
+        }
+        for line in ["ping", "echo x", "client id", "reset", "quit"] {
+            assert!(
+                matches!(decide_line(line, monitor), Verdict::Run(_)),
+                "{line}"
+            );
+        }
+    }
+
     /// The rules' order. Catches a later rule decided first: an unauthenticated client's
     /// unknown command is unknown (not `NOAUTH`), a bad arity inside `MULTI` is refused (not
     /// queued), and a blocked client waits whatever it sent.
@@ -592,6 +630,7 @@ mod tests {
             out_of_space: true,
             script_busy: Some(BusyScript::Eval),
             pubsub_context: true,
+            monitor: true,
         };
         assert_eq!(
             decide_line("nosuch", everything),

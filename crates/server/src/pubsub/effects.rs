@@ -32,6 +32,8 @@ pub struct Effects {
     messages: RefCell<Vec<Message>>,
     /// Changes of server state, in order.
     actions: RefCell<Vec<AfterCommit>>,
+    /// `MONITOR` lines of the commands a script or `EXEC` ran, in order.
+    monitor_lines: RefCell<Vec<Vec<u8>>>,
     bytes: Cell<usize>,
     /// The keyspace events published (`notify-keyspace-events` when the attempt began).
     classes: Classes,
@@ -133,11 +135,19 @@ impl Effects {
         self.actions.borrow_mut().push(action);
     }
 
-    /// Runs the actions, then publishes the messages on `hub`, in order (the transaction
-    /// committed).
+    /// Holds a `MONITOR` line (a command a script or `EXEC` ran) until the commit.
+    pub fn monitor(&self, line: Vec<u8>) {
+        self.monitor_lines.borrow_mut().push(line);
+    }
+
+    /// Runs the actions, feeds the monitors, then publishes the messages on `hub`, in order
+    /// (the transaction committed).
     pub fn apply(self, hub: &Hub) {
         for action in self.actions.into_inner() {
             action();
+        }
+        for line in self.monitor_lines.into_inner() {
+            hub.feed_monitors(&line);
         }
         hub.count_dropped_events(self.dropped.get());
         for m in self.messages.into_inner() {

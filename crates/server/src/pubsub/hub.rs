@@ -59,6 +59,8 @@ struct Subscriber {
     overflowed: bool,
     /// Since when its mail is past [`MAIL_SOFT_BYTES`] (ns on `tamer_device::now_ns`).
     soft_since_ns: Option<u64>,
+    /// It is in `MONITOR` mode (it stays in the hub without subscriptions).
+    monitor: bool,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +73,8 @@ struct Inner {
     mail_bytes: usize,
     /// Subscribers with mail (or overflowed) since the network last took them.
     ready: Vec<Client>,
+    /// The clients in `MONITOR` mode, in the order they asked.
+    monitors: Vec<Client>,
 }
 
 /// What tells the network that mail waits (a core may be waiting in its ring).
@@ -84,6 +88,8 @@ pub struct Hub {
     /// Subscribers now, read without the lock.
     subscribers: AtomicUsize,
     waker: OnceLock<Waker>,
+    /// Clients in `MONITOR` mode, read without the lock.
+    monitor_count: AtomicUsize,
     /// Keyspace events left out of transactions past their effects' bound.
     dropped_events: AtomicU64,
 }
@@ -117,16 +123,7 @@ impl Hub {
         name: &[u8],
     ) -> (bool, usize) {
         let mut inner = self.lock();
-        let sub = inner.subscribers.entry(client).or_insert_with(|| {
-            self.subscribers.fetch_add(1, Ordering::Relaxed);
-            Subscriber {
-                protocol,
-                subscribed: Default::default(),
-                mail: Queued::default(),
-                overflowed: false,
-                soft_since_ns: None,
-            }
-        });
+        let sub = self.member(&mut inner, client, protocol);
         let new = sub.subscribed[kind.index()].insert(name.to_vec());
         let count = family_count(sub, kind);
         if new {
@@ -137,6 +134,82 @@ impl Hub {
             list.push(client);
         }
         (new, count)
+    }
+
+    /// `client`'s entry, made (without subscriptions) when it has none.
+    fn member<'i>(
+        &self,
+        inner: &'i mut Inner,
+        client: Client,
+        protocol: Protocol,
+    ) -> &'i mut Subscriber {
+        inner.subscribers.entry(client).or_insert_with(|| {
+            self.subscribers.fetch_add(1, Ordering::Relaxed);
+            Subscriber {
+                protocol,
+                subscribed: Default::default(),
+                mail: Queued::default(),
+                overflowed: false,
+                soft_since_ns: None,
+                monitor: false,
+            }
+        })
+    }
+
+    /// Puts `client` in `MONITOR` mode: every command fed from now on reaches its mail.
+    pub fn monitor(&self, client: Client, protocol: Protocol) {
+        let mut inner = self.lock();
+        let sub = self.member(&mut inner, client, protocol);
+        if !sub.monitor {
+            sub.monitor = true;
+            inner.monitors.push(client);
+            self.monitor_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `client` out of `MONITOR` mode (`RESET`); it leaves the hub if it subscribes
+    /// to nothing, its mail appended to `out`.
+    pub fn unmonitor(&self, client: Client, out: &mut Vec<u8>) {
+        let mut inner = self.lock();
+        let Some(sub) = inner.subscribers.get_mut(&client) else {
+            return;
+        };
+        if std::mem::take(&mut sub.monitor) {
+            inner.monitors.retain(|c| *c != client);
+            self.monitor_count.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.leave_if_done(&mut inner, client, out);
+    }
+
+    /// Some client is in `MONITOR` mode (read without the lock).
+    pub fn has_monitors(&self) -> bool {
+        self.monitor_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Appends `line` (a whole status reply) to every monitor's mail, bounded as a publish.
+    pub fn feed_monitors(&self, line: &[u8]) {
+        if !self.has_monitors() {
+            return;
+        }
+        let mut inner = self.lock();
+        let mut delivery = Delivery {
+            now_ns: tamer_device::now_ns(),
+            ..Delivery::default()
+        };
+        let mut frames = Frames::default();
+        for i in 0..inner.monitors.len() {
+            let client = inner.monitors[i];
+            delivery.deliver(&mut inner, client, &mut frames, |out, _| {
+                out.extend_from_slice(line)
+            });
+        }
+        drop(inner);
+        if delivery.woke {
+            self.has_mail.store(true, Ordering::Release);
+            if let Some(wake) = self.waker.get() {
+                wake();
+            }
+        }
     }
 
     /// Unsubscribes `client` from `name`; whether it was subscribed, and its subscriptions of
@@ -195,6 +268,10 @@ impl Hub {
             return;
         };
         self.subscribers.fetch_sub(1, Ordering::Relaxed);
+        if sub.monitor {
+            inner.monitors.retain(|c| *c != client);
+            self.monitor_count.fetch_sub(1, Ordering::Relaxed);
+        }
         inner.mail_bytes -= sub.mail.bytes;
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             for name in std::mem::take(&mut sub.subscribed[kind.index()]) {
@@ -214,7 +291,7 @@ impl Hub {
         let done = inner
             .subscribers
             .get(&client)
-            .is_some_and(|s| s.subscribed.iter().all(IndexSet::is_empty));
+            .is_some_and(|s| !s.monitor && s.subscribed.iter().all(IndexSet::is_empty));
         if !done {
             return;
         }

@@ -79,3 +79,70 @@ mod tests {
         assert_eq!(out, b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
     }
 }
+
+/// Who ran a command `MONITOR` shows: a client (its address) or a script (`lua`).
+#[derive(Clone, Copy, Debug)]
+pub enum MonitorSource<'a> {
+    Client(&'a str),
+    Lua,
+}
+
+/// A `MONITOR` line, as Redis's `replicationFeedMonitors` writes it: a status reply of the
+/// time (s.µs), the database and the source, then each argument quoted and escaped as
+/// `sdscatrepr` does (`AUTH`'s arguments and `HELLO`'s `AUTH` pair are `(redacted)`).
+pub fn monitor_line(now_us: u64, db: usize, source: MonitorSource<'_>, args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("+{}.{:06} [{db} ", now_us / 1_000_000, now_us % 1_000_000).into_bytes();
+    match source {
+        MonitorSource::Client(addr) => out.extend_from_slice(addr.as_bytes()),
+        MonitorSource::Lua => out.extend_from_slice(b"lua"),
+    }
+    out.push(b']');
+    let redacted = redacted_args(args);
+    for (i, arg) in args.iter().enumerate() {
+        out.push(b' ');
+        if redacted.contains(&i) {
+            out.extend_from_slice(b"\"(redacted)\"");
+        } else {
+            quote(&mut out, arg);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The positions of arguments that may carry a secret: every argument of `AUTH`, the two
+/// after `HELLO`'s `AUTH`.
+fn redacted_args(args: &[&[u8]]) -> Vec<usize> {
+    let name = args
+        .first()
+        .map(|a| a.to_ascii_lowercase())
+        .unwrap_or_default();
+    match &name[..] {
+        b"auth" => (1..args.len()).collect(),
+        b"hello" => {
+            let at = args.iter().position(|a| a.eq_ignore_ascii_case(b"auth"));
+            at.map(|i| (i + 1..(i + 3).min(args.len())).collect())
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `bytes` in double quotes, escaped as Redis's `sdscatrepr`.
+fn quote(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}

@@ -23,7 +23,7 @@ mod message;
 
 pub use effects::{DirectEvents, Effects};
 pub use hub::{Client, Hub, Kind};
-pub use message::{confirmation, ping_reply};
+pub use message::{confirmation, monitor_line, ping_reply, MonitorSource};
 
 /// A subscriber's mail past this closes its connection at once.
 pub const MAIL_HARD_BYTES: usize = 32 << 20;

@@ -33,6 +33,7 @@ impl Session {
             SessionOp::Auth => self.auth(args, out),
             SessionOp::Hello => self.hello(args, out),
             SessionOp::Reset => self.reset(out),
+            SessionOp::Monitor => self.start_monitor(out),
             SessionOp::Select => super::transaction::select(&mut self.db, args, out),
             SessionOp::Quit => {
                 write::simple(out, "OK");
@@ -216,10 +217,22 @@ impl Session {
         write::array(out, 0);
     }
 
+    /// `MONITOR`: every command any client runs from now on reaches this one (`+OK` first).
+    fn start_monitor(&mut self, out: &mut Vec<u8>) {
+        if !self.monitor {
+            self.monitor = true;
+            self.pubsub.monitor(self.client, self.protocol);
+        }
+        write::simple(out, "OK");
+    }
+
     /// `RESET`: the connection's state as a new connection's (database 0, RESP2, no name,
     /// no `MULTI`, nothing watched, no subscriptions, replies on, `NO-EVICT` off,
     /// authenticated only without a password).
     fn reset(&mut self, out: &mut Vec<u8>) {
+        if std::mem::take(&mut self.monitor) {
+            self.pubsub.unmonitor(self.client, out);
+        }
         self.multi = None;
         self.unwatch_all();
         self.unsubscribe_all();

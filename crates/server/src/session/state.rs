@@ -14,7 +14,7 @@ use crate::commands::scripting::Scripts;
 use crate::commands::spec::{Command, Flags, Run, SessionOp, TamerFlags};
 use crate::keyspace::dbmap::DbMap;
 use crate::keyspace::watches::Watches;
-use crate::pubsub::{Client, Hub};
+use crate::pubsub::{monitor_line, Client, Hub, MonitorSource};
 use crate::resp::{write, Protocol};
 use crate::stats::clients::ClientEntry;
 use crate::stats::monitor::{Outcome, SlowEntry};
@@ -62,6 +62,8 @@ pub struct Session {
     pub(super) client: Client,
     /// Its subscriptions: channels, patterns, shard channels (the hub's, mirrored).
     pub(super) subscriptions: [usize; 3],
+    /// `MONITOR` mode: every command run reaches its mail.
+    pub(super) monitor: bool,
     /// `CLIENT REPLY`'s state.
     pub(super) replies: ReplyMode,
 }
@@ -125,7 +127,7 @@ pub struct Blocked {
 impl Drop for Session {
     fn drop(&mut self) {
         self.unwatch_all();
-        if self.subscribed() {
+        if self.receives_mail() {
             self.pubsub.remove(self.client);
         }
     }
@@ -161,6 +163,7 @@ impl Session {
             pubsub,
             client,
             subscriptions: [0; 3],
+            monitor: false,
             replies: ReplyMode::default(),
         }
     }
@@ -168,6 +171,11 @@ impl Session {
     /// Whether it subscribes to anything (of any kind).
     pub fn subscribed(&self) -> bool {
         self.subscriptions.iter().any(|&n| n > 0)
+    }
+
+    /// The hub holds mail for this client: it subscribes to something or monitors.
+    pub fn receives_mail(&self) -> bool {
+        self.subscribed() || self.monitor
     }
 
     /// What the gate knows of this client and the server now.
@@ -179,6 +187,7 @@ impl Session {
             loading: self.stats.loading.load(Ordering::Relaxed),
             out_of_space: self.stats.out_of_space.load(Ordering::Relaxed),
             script_busy: self.scripts.busy(),
+            monitor: self.monitor,
             pubsub_context: self.pubsub_context(),
         }
     }
@@ -222,7 +231,16 @@ impl Session {
             }
             Verdict::Queue(command) => self.queue(command, &refs, out),
             Verdict::Run(command) => {
+                // Scripts and functions are fed before they run, so that the commands they
+                // call come after them (Redis's `evalCommand`); the others once they ran.
+                let before_run = command.flags.contains(Flags::SKIP_MONITOR);
+                if before_run {
+                    self.feed_monitors(command, &refs, true);
+                }
                 self.execute(handle, map, command, &refs, out);
+                if !before_run {
+                    self.feed_monitors(command, &refs, false);
+                }
                 false
             }
             Verdict::Wait => unreachable!("returned above"),
@@ -238,6 +256,40 @@ impl Session {
         }
         self.silence(command_of(verdict), out, before);
         None
+    }
+
+    /// Feeds `MONITOR` clients this command (`explicit`: a script or function, before it
+    /// runs), unless it is an administrative one, as Redis shows commands.
+    fn feed_monitors(&self, command: &'static Command, args: &[&[u8]], explicit: bool) {
+        if !self.pubsub.has_monitors() {
+            return;
+        }
+        if Self::monitored(command, explicit) {
+            self.pubsub.feed_monitors(&self.monitor_line(args, self.db));
+        }
+    }
+
+    /// Whether `MONITOR` shows `command` (`explicit`: fed by itself before it runs, as
+    /// scripts and functions are; the others after).
+    pub(super) fn monitored(command: &Command, explicit: bool) -> bool {
+        !command.flags.contains(Flags::ADMIN)
+            && command.flags.contains(Flags::SKIP_MONITOR) == explicit
+    }
+
+    /// This client's `MONITOR` line for `args` run in database `db`.
+    pub(super) fn monitor_line(&self, args: &[&[u8]], db: usize) -> Vec<u8> {
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        monitor_line(now_us, db, MonitorSource::Client(&self.addr()), args)
+    }
+
+    /// This client's address, as `CLIENT LIST` shows it.
+    pub(super) fn addr(&self) -> String {
+        self.entry
+            .as_ref()
+            .map(|e| e.addr.clone())
+            .unwrap_or_default()
     }
 
     /// Runs a command the gate let through, as the table says.

@@ -78,7 +78,7 @@ impl Session {
     /// Moves this session's pub/sub mail into `out`, before the reply to the command it is
     /// about to run (it was published before that command ran).
     pub(super) fn take_mail(&self, out: &mut Vec<u8>) {
-        if self.subscribed() {
+        if self.receives_mail() {
             out.extend_from_slice(&self.pubsub.take_mail(self.client).bytes);
         }
     }

@@ -384,9 +384,14 @@ impl Session {
         };
         let (mut replies, mut db, mut quit) = (Vec::new(), self.db, false);
         let mut spans = Vec::with_capacity(queued.len());
+        let monitors = self.pubsub.has_monitors();
         for (command, args) in queued {
             let (at, started) = (replies.len(), Instant::now());
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            // `MONITOR` lines go out with the commit, in the order the commands ran.
+            if monitors && Self::monitored(command, true) {
+                effects.monitor(self.monitor_line(&refs, db));
+            }
             match command.run {
                 Run::Session(SessionOp::Select) => select(&mut db, &refs, &mut replies),
                 Run::Session(SessionOp::Quit) => {
@@ -397,6 +402,9 @@ impl Session {
                 Run::Session(SessionOp::Unwatch) => write::simple(&mut replies, "OK"),
                 _ if runs_after_commit(command) => {}
                 _ => run_handler(command, &run.context(db), tx, &refs, &mut replies)?,
+            }
+            if monitors && Self::monitored(command, false) {
+                effects.monitor(self.monitor_line(&refs, db));
             }
             spans.push((at..replies.len(), started.elapsed()));
         }

@@ -18,6 +18,7 @@ use crate::commands::spec::{Command, Flags, Run, SessionOp, Table};
 use crate::commands::Context;
 use crate::keyspace::scope::Scope;
 use crate::keyspace::DATABASES;
+use crate::pubsub::{monitor_line, MonitorSource};
 use crate::resp::{parse_i64, write, Protocol};
 
 /// VM instructions between two checks of the clock and of `SCRIPT KILL` (and a yield of the
@@ -115,11 +116,26 @@ impl<'c> RunState<'c, '_, '_> {
                 }
             }
         }
+        self.feed_monitors(command, &args);
         if command.flags.contains(Flags::WRITE) && reply.first() != Some(&b'-') {
             self.control.wrote.store(true, Ordering::Relaxed);
         }
         let (value, is_error) = reply_to_lua(lua, &reply)?;
         Ok((!is_error, value))
+    }
+
+    /// A command the script ran, for `MONITOR` clients (`[db lua]`), once the transaction
+    /// commits.
+    fn feed_monitors(&self, command: &Command, args: &[&[u8]]) {
+        let shown =
+            !command.flags.contains(Flags::ADMIN) && !command.flags.contains(Flags::SKIP_MONITOR);
+        if shown && self.ctx.pubsub.has_monitors() {
+            let now_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64);
+            let line = monitor_line(now_us, self.db, MonitorSource::Lua, args);
+            self.ctx.effects.monitor(line);
+        }
     }
 
     fn fail(&mut self, lua: &Lua, err: DbError) -> mlua::Result<(bool, Value)> {
