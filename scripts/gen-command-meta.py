@@ -34,7 +34,9 @@ zremrangebylex zremrangebyrank zremrangebyscore zrevrange zrevrangebylex zrevran
 zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
-    "client": ["getname", "id", "info", "kill", "list", "no-evict", "reply", "setname"],
+    "client": [
+        "getname", "id", "info", "kill", "list", "no-evict", "reply", "setname", "unblock",
+    ],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],
     "function": ["delete", "dump", "flush", "kill", "list", "load", "restore", "stats"],

@@ -47,6 +47,8 @@ struct Inner {
     waiters: HashMap<ClientKey, Waiter>,
     deadlines: BTreeSet<(u64, ClientKey)>,
     ready: Vec<ClientKey>,
+    /// Clients `CLIENT UNBLOCK` took out: with the error (`true`) or their timeout reply.
+    unblocked: Vec<(ClientKey, bool)>,
 }
 
 /// What tells the network a client became ready (a core may be waiting in its ring).
@@ -60,6 +62,8 @@ pub struct BlockTable {
     blocked: AtomicUsize,
     /// Some client became ready since the network last looked.
     has_ready: AtomicBool,
+    /// `CLIENT UNBLOCK` took some client out since the network last looked.
+    has_unblocked: AtomicBool,
     /// Set by the network once it runs.
     waker: std::sync::OnceLock<Waker>,
 }
@@ -108,6 +112,43 @@ impl BlockTable {
             },
         );
         self.blocked.store(t.waiters.len(), Ordering::Release);
+    }
+
+    /// `CLIENT UNBLOCK`: takes out the waiting client whose connection id is `id` (its
+    /// generation), to get Redis's error (`error`) or its timeout reply; whether it was
+    /// waiting. A client already made ready by a write is served by its retry instead.
+    pub fn unblock(&self, id: u32, error: bool) -> bool {
+        let mut t = self.lock();
+        let found = t
+            .waiters
+            .iter()
+            .find(|(k, w)| k.1 == id && w.state == State::Waiting)
+            .map(|(k, _)| *k);
+        let Some(client) = found else {
+            return false;
+        };
+        Self::remove_locked(&mut t, client);
+        t.unblocked.push((client, error));
+        self.blocked.store(t.waiters.len(), Ordering::Release);
+        self.has_unblocked.store(true, Ordering::Release);
+        drop(t);
+        if let Some(wake) = self.waker.get() {
+            wake();
+        }
+        true
+    }
+
+    /// Some client was unblocked by `CLIENT UNBLOCK` since the last [`Self::take_unblocked`].
+    pub fn has_unblocked(&self) -> bool {
+        self.has_unblocked.load(Ordering::Acquire)
+    }
+
+    /// The clients `CLIENT UNBLOCK` took out, with whether they get the error.
+    pub fn take_unblocked(&self) -> Vec<(ClientKey, bool)> {
+        if !self.has_unblocked.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.lock().unblocked)
     }
 
     /// Sets what tells the network that a client became ready (once).

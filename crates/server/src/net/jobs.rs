@@ -17,26 +17,32 @@ impl Network {
     /// passed (`crate::keyspace::blocked`); returns how many.
     pub(super) fn serve_blocked(&mut self) -> Result<usize, String> {
         let blocks = &self.shared.watches.blocks;
-        if blocks.is_empty() {
+        if blocks.is_empty() && !blocks.has_unblocked() {
             return Ok(0);
         }
         let ready = blocks.take_ready();
+        let unblocked = blocks.take_unblocked();
         let now_ns = tamer_device::now_ns();
         let expired = if blocks.next_deadline_ns().is_some_and(|d| d <= now_ns) {
             blocks.take_expired(now_ns)
         } else {
             Vec::new()
         };
-        let n = ready.len() + expired.len();
+        let n = ready.len() + expired.len() + unblocked.len();
         for client in ready {
             self.retry_blocked(client)?;
         }
-        for (c, generation) in expired {
+        let ended = expired.into_iter().map(|client| (client, false));
+        for ((c, generation), error) in ended.chain(unblocked) {
             let Some(conn) = self.conn(c, generation) else {
                 continue;
             };
             if let Some(session) = conn.session.as_mut() {
-                session.time_out(&mut conn.replies);
+                if error {
+                    session.unblock_with_error(&mut conn.replies);
+                } else {
+                    session.time_out(&mut conn.replies);
+                }
             }
             conn.in_flight = false;
             self.dispatch(c)?;

@@ -36,7 +36,9 @@ impl Session {
         if !found_nothing(&out[before..], self.protocol) {
             return; // served, or an error
         }
-        let timeout_reply = out[before..].to_vec();
+        let empty_reply = out[before..].to_vec();
+        let mut timeout_reply = Vec::new();
+        write::null_array(&mut timeout_reply, self.protocol);
         out.truncate(before);
         // The attempt parsed the timeout: it is valid.
         let timeout_s = command
@@ -58,6 +60,7 @@ impl Session {
             args: args.iter().map(|a| a.to_vec()).collect(),
             keys,
             deadline_ns,
+            empty_reply,
             timeout_reply,
         });
     }
@@ -71,9 +74,16 @@ impl Session {
         let refs: Vec<&[u8]> = b.args.iter().map(Vec::as_slice).collect();
         let before = out.len();
         self.one(handle, map, b.command, &refs, out);
-        if out[before..] == b.timeout_reply[..] {
+        if out[before..] == b.empty_reply[..] {
             out.truncate(before);
             self.blocked = Some(b);
+        }
+    }
+
+    /// `CLIENT UNBLOCK ... ERROR` took the blocked command out: Redis's error.
+    pub fn unblock_with_error(&mut self, out: &mut Vec<u8>) {
+        if self.blocked.take().is_some() {
+            write::error(out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
         }
     }
 

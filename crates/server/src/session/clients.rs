@@ -79,6 +79,32 @@ impl Session {
         }
     }
 
+    /// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`: 1 when that client waited in a blocking
+    /// command (it then gets its timeout reply, or Redis's error), else 0.
+    pub(super) fn client_unblock(&self, args: &[&[u8]], out: &mut Vec<u8>) {
+        if args.len() > 4 {
+            // Redis's CLIENT parses UNBLOCK's arity itself (the table says at least 3).
+            let sub = String::from_utf8_lossy(args[1]);
+            return write::error(
+                out,
+                &format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."),
+            );
+        }
+        let Some(id) = parse_i64(args[2]) else {
+            return write::error(out, "ERR value is not an integer or out of range");
+        };
+        let error = match args.get(3).map(|a| a.to_ascii_lowercase()).as_deref() {
+            None | Some(b"timeout") => false,
+            Some(b"error") => true,
+            Some(_) => {
+                return write::error(out, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+            }
+        };
+        // Connection ids are their generations (`u32`); any other id names no client.
+        let unblocked = u32::try_from(id).is_ok_and(|id| self.watches.blocks.unblock(id, error));
+        write::integer(out, i64::from(unblocked));
+    }
+
     /// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL filter value ...` (the
     /// number killed); a client that killed itself closes after the reply.
     pub(super) fn client_kill(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {

@@ -59,6 +59,7 @@ impl Session {
             SessionOp::ClientList => self.client_list(args, out),
             SessionOp::ClientInfo => self.client_info(out),
             SessionOp::ClientKill => self.client_kill(args, out),
+            SessionOp::ClientUnblock => self.client_unblock(args, out),
             SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
             SessionOp::ClientReply => self.client_reply(args[2], out),
             SessionOp::Subscribe => self.subscribe(Kind::Channel, &args[1..], out),

@@ -120,7 +120,11 @@ pub struct Blocked {
     pub keys: Vec<Vec<u8>>,
     /// When it times out (`tamer_device::now_ns`); `None`: never.
     pub deadline_ns: Option<u64>,
-    /// Its reply then (what its attempt replied when it found nothing).
+    /// What its attempt replied when it found nothing (a retry that replies the same
+    /// found nothing again).
+    pub empty_reply: Vec<u8>,
+    /// Its reply when its time is up (or `CLIENT UNBLOCK` ends it): a null array, as Redis
+    /// replies to every blocked list and sorted-set command, `BLMOVE` included.
     pub timeout_reply: Vec<u8>,
 }
 
