@@ -67,15 +67,7 @@ impl<'a> Context<'a> {
         stats: &'a ServerStats,
     ) -> Self {
         Context {
-            scope: Scope {
-                namespace,
-                db: 0,
-                now_ms,
-                watches: None,
-                lookups: None,
-                events: None,
-                config: None,
-            },
+            scope: Scope::detached(namespace, now_ms),
             map,
             map_exclusive: false,
             protocol: Protocol::Resp2,

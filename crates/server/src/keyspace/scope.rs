@@ -48,6 +48,23 @@ impl Lookups {
     }
 }
 
+impl Scope<'static> {
+    /// A scope on namespace `namespace` (database 0) at `now_ms` that tells nobody of its
+    /// reads, writes or events and packs collections at Redis's default thresholds (a
+    /// `WATCH` fingerprint's read, tests).
+    pub fn detached(namespace: u32, now_ms: u64) -> Self {
+        Scope {
+            namespace,
+            db: 0,
+            now_ms,
+            watches: None,
+            lookups: None,
+            events: None,
+            config: None,
+        }
+    }
+}
+
 impl<'a> Scope<'a> {
     /// This scope on database `db`, whose namespace is `namespace` (a command that reaches
     /// another database: `MOVE`, `COPY ... DB`).

@@ -6,19 +6,6 @@ use tamer_store::{Db, DbOptions, DeviceKind};
 
 use super::*;
 
-/// A scope on namespace `ns` at `now_ms`, told to nobody (tests).
-fn scope_at(ns: u32, now_ms: u64) -> crate::keyspace::scope::Scope<'static> {
-    crate::keyspace::scope::Scope {
-        namespace: ns,
-        db: 0,
-        now_ms,
-        watches: None,
-        lookups: None,
-        events: None,
-        config: None,
-    }
-}
-
 fn store() -> Db {
     let device = DeviceKind::Emulated {
         latency_ns: 1_000,
@@ -48,7 +35,9 @@ proptest! {
 /// `database`'s value of `k`, as `tx` sees it.
 fn value_in(tx: &mut Tx<'_>, database: usize) -> Option<Vec<u8>> {
     let ns = Databases::load(tx).unwrap().namespace(database).unwrap();
-    get(&scope_at(ns, 0), tx, b"k").unwrap().map(|e| e.payload)
+    get(&crate::keyspace::scope::Scope::detached(ns, 0), tx, b"k")
+        .unwrap()
+        .map(|e| e.payload)
 }
 
 /// An expired key reads as absent and is deleted; a live one is there; `delete` says whether
@@ -59,21 +48,21 @@ fn expired_keys_read_as_absent() {
     let db = store();
     db.transaction(|tx| {
         put(
-            &scope_at(1, 0),
+            &crate::keyspace::scope::Scope::detached(1, 0),
             tx,
             b"old",
             &Entry::string(b"a".to_vec(), Some(1_000)),
         )
         .unwrap();
         put(
-            &scope_at(1, 0),
+            &crate::keyspace::scope::Scope::detached(1, 0),
             tx,
             b"new",
             &Entry::string(b"b".to_vec(), Some(5_000)),
         )
         .unwrap();
         put(
-            &scope_at(1, 0),
+            &crate::keyspace::scope::Scope::detached(1, 0),
             tx,
             b"ever",
             &Entry::string(b"c".to_vec(), None),
@@ -85,10 +74,31 @@ fn expired_keys_read_as_absent() {
     let seen = db
         .transaction(|tx| {
             Ok((
-                get(&scope_at(1, 1_000), tx, b"old").unwrap(),
-                get(&scope_at(1, 1_000), tx, b"new").unwrap().is_some(),
-                delete(&scope_at(1, 1_000), tx, b"old").unwrap(),
-                delete(&scope_at(1, 1_000), tx, b"ever").unwrap(),
+                get(
+                    &crate::keyspace::scope::Scope::detached(1, 1_000),
+                    tx,
+                    b"old",
+                )
+                .unwrap(),
+                get(
+                    &crate::keyspace::scope::Scope::detached(1, 1_000),
+                    tx,
+                    b"new",
+                )
+                .unwrap()
+                .is_some(),
+                delete(
+                    &crate::keyspace::scope::Scope::detached(1, 1_000),
+                    tx,
+                    b"old",
+                )
+                .unwrap(),
+                delete(
+                    &crate::keyspace::scope::Scope::detached(1, 1_000),
+                    tx,
+                    b"ever",
+                )
+                .unwrap(),
             ))
         })
         .unwrap();
@@ -124,7 +134,13 @@ fn databases_swap_and_flush_by_namespace() {
     db.transaction(|tx| {
         for (database, v) in [(0, b"zero"), (1, b"one!")] {
             let ns = Databases::load(tx).unwrap().namespace(database).unwrap();
-            put(&scope_at(ns, 0), tx, b"k", &Entry::string(v.to_vec(), None)).unwrap();
+            put(
+                &crate::keyspace::scope::Scope::detached(ns, 0),
+                tx,
+                b"k",
+                &Entry::string(v.to_vec(), None),
+            )
+            .unwrap();
         }
         Databases::swap(tx, 0, 1).unwrap();
         Ok(())
@@ -219,14 +235,20 @@ fn key_counts_follow_creates_and_removes() {
                 Ok(match op {
                     0..=7 => {
                         let at = (op == 7).then_some(now + 1);
-                        put(&scope_at(ns, 0), tx, &k, &Entry::string(b"v".to_vec(), at)).unwrap();
+                        put(
+                            &crate::keyspace::scope::Scope::detached(ns, 0),
+                            tx,
+                            &k,
+                            &Entry::string(b"v".to_vec(), at),
+                        )
+                        .unwrap();
                         Some(at)
                     }
                     8..=11 => {
                         remove(tx, ns, &k).unwrap();
                         None
                     }
-                    _ => get(&scope_at(ns, now), tx, &k)
+                    _ => get(&crate::keyspace::scope::Scope::detached(ns, now), tx, &k)
                         .unwrap()
                         .map(|e| e.expire_at_ms),
                 })
@@ -262,7 +284,7 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
     for i in 0..200u32 {
         db.transaction(move |tx| {
             put(
-                &scope_at(ns1, 0),
+                &crate::keyspace::scope::Scope::detached(ns1, 0),
                 tx,
                 format!("keep{i}").as_bytes(),
                 &Entry::string(vec![1], None),
@@ -278,7 +300,7 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
             for i in 0..100 {
                 let key = format!("gone{}", chunk * 100 + i);
                 put(
-                    &scope_at(ns0, 0),
+                    &crate::keyspace::scope::Scope::detached(ns0, 0),
                     tx,
                     key.as_bytes(),
                     &Entry::string(vec![2; 100], None),
@@ -311,7 +333,15 @@ fn flushed_keys_are_reclaimed_and_the_pass_resumes() {
     );
     assert_eq!(count(&db, ns1), 200);
     let still = db
-        .transaction(move |tx| Ok(get(&scope_at(ns1, 0), tx, b"keep7").unwrap().is_some()))
+        .transaction(move |tx| {
+            Ok(get(
+                &crate::keyspace::scope::Scope::detached(ns1, 0),
+                tx,
+                b"keep7",
+            )
+            .unwrap()
+            .is_some())
+        })
         .unwrap();
     assert!(still, "another database's keys stay");
     assert_eq!(crate::keyspace::reclaim::step(&db).unwrap(), Reclaim::Idle);

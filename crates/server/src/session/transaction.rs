@@ -32,16 +32,7 @@ fn fingerprint(
     now_ms: u64,
 ) -> Result<Option<u64>, DbError> {
     let user_key = &key[4..];
-    let at = Scope {
-        namespace,
-        db: 0,
-        now_ms,
-        watches: None,
-        lookups: None,
-        events: None,
-        config: None,
-    };
-    match crate::keyspace::get(&at, tx, user_key) {
+    match crate::keyspace::get(&Scope::detached(namespace, now_ms), tx, user_key) {
         Ok(None) => Ok(None),
         Ok(Some(entry)) => {
             let mut h = DefaultHasher::new();

@@ -141,9 +141,8 @@ pub fn function_load(
         Ok(name) => name,
         Err(text) => refuse!(out, text),
     };
-    let vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(vm) = vm::lend_or_reply(ctx.scripts, t, out) else {
+        return Ok(());
     };
     let lib = match load_in(&vm, &name, code) {
         Ok((lib, _)) => Arc::new(lib),
@@ -170,9 +169,8 @@ pub fn function_delete(
     args: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    let vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(vm) = vm::lend_or_reply(ctx.scripts, t, out) else {
+        return Ok(());
     };
     let base = current(ctx, &vm, tx)?;
     let name = String::from_utf8_lossy(args[2]);
@@ -265,9 +263,8 @@ pub fn function_list(
         Ok(o) => o,
         Err(text) => refuse!(out, text),
     };
-    let vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(vm) = vm::lend_or_reply(ctx.scripts, t, out) else {
+        return Ok(());
     };
     let base = current(ctx, &vm, tx)?;
     let shown: Vec<&Arc<Library>> = base
@@ -358,9 +355,8 @@ pub fn function_dump(
     _: &[&[u8]],
     out: &mut Vec<u8>,
 ) -> Result {
-    let vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(vm) = vm::lend_or_reply(ctx.scripts, t, out) else {
+        return Ok(());
     };
     let base = current(ctx, &vm, tx)?;
     let codes: Vec<&[u8]> = base.by_name.values().map(|l| &l.code[..]).collect();
@@ -404,9 +400,8 @@ pub fn function_restore(
         Ok(codes) => codes,
         Err(text) => refuse!(out, text),
     };
-    let vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(vm) = vm::lend_or_reply(ctx.scripts, t, out) else {
+        return Ok(());
     };
     let mut base = current(ctx, &vm, tx)?;
     if policy == Policy::Flush {
@@ -493,9 +488,8 @@ fn fcall_generic(
     if full && !flags.allow_oom && !flags.no_writes {
         refuse!(out, crate::commands::reply::OUT_OF_SPACE);
     }
-    let mut vm = match vm::lend(ctx.scripts, table) {
-        Ok(vm) => vm,
-        Err(err) => refuse!(out, format!("ERR could not start Lua: {err}")),
+    let Some(mut vm) = vm::lend_or_reply(ctx.scripts, table, out) else {
+        return Ok(());
     };
     if let Err(text) = refresh(&mut vm, &libraries) {
         refuse!(out, text);

@@ -158,12 +158,8 @@ fn eval_generic(
         }
     };
     let scripts = ctx.scripts;
-    let mut vm = match vm::lend(scripts, table) {
-        Ok(vm) => vm,
-        Err(err) => {
-            write::error(out, &format!("ERR could not start Lua: {err}"));
-            return Ok(());
-        }
+    let Some(mut vm) = vm::lend_or_reply(scripts, table, out) else {
+        return Ok(());
     };
     let script = if kind.by_sha {
         scripts.get(args[1]).ok_or_else(|| NOSCRIPT.to_string())
@@ -228,12 +224,8 @@ pub fn script_load(
     a: &[&[u8]],
     o: &mut Vec<u8>,
 ) -> Result {
-    let mut vm = match vm::lend(ctx.scripts, t) {
-        Ok(vm) => vm,
-        Err(err) => {
-            write::error(o, &format!("ERR could not start Lua: {err}"));
-            return Ok(());
-        }
+    let Some(mut vm) = vm::lend_or_reply(ctx.scripts, t, o) else {
+        return Ok(());
     };
     match load(&mut vm, ctx.scripts, a[2], Origin::Load) {
         Ok(script) => write::bulk(o, &script.sha),

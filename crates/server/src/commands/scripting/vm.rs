@@ -74,6 +74,21 @@ impl Drop for Lent {
     }
 }
 
+/// [`lend`], or `None` with the reply written (Lua could not start: its allocator refused).
+pub fn lend_or_reply(
+    scripts: &Arc<Scripts>,
+    table: &'static CommandTable,
+    out: &mut Vec<u8>,
+) -> Option<Lent> {
+    match lend(scripts, table) {
+        Ok(vm) => Some(vm),
+        Err(err) => {
+            crate::resp::write::error(out, &format!("ERR could not start Lua: {err}"));
+            None
+        }
+    }
+}
+
 /// A Lua state for one script, from this thread's pool or new.
 pub fn lend(scripts: &Arc<Scripts>, table: &'static CommandTable) -> mlua::Result<Lent> {
     let vm = IDLE.with(|idle| idle.borrow_mut().pop());

@@ -16,19 +16,6 @@ use crate::keyspace::expiry_index::{self, slot_of, SHARDS, SLOT_MS};
 use crate::keyspace::wall_ms;
 use crate::keyspace::{self, store_key};
 
-/// A scope on namespace `ns` at `now_ms`, told to nobody (tests).
-fn scope_at(ns: u32, now_ms: u64) -> crate::keyspace::scope::Scope<'static> {
-    crate::keyspace::scope::Scope {
-        namespace: ns,
-        db: 0,
-        now_ms,
-        watches: None,
-        lookups: None,
-        events: None,
-        config: None,
-    }
-}
-
 fn store() -> Db {
     let device = DeviceKind::Emulated {
         latency_ns: 1_000,
@@ -281,7 +268,7 @@ fn the_running_expirer_removes_20000_keys_without_access() {
         db.transaction(move |tx| {
             for (k, at) in &batch {
                 let e = keyspace::Entry::string(b"value".to_vec(), *at);
-                keyspace::put(&scope_at(1, 0), tx, k, &e)
+                keyspace::put(&crate::keyspace::scope::Scope::detached(1, 0), tx, k, &e)
                     .map_err(|e| DbError::Runtime(e.to_string()))?;
             }
             Ok(())
@@ -360,8 +347,13 @@ fn expiry_rate() {
                 for i in &batch {
                     let e = keyspace::Entry::string(b"value".to_vec(), Some(at));
                     let k = format!("key:{i}");
-                    keyspace::put(&scope_at(1, 0), tx, k.as_bytes(), &e)
-                        .map_err(|e| DbError::Runtime(e.to_string()))?;
+                    keyspace::put(
+                        &crate::keyspace::scope::Scope::detached(1, 0),
+                        tx,
+                        k.as_bytes(),
+                        &e,
+                    )
+                    .map_err(|e| DbError::Runtime(e.to_string()))?;
                 }
                 Ok(())
             })
