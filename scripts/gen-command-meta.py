@@ -39,7 +39,7 @@ SUBCOMMANDS = {
     ],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],
-    "function": ["delete", "dump", "flush", "kill", "list", "load", "restore", "stats"],
+    "function": ["delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],
     "object": ["encoding", "freq", "help", "refcount"],

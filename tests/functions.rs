@@ -119,6 +119,8 @@ const SCENARIOS: &[Step] = &[
     &["FUNCTION", "RESTORE", "garbage"],
     &["FUNCTION", "RESTORE", "x", "BADPOLICY"],
     &["FUNCTION", "KILL"],
+    &["FUNCTION", "HELP"],
+    &["FUNCTION", "HELP", "extra"],
     &["FUNCTION", "LIST"],
 ];
 

@@ -34,8 +34,8 @@ use tamer_store::{DbError, Tx};
 use cache::{normalize, sha1_hex, Origin, Script};
 use control::Kill;
 pub use functions::{
-    fcall, fcall_ro, function_delete, function_dump, function_flush, function_kill, function_list,
-    function_load, function_restore, function_stats,
+    fcall, fcall_ro, function_delete, function_dump, function_flush, function_help, function_kill,
+    function_list, function_load, function_restore, function_stats,
 };
 pub use library::load_at_start;
 use run::{Invocation, RunOptions};
