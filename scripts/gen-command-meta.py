@@ -35,7 +35,8 @@ zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
     "client": [
-        "getname", "id", "info", "kill", "list", "no-evict", "reply", "setname", "unblock",
+        "caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "reply",
+        "setname", "tracking", "trackinginfo", "unblock",
     ],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],

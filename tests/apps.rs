@@ -1,6 +1,7 @@
-//! Applications built on scripts, end to end with redis-py against the real binary
-//! (`tests/py/`): its `Lock` contended by 8 processes, and a token-bucket rate limiter in
-//! Lua that must decide as redis-server decides for the same arrival sequence.
+//! Applications, end to end against the real binary: redis-py's `Lock` contended by 8
+//! processes, a token-bucket rate limiter in Lua that must decide as redis-server decides
+//! for the same arrival sequence (`tests/py/`), and node-redis's client-side cache
+//! (`tests/js/`).
 
 mod common;
 
@@ -64,4 +65,50 @@ fn a_lua_rate_limiter_decides_as_on_redis() {
         assert_eq!(w, g, "decision {i}: redis-server's left, tamer's right");
     }
     assert_eq!(want.lines().count(), got.lines().count());
+}
+
+/// node-redis's client-side cache (RESP3, `CLIENT TRACKING`), as an application turns it
+/// on, against tamer and redis-server: cached reads never reach the server, and every
+/// rewrite of a cached key is seen. Needs `scripts/install-js-clients.sh`. Mutations
+/// caught: a read not remembered (the cache never fills: refetches), an invalidation lost
+/// or sent for the wrong key (a stale read past the bound), a push node-redis cannot parse.
+#[test]
+fn node_redis_client_side_cache_sees_every_write() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let clients = root.join("target/js-clients");
+    let installed = clients.join("node_modules/redis/package.json").exists();
+    if !installed {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "node-redis is missing (scripts/install-js-clients.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: node-redis is not installed (scripts/install-js-clients.sh)");
+        return;
+    }
+    if !have("node", &["--version"]) {
+        return;
+    }
+    let script = root.join("tests/js/caching_client.mjs");
+    let run = |port: u16| {
+        let out = Command::new("node")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&clients)
+            .output()
+            .expect("running node");
+        assert!(
+            out.status.success(),
+            "caching_client.mjs on port {port}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if have("redis-server", &["--version"]) {
+        let redis = Redis::start().expect("starting redis-server");
+        drop(redis.connect());
+        run(redis.1);
+    }
+    let dir = temp_dir("apps-caching");
+    let served = Served::start(&dir.0);
+    run(served.port);
 }

@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::conn::Conn;
-use common::table::{entries, invocation, parse, Entry, Resp};
+use common::table::{entries, invocation, sorted, unordered, without_short_ttls, Entry};
 use common::{have, temp_dir, Redis, Served};
 use rand::SeedableRng;
 
@@ -259,31 +259,6 @@ fn run(port: u16, steps: &[Vec<String>]) -> Vec<Record> {
     records
 }
 
-/// Commands whose replies list elements in the order of Redis's hash tables, which tamer's
-/// order differs from (`docs/commands.md`): compared as sorted lists.
-fn unordered(name: &str) -> bool {
-    let names = [
-        "hkeys", "hvals", "hgetall", "smembers", "sinter", "sunion", "sdiff", "hscan", "sscan",
-        "keys", "scan",
-    ];
-    names.contains(&name.to_ascii_lowercase().as_str())
-}
-
-/// A reply's top-level elements sorted (any nested list too), as text.
-fn sorted(reply: &str) -> String {
-    fn sort(r: Resp) -> Resp {
-        match r {
-            Resp::List(t, items) => {
-                let mut items: Vec<Resp> = items.into_iter().map(sort).collect();
-                items.sort();
-                Resp::List(t, items)
-            }
-            other => other,
-        }
-    }
-    format!("{:?}", sort(parse(reply)))
-}
-
 fn compare(steps: &[Vec<String>], want: &[Record], got: &[Record], what: &str) {
     let commands = steps.iter().filter(|s| s[0] != "SLEEP");
     for (i, (step, (w, g))) in commands.zip(want.iter().zip(got)).enumerate() {
@@ -357,43 +332,6 @@ fn drawn(e: &Entry) -> bool {
     e.has_keys
         && !e.has_flag("blocking")
         && !left_out.contains(&e.name.split('|').next().unwrap_or(""))
-}
-
-/// A TTL below a few seconds would race the run: `EX`-style times become long ones.
-fn without_short_ttls(mut args: Vec<String>) -> Vec<String> {
-    // Times from now in seconds become fixed Unix times far ahead, so that comparisons
-    // (`GT`, `LT`) and replies do not depend on when each server ran the step.
-    const AHEAD_S: i64 = 4_102_444_800;
-    let name = args[0].to_ascii_lowercase();
-    let relative = |arg: &str| {
-        arg.parse::<i64>()
-            .ok()
-            .filter(|n| (1..1_000_000).contains(n))
-    };
-    if name == "expire" {
-        if let Some(n) = args.get(2).and_then(|a| relative(a)) {
-            args[0] = "expireat".into();
-            args[2] = (AHEAD_S + n).to_string();
-        }
-    }
-    if name == "setex" && args.get(2).and_then(|a| relative(a)).is_some() {
-        args[2] = "1000000".into();
-    }
-    for i in 1..args.len() {
-        let n = relative(&args[i]);
-        match (args[i - 1].to_ascii_lowercase().as_str(), n) {
-            ("ex", Some(n)) => {
-                args[i - 1] = "EXAT".into();
-                args[i] = (AHEAD_S + n).to_string();
-            }
-            ("px", Some(n)) => {
-                args[i - 1] = "PXAT".into();
-                args[i] = ((AHEAD_S + n) * 1000).to_string();
-            }
-            _ => {}
-        }
-    }
-    args
 }
 
 /// Seeded random sequences over every keyed command with every class on (`AKEnm`).

@@ -179,6 +179,13 @@ pub const SETTINGS: &[Setting] = &[
         true,
     ),
     setting("timeout", "0", Kind::Int { min: 0, max: 0 }, false),
+    // Keys client-side caching's table remembers (0: no bound).
+    setting(
+        "tracking-table-max-keys",
+        "1000000",
+        Kind::Int { min: 0, max: I64 },
+        true,
+    ),
     setting(
         "zset-max-listpack-entries",
         "128",

@@ -601,6 +601,8 @@ fn trim(ctx: &Context, tx: &mut Tx<'_>, key: &[u8], start: i64, stop: i64) -> Op
     l.pop(tx, End::Left, left as u64)?;
     l.pop(tx, End::Right, right as u64)?;
     ctx.notify(Class::List, "ltrim", key);
+    // A trim that keeps every element is still a write to Redis (watchers, caches).
+    ctx.touch(key);
     save(ctx, tx, key, l)?;
     Ok(())
 }

@@ -73,6 +73,7 @@ pub fn info(ctx: &Context, tx: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -
         cached_script_bytes,
         pubsub: [Kind::Channel, Kind::Pattern, Kind::Shard].map(|k| ctx.pubsub.len(k)),
         keyspace_events_dropped: ctx.pubsub.dropped_events(),
+        tracking: ctx.pubsub.tracking.figures(),
     };
     let text = crate::stats::info::text(ctx.stats, &args[1..], gathered);
     write::verbatim(out, b"txt", text.as_bytes(), ctx.protocol);

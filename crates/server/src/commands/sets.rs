@@ -348,13 +348,15 @@ fn store_members(
     members: &[Vec<u8>],
     event: &'static str,
 ) -> Result {
-    ctx.touch(dst);
     if members.is_empty() {
+        // Nothing was there: nothing changed (no watcher or cache told, as Redis's).
         if keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)? {
+            ctx.touch(dst);
             ctx.notify(Class::Generic, "del", dst);
         }
         return Ok(());
     }
+    ctx.touch(dst);
     let mut s = Coll::new(Kind::Set);
     for m in members {
         s.put(tx, &member_key(tx, m), b"")?;

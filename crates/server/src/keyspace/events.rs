@@ -12,6 +12,11 @@ pub trait KeyEvents: std::fmt::Debug {
     fn classes(&self) -> Classes;
     /// Event `name` of `class` on `key` of database `db`, in the order they happen.
     fn key_event(&self, class: Class, name: &'static str, db: usize, key: &[u8]);
+    /// `key` of database `db` was written, deleted or expired (client-side caching
+    /// invalidates it).
+    fn key_written(&self, _db: usize, _key: &[u8]) {}
+    /// A database was flushed (client-side caching invalidates every key).
+    fn flushed(&self) {}
 }
 
 /// The event class of a value's type.

@@ -302,6 +302,13 @@ pub fn pass(handle: &DbHandle, effort: Effort, env: PassEnv<'_>) -> Result<PassR
         if let Some(w) = env.watches {
             deleted.iter().for_each(|(_, k)| w.touch(k));
         }
+        if let Some(events) = env.events {
+            for (db, skey) in &deleted {
+                if let Some(db) = db {
+                    events.key_written(*db, &skey[4..]);
+                }
+            }
+        }
         if let Some(events) = env.events.filter(|e| e.classes().publishes(Class::Expired)) {
             for (db, skey) in &deleted {
                 if let Some(db) = db {

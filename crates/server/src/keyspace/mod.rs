@@ -555,6 +555,7 @@ fn live_entry(
     if entry.expired(at.now_ms) {
         remove(tx, at.namespace, key)?;
         at.notify(Class::Expired, "expired", key);
+        at.expired_on_read(key);
         return Ok(None);
     }
     Ok(Some(entry))

@@ -106,10 +106,22 @@ impl<'a> Scope<'a> {
         self.touch_in(self.db, key);
     }
 
-    /// A write to `key` of database `db` (watches are by database, as Redis's).
+    /// A write to `key` of database `db` (watches are by database, as Redis's; client-side
+    /// caching is told too).
     pub fn touch_in(&self, db: usize, key: &[u8]) {
         if let Some(w) = self.watches {
             w.touch(&store_key(db as u32, key));
+        }
+        if let Some(events) = self.events {
+            events.key_written(db, key);
+        }
+    }
+
+    /// `key` expired as it was read: client-side caching invalidates it (watchers are not
+    /// told: `WATCH` compares fingerprints).
+    pub fn expired_on_read(&self, key: &[u8]) {
+        if let Some(events) = self.events {
+            events.key_written(self.db, key);
         }
     }
 
@@ -123,6 +135,9 @@ impl<'a> Scope<'a> {
         ns: u32,
         other: Option<u32>,
     ) -> Result<(), DbError> {
+        if let (Some(events), None) = (self.events, other) {
+            events.flushed();
+        }
         let Some(w) = self.watches else {
             return Ok(());
         };

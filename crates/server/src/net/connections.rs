@@ -45,14 +45,14 @@ impl Network {
         };
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1).max(1);
-        let stats = &self.shared.stats;
-        stats
-            .clients
-            .register(u64::from(generation), fd.as_raw_fd());
         let c = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
         });
+        let stats = &self.shared.stats;
+        stats
+            .clients
+            .register(u64::from(generation), c, fd.as_raw_fd());
         let services = Services {
             watches: self.shared.watches.clone(),
             stats: self.shared.stats.clone(),
@@ -74,6 +74,7 @@ impl Network {
             recv_armed: false,
             recv_paused: false,
             subscriber: false,
+            pushed: false,
         });
         self.open += 1;
         self.shared

@@ -19,6 +19,9 @@ impl Network {
             let Some(conn) = self.conn(c, generation) else {
                 continue;
             };
+            // Listed, so the hub holds it (an invalidation's redirect client may not know).
+            conn.pushed |= !conn.subscriber;
+            conn.subscriber = true;
             let blocked = conn.session.as_ref().is_some_and(|s| s.blocked.is_some());
             if (conn.in_flight && !blocked) || conn.sending.is_some() {
                 // Its job's end or its send's takes the mail; an overflow closes it now.

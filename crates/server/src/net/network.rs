@@ -95,6 +95,9 @@ pub(super) struct Conn {
     pub(super) recv_paused: bool,
     /// Its session subscribes to something (as of its last job): mail may wait for it.
     pub(super) subscriber: bool,
+    /// The hub sent it a tracking invalidation (as a `REDIRECT` client): mail may wait for
+    /// it whatever its session does, until it closes.
+    pub(super) pushed: bool,
 }
 
 /// What a connection received, in order.

@@ -190,7 +190,7 @@ impl Network {
         }
         conn.replies.extend_from_slice(&d.replies);
         let mut session = d.session;
-        conn.subscriber = session.receives_mail();
+        conn.subscriber = session.receives_mail() || conn.pushed;
         let blocks = &self.shared.watches.blocks;
         if conn.closing && session.blocked.take().is_some() {
             blocks.remove(client);

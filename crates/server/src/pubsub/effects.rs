@@ -6,6 +6,9 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+use indexmap::IndexSet;
+
+use super::tracking::{Since, WRITTEN_KEYS_MAX};
 use super::Hub;
 use crate::config::Config;
 use crate::keyspace::events::{Class, Classes, KeyEvents};
@@ -26,6 +29,31 @@ struct Message {
 /// libraries): run by [`Effects::apply`], before the messages.
 pub type AfterCommit = Box<dyn FnOnce()>;
 
+/// What client-side caching learns from a transaction, in the order it happened.
+#[derive(Debug)]
+enum Tracked {
+    /// A read-only command of a tracking client read these keys.
+    Read(Vec<Vec<u8>>),
+    /// A key was written (or expired).
+    Written(Vec<u8>),
+    /// A database was flushed.
+    Flushed,
+}
+
+/// The client a transaction runs for, as client-side caching sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caller {
+    /// Its `CLIENT ID` (0: the server itself).
+    pub id: u64,
+    /// Its read-only commands' keys are remembered (it tracks, not in `BCAST`, and
+    /// `OPTIN`/`OPTOUT` and `CLIENT CACHING` let this command's reads be cached).
+    pub remembers: bool,
+    /// The tracking table's epoch when the attempt began (`super::tracking`).
+    pub epoch: u64,
+    /// `tracking-table-max-keys` (0: no bound).
+    pub table_max_keys: u64,
+}
+
 /// The messages of one transaction attempt, in order, and what it changes once committed.
 #[derive(Default)]
 pub struct Effects {
@@ -39,6 +67,11 @@ pub struct Effects {
     classes: Classes,
     /// Keyspace events left out past [`EFFECTS_BYTES_MAX`].
     dropped: Cell<u64>,
+    caller: Caller,
+    /// Client-side caching's reads and writes, in order.
+    tracked: RefCell<Vec<Tracked>>,
+    /// Keys in `tracked`; past [`WRITTEN_KEYS_MAX`] a write counts as a flush.
+    tracked_keys: Cell<usize>,
 }
 
 impl std::fmt::Debug for Effects {
@@ -53,6 +86,14 @@ impl std::fmt::Debug for Effects {
 impl KeyEvents for Effects {
     fn classes(&self) -> Classes {
         self.classes
+    }
+
+    fn key_written(&self, _db: usize, key: &[u8]) {
+        self.track(Tracked::Written(key.to_vec()), 1);
+    }
+
+    fn flushed(&self) {
+        self.track(Tracked::Flushed, 0);
     }
 
     fn key_event(&self, _class: Class, name: &'static str, db: usize, key: &[u8]) {
@@ -103,15 +144,103 @@ impl KeyEvents for DirectEvents {
             self.hub.publish(&channel, payload, false);
         }
     }
+
+    fn key_written(&self, _db: usize, key: &[u8]) {
+        let (_, notices) = self.hub.tracking.written(&[key.to_vec()], None);
+        self.hub.deliver_notices(notices);
+    }
 }
 
 impl Effects {
-    /// Effects that publish the keyspace events of `classes`.
-    pub fn new(classes: Classes) -> Self {
+    /// Effects of a transaction run for `caller` that publish the keyspace events of
+    /// `classes`.
+    pub fn for_caller(classes: Classes, caller: Caller) -> Self {
         Effects {
             classes,
+            caller,
             ..Effects::default()
         }
+    }
+
+    /// Whether the caller's reads are remembered for client-side caching (it tracks, and
+    /// `OPTIN`/`OPTOUT` and `CLIENT CACHING` say this command's reads count).
+    pub fn remembers(&self) -> bool {
+        self.caller.remembers
+    }
+
+    /// `keys` were read: remembered for client-side caching when the caller's reads are.
+    pub fn read_keys(&self, keys: &[&[u8]]) {
+        if self.caller.remembers && !keys.is_empty() {
+            let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+            let n = keys.len();
+            self.track(Tracked::Read(keys), n);
+        }
+    }
+
+    fn track(&self, event: Tracked, keys: usize) {
+        let total = self.tracked_keys.get() + keys;
+        let mut tracked = self.tracked.borrow_mut();
+        if total > WRITTEN_KEYS_MAX {
+            // Past the bound the transaction's writes invalidate everything.
+            if !matches!(tracked.last(), Some(Tracked::Flushed)) {
+                tracked.push(Tracked::Flushed);
+            }
+            return;
+        }
+        self.tracked_keys.set(total);
+        if matches!(event, Tracked::Flushed) && matches!(tracked.last(), Some(Tracked::Flushed)) {
+            return;
+        }
+        tracked.push(event);
+    }
+
+    /// Tells client-side caching what the committed transaction read and wrote, in order:
+    /// consecutive writes are one batch.
+    fn apply_tracking(&self, hub: &Hub) {
+        let tracked = std::mem::take(&mut *self.tracked.borrow_mut());
+        if tracked.is_empty() {
+            return;
+        }
+        let tracking = &hub.tracking;
+        let writer = (self.caller.id > 0).then_some(self.caller.id);
+        let mut batch: IndexSet<Vec<u8>> = IndexSet::new();
+        let mut own_epochs = Vec::new();
+        let mut notices = Vec::new();
+        let flush_batch =
+            |batch: &mut IndexSet<Vec<u8>>, notices: &mut Vec<_>, own: &mut Vec<u64>| {
+                if !batch.is_empty() {
+                    let keys: Vec<Vec<u8>> = std::mem::take(batch).into_iter().collect();
+                    let (epoch, owed) = tracking.written(&keys, writer);
+                    own.extend(epoch);
+                    notices.extend(owed);
+                }
+            };
+        for event in tracked {
+            match event {
+                Tracked::Written(key) => {
+                    batch.insert(key);
+                }
+                Tracked::Read(keys) => {
+                    flush_batch(&mut batch, &mut notices, &mut own_epochs);
+                    let owed = tracking.remember(
+                        self.caller.id,
+                        &keys,
+                        Since {
+                            epoch: self.caller.epoch,
+                            own: &own_epochs,
+                        },
+                        self.caller.table_max_keys,
+                    );
+                    notices.extend(owed);
+                }
+                Tracked::Flushed => {
+                    flush_batch(&mut batch, &mut notices, &mut own_epochs);
+                    notices.extend(tracking.flushed());
+                }
+            }
+        }
+        flush_batch(&mut batch, &mut notices, &mut own_epochs);
+        hub.deliver_notices(notices);
     }
 
     /// Holds a message; `false` past [`EFFECTS_BYTES_MAX`] (nothing held).
@@ -143,16 +272,17 @@ impl Effects {
     /// Runs the actions, feeds the monitors, then publishes the messages on `hub`, in order
     /// (the transaction committed).
     pub fn apply(self, hub: &Hub) {
-        for action in self.actions.into_inner() {
+        for action in self.actions.take() {
             action();
         }
-        for line in self.monitor_lines.into_inner() {
+        for line in self.monitor_lines.take() {
             hub.feed_monitors(&line);
         }
         hub.count_dropped_events(self.dropped.get());
-        for m in self.messages.into_inner() {
+        for m in self.messages.take() {
             hub.publish(&m.channel, &m.payload, m.shard);
         }
+        self.apply_tracking(hub);
     }
 }
 

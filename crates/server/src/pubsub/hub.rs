@@ -14,11 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use indexmap::{IndexMap, IndexSet};
 
 use super::message::message;
+pub use super::tracking::Client;
+use super::tracking::{Keys, Notice};
 use super::{MAIL_HARD_BYTES, MAIL_SOFT_BYTES, MAIL_SOFT_SECONDS, MAIL_TOTAL_BYTES};
-use crate::resp::Protocol;
-
-/// A subscriber: its connection's slot and generation (as the network names connections).
-pub type Client = (usize, u32);
+use crate::resp::{write, Protocol};
 
 /// What a client subscribes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +60,8 @@ struct Subscriber {
     soft_since_ns: Option<u64>,
     /// It is in `MONITOR` mode (it stays in the hub without subscriptions).
     monitor: bool,
+    /// It was sent a tracking invalidation (it stays in the hub until it disconnects).
+    pushes: bool,
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +93,8 @@ pub struct Hub {
     monitor_count: AtomicUsize,
     /// Keyspace events left out of transactions past their effects' bound.
     dropped_events: AtomicU64,
+    /// Client-side caching's table.
+    pub tracking: super::tracking::Tracking,
 }
 
 impl std::fmt::Debug for Hub {
@@ -152,6 +155,7 @@ impl Hub {
                 overflowed: false,
                 soft_since_ns: None,
                 monitor: false,
+                pushes: false,
             }
         })
     }
@@ -199,7 +203,7 @@ impl Hub {
         let mut frames = Frames::default();
         for i in 0..inner.monitors.len() {
             let client = inner.monitors[i];
-            delivery.deliver(&mut inner, client, &mut frames, |out, _| {
+            delivery.deliver(&mut inner, client, &mut frames, false, |out, _| {
                 out.extend_from_slice(line)
             });
         }
@@ -282,16 +286,18 @@ impl Hub {
 
     /// The protocol `client`'s messages are written in (after `HELLO`).
     pub fn set_protocol(&self, client: Client, protocol: Protocol) {
+        if self.subscribers.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         if let Some(sub) = self.lock().subscribers.get_mut(&client) {
             sub.protocol = protocol;
         }
     }
 
     fn leave_if_done(&self, inner: &mut Inner, client: Client, out: &mut Vec<u8>) {
-        let done = inner
-            .subscribers
-            .get(&client)
-            .is_some_and(|s| !s.monitor && s.subscribed.iter().all(IndexSet::is_empty));
+        let done = inner.subscribers.get(&client).is_some_and(|s| {
+            !s.monitor && !s.pushes && s.subscribed.iter().all(IndexSet::is_empty)
+        });
         if !done {
             return;
         }
@@ -299,7 +305,7 @@ impl Hub {
         self.subscribers.fetch_sub(1, Ordering::Relaxed);
         inner.mail_bytes -= sub.mail.bytes;
         if !sub.overflowed {
-            sub.mail.drain_into(out);
+            sub.mail.drain_into(out, true);
         }
     }
 }
@@ -350,7 +356,7 @@ impl Hub {
             for i in 0..count {
                 let client = inner.by_name[family][at][i];
                 let write = |out: &mut Vec<u8>, p| message(out, p, kind, None, channel, payload);
-                delivery.deliver(&mut inner, client, &mut frames, write);
+                delivery.deliver(&mut inner, client, &mut frames, false, write);
             }
         }
         if !shard {
@@ -370,7 +376,7 @@ impl Hub {
                     let write = |out: &mut Vec<u8>, p| {
                         message(out, p, "pmessage", Some(&pattern), channel, payload);
                     };
-                    delivery.deliver(&mut inner, client, &mut frames, write);
+                    delivery.deliver(&mut inner, client, &mut frames, false, write);
                 }
             }
         }
@@ -407,6 +413,16 @@ impl Hub {
 
     /// `client`'s mail, taken (an overflowed subscriber's says so and holds none).
     pub fn take_mail(&self, client: Client) -> Mail {
+        self.take(client, true)
+    }
+
+    /// `client`'s mail but its tracking invalidations, taken while a command of it runs
+    /// (an invalidation owed meanwhile follows that command's reply: `super::tracking`).
+    pub fn take_messages(&self, client: Client) -> Mail {
+        self.take(client, false)
+    }
+
+    fn take(&self, client: Client, invalidations: bool) -> Mail {
         if self.subscribers.load(Ordering::Relaxed) == 0 {
             return Mail::default();
         }
@@ -416,11 +432,135 @@ impl Hub {
             return Mail::default();
         };
         let mut bytes = Vec::with_capacity(sub.mail.bytes);
-        inner.mail_bytes -= sub.mail.bytes;
-        sub.mail.drain_into(&mut bytes);
-        sub.soft_since_ns = None;
+        let held = sub.mail.bytes;
+        sub.mail.drain_into(&mut bytes, invalidations);
+        inner.mail_bytes -= held - sub.mail.bytes;
+        if sub.mail.bytes == 0 {
+            sub.soft_since_ns = None;
+        }
         let overflowed = sub.overflowed;
         Mail { bytes, overflowed }
+    }
+}
+
+/// Where one tracking invalidation goes, resolved before the hub's lock is taken.
+struct Route {
+    /// The tracking client's ID.
+    id: u64,
+    /// The client that gets it, the protocol it speaks as far as the registry knows, and
+    /// whether it is the tracking client's `REDIRECT`.
+    to: Client,
+    protocol: Protocol,
+    redirected: bool,
+    /// Its redirect client is gone: the tracking client hears `tracking-redir-broken`.
+    broken: Option<u64>,
+    keys: Keys,
+    /// The tracking client's protocol (a flush's null is written in it, as Redis's).
+    own_protocol: Protocol,
+}
+
+fn route(n: Notice) -> Route {
+    let own = (n.target.client, n.target.protocol);
+    let (to, protocol, redirected, broken) = match &n.target.redirect {
+        None => (own.0, own.1, false, None),
+        Some((rid, entry)) => match entry.upgrade().and_then(|e| e.reach()) {
+            Some((client, protocol)) => (client, protocol, true, None),
+            None => (own.0, own.1, false, Some(*rid)),
+        },
+    };
+    Route {
+        id: n.id,
+        to,
+        protocol,
+        redirected,
+        broken,
+        keys: n.keys,
+        own_protocol: n.target.protocol,
+    }
+}
+
+/// An invalidation's frame as `protocol` gets it (`message`: over RESP2's
+/// `__redis__:invalidate` channel).
+fn invalidation_frame(protocol: Protocol, message: bool, keys: &Keys, null: Protocol) -> Vec<u8> {
+    let mut out = Vec::new();
+    if message {
+        write::array(&mut out, 3);
+        write::bulk(&mut out, b"message");
+        write::bulk(&mut out, b"__redis__:invalidate");
+    } else {
+        write::push(&mut out, 2, protocol);
+        write::bulk(&mut out, b"invalidate");
+    }
+    match keys {
+        Keys::Some(keys) => {
+            write::array(&mut out, keys.len());
+            for k in keys {
+                write::bulk(&mut out, k);
+            }
+        }
+        Keys::All => write::null(&mut out, null),
+    }
+    out
+}
+
+impl Hub {
+    /// Sends tracking invalidations where their clients' modes say: a RESP3 client (or its
+    /// RESP3 redirect client) as a push, a RESP2 redirect client that subscribes to
+    /// something as a message on `__redis__:invalidate`, nobody else (Redis's
+    /// `sendTrackingMessage`). A redirect client that is gone marks its tracking client
+    /// broken, which hears of it in RESP3.
+    pub fn deliver_notices(&self, notices: Vec<Notice>) {
+        if notices.is_empty() {
+            return;
+        }
+        // Routed under the lock: a redirect client's registry entry is marked closed before
+        // its session leaves the hub, so no mail is left for a client that is gone.
+        let mut inner = self.lock();
+        let routes: Vec<Route> = notices.into_iter().map(route).collect();
+        let mut delivery = Delivery {
+            now_ns: tamer_device::now_ns(),
+            ..Delivery::default()
+        };
+        let mut broken = Vec::new();
+        for r in &routes {
+            let frame = if let Some(rid) = r.broken {
+                broken.push(r.id);
+                if r.own_protocol != Protocol::Resp3 {
+                    continue;
+                }
+                let mut out = Vec::new();
+                write::push(&mut out, 2, Protocol::Resp3);
+                write::bulk(&mut out, b"tracking-redir-broken");
+                write::integer(&mut out, rid as i64);
+                out
+            } else {
+                let member = inner.subscribers.get(&r.to);
+                let protocol = member.map_or(r.protocol, |m| m.protocol);
+                let subscribed = member.is_some_and(|m| m.subscribed.iter().any(|s| !s.is_empty()));
+                match protocol {
+                    Protocol::Resp3 => invalidation_frame(protocol, false, &r.keys, r.own_protocol),
+                    Protocol::Resp2 if r.redirected && subscribed => {
+                        invalidation_frame(protocol, true, &r.keys, r.own_protocol)
+                    }
+                    Protocol::Resp2 => continue,
+                }
+            };
+            self.member(&mut inner, r.to, r.protocol).pushes = true;
+            let mut frames = Frames::default();
+            delivery.deliver(&mut inner, r.to, &mut frames, true, |out, _| {
+                out.extend_from_slice(&frame);
+            });
+        }
+        drop(inner);
+        if delivery.woke {
+            self.has_mail.store(true, Ordering::Release);
+            if let Some(wake) = self.waker.get() {
+                wake();
+            }
+        }
+        for id in broken {
+            self.tracking.mark_broken(id);
+        }
     }
 }
 
@@ -447,25 +587,33 @@ impl Frames {
     }
 }
 
-/// A subscriber's mail: shared frames in order, and their bytes.
+/// A subscriber's mail: shared frames in order (each marked when it is a tracking
+/// invalidation), and their bytes.
 #[derive(Debug, Default)]
 struct Queued {
-    frames: VecDeque<Arc<[u8]>>,
+    frames: VecDeque<(Arc<[u8]>, bool)>,
     bytes: usize,
 }
 
 impl Queued {
-    fn push(&mut self, frame: Arc<[u8]>) {
+    fn push(&mut self, frame: Arc<[u8]>, invalidation: bool) {
         self.bytes += frame.len();
-        self.frames.push_back(frame);
+        self.frames.push_back((frame, invalidation));
     }
 
-    /// Appends every frame to `out` (the one copy a send needs), leaving it empty.
-    fn drain_into(&mut self, out: &mut Vec<u8>) {
-        for f in self.frames.drain(..) {
-            out.extend_from_slice(&f);
+    /// Appends the frames to `out` (the one copy a send needs), in order; the tracking
+    /// invalidations too when `invalidations`, else they stay.
+    fn drain_into(&mut self, out: &mut Vec<u8>, invalidations: bool) {
+        let mut kept = VecDeque::new();
+        for (f, invalidation) in self.frames.drain(..) {
+            if invalidation && !invalidations {
+                kept.push_back((f, invalidation));
+            } else {
+                out.extend_from_slice(&f);
+            }
         }
-        self.bytes = 0;
+        self.bytes = kept.iter().map(|(f, _)| f.len()).sum();
+        self.frames = kept;
     }
 }
 
@@ -478,12 +626,14 @@ struct Delivery {
 }
 
 impl Delivery {
-    /// Appends the message to `client`'s mail, or marks it overflowed past a bound.
+    /// Appends the message to `client`'s mail (`invalidation`: a tracking invalidation),
+    /// or marks it overflowed past a bound.
     fn deliver(
         &mut self,
         inner: &mut Inner,
         client: Client,
         frames: &mut Frames,
+        invalidation: bool,
         write: impl Fn(&mut Vec<u8>, Protocol),
     ) {
         self.receivers += 1;
@@ -511,7 +661,7 @@ impl Delivery {
             return;
         }
         inner.mail_bytes += frame.len();
-        sub.mail.push(frame);
+        sub.mail.push(frame, invalidation);
         if !had_mail {
             inner.ready.push(client);
             self.woke = true;
@@ -714,6 +864,33 @@ mod tests {
         let mail = h.take_mail(A);
         assert!(mail.overflowed);
         assert!(mail.bytes.is_empty());
+        assert_eq!(h.mail_bytes(), 0);
+    }
+
+    /// Mutation caught: a tracking invalidation taken while its client's command runs
+    /// (it must follow that command's reply), or its frame not Redis's push.
+    #[test]
+    fn invalidations_wait_for_the_command_and_messages_do_not() {
+        let h = hub();
+        h.subscribe(A, Protocol::Resp3, Kind::Channel, b"c");
+        let notice = Notice {
+            id: 1,
+            target: super::super::tracking::Target {
+                client: A,
+                protocol: Protocol::Resp3,
+                redirect: None,
+            },
+            keys: Keys::Some(vec![b"k".to_vec()]),
+        };
+        h.deliver_notices(vec![notice]);
+        h.publish(b"c", b"x", false);
+        let mut want = Vec::new();
+        message(&mut want, Protocol::Resp3, "message", None, b"c", b"x");
+        assert_eq!(h.take_messages(A).bytes, want);
+        assert_eq!(
+            h.take_mail(A).bytes,
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n".to_vec()
+        );
         assert_eq!(h.mail_bytes(), 0);
     }
 

@@ -20,8 +20,9 @@
 mod effects;
 mod hub;
 mod message;
+pub mod tracking;
 
-pub use effects::{DirectEvents, Effects};
+pub use effects::{Caller, DirectEvents, Effects};
 pub use hub::{Client, Hub, Kind};
 pub use message::{confirmation, monitor_line, ping_reply, MonitorSource};
 

@@ -25,6 +25,7 @@ mod clients;
 mod ops;
 mod state;
 mod subscriptions;
+mod tracking;
 mod transaction;
 
 pub(crate) use state::{Services, Session};

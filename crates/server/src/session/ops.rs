@@ -62,6 +62,10 @@ impl Session {
             SessionOp::ClientUnblock => self.client_unblock(args, out),
             SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
             SessionOp::ClientReply => self.client_reply(args[2], out),
+            SessionOp::ClientTracking => self.client_tracking(args, out),
+            SessionOp::ClientCaching => self.client_caching(args[2], out),
+            SessionOp::ClientGetredir => self.client_getredir(out),
+            SessionOp::ClientTrackinginfo => self.client_trackinginfo(out),
             SessionOp::Subscribe => self.subscribe(Kind::Channel, &args[1..], out),
             SessionOp::Psubscribe => self.subscribe(Kind::Pattern, &args[1..], out),
             SessionOp::Ssubscribe => self.subscribe(Kind::Shard, &args[1..], out),
@@ -153,9 +157,9 @@ impl Session {
             self.name = (!name.is_empty()).then(|| name.to_vec());
         }
         self.protocol = protocol;
-        if self.subscribed() {
-            self.pubsub.set_protocol(self.client, protocol);
-        }
+        // The hub may hold it for tracking invalidations too.
+        self.pubsub.set_protocol(self.client, protocol);
+        self.tracking_protocol(protocol);
         self.hello_reply(out);
     }
 
@@ -237,9 +241,11 @@ impl Session {
         self.multi = None;
         self.unwatch_all();
         self.unsubscribe_all();
+        self.tracking_off();
         self.replies = Default::default();
         self.db = 0;
         self.protocol = Protocol::Resp2;
+        self.pubsub.set_protocol(self.client, Protocol::Resp2);
         self.name = None;
         self.no_evict = false;
         self.authenticated = self.stats.config.requirepass().is_none();

@@ -27,6 +27,20 @@ pub const MAX_WATCHED: usize = 4_096;
 /// Most bytes of an unknown command's name (or subcommand) in its label.
 const LABEL_BYTES_MAX: usize = 32;
 
+/// A tracking client's mode, as its session keeps it (the prefixes are the hub's).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Tracking {
+    pub(super) bcast: bool,
+    pub(super) optin: bool,
+    pub(super) optout: bool,
+    pub(super) noloop: bool,
+    /// `REDIRECT`'s client ID (0: none).
+    pub(super) redirect: u64,
+    /// `CLIENT CACHING` was given for the next command (Redis's
+    /// `CLIENT_TRACKING_CACHING`).
+    pub(super) caching: bool,
+}
+
 /// A connection's state (see the module docs).
 #[derive(Debug)]
 pub struct Session {
@@ -66,6 +80,8 @@ pub struct Session {
     pub(super) monitor: bool,
     /// `CLIENT REPLY`'s state.
     pub(super) replies: ReplyMode,
+    /// `CLIENT TRACKING`'s mode (`None`: off).
+    pub(super) tracking: Option<Tracking>,
 }
 
 /// Which replies `CLIENT REPLY` silences (Redis's `CLIENT_REPLY_OFF`, `_SKIP_NEXT`, `_SKIP`).
@@ -131,9 +147,11 @@ pub struct Blocked {
 impl Drop for Session {
     fn drop(&mut self) {
         self.unwatch_all();
-        if self.receives_mail() {
-            self.pubsub.remove(self.client);
+        if self.tracking.is_some() {
+            self.pubsub.tracking.disable(self.id);
         }
+        // The hub may hold it for tracking invalidations whatever the session did.
+        self.pubsub.remove(self.client);
     }
 }
 
@@ -169,6 +187,7 @@ impl Session {
             subscriptions: [0; 3],
             monitor: false,
             replies: ReplyMode::default(),
+            tracking: None,
         }
     }
 
@@ -177,9 +196,10 @@ impl Session {
         self.subscriptions.iter().any(|&n| n > 0)
     }
 
-    /// The hub holds mail for this client: it subscribes to something or monitors.
+    /// The hub holds mail for this client: it subscribes to something, monitors, or
+    /// tracks (a redirect client that the hub holds mail for is known to the network).
     pub fn receives_mail(&self) -> bool {
-        self.subscribed() || self.monitor
+        self.subscribed() || self.monitor || self.tracking.is_some()
     }
 
     /// What the gate knows of this client and the server now.
@@ -259,6 +279,8 @@ impl Session {
             self.record(&label, logged, started, &out[before..], rejected);
         }
         self.silence(command_of(verdict), out, before);
+        let client_command = command_of(verdict).is_some_and(|c| c.name.starts_with("client"));
+        self.spend_caching(client_command);
         None
     }
 
@@ -345,14 +367,16 @@ impl Session {
     }
 
     /// The client registry's view of this session, after a command.
-    fn update_entry(&self) {
+    pub(super) fn update_entry(&self) {
         let Some(entry) = &self.entry else {
             return;
         };
         let (name, db, resp) = (self.name.clone(), self.db, self.protocol);
         let (multi, no_evict) = (self.multi.as_ref().map(|m| m.queued.len()), self.no_evict);
         let subscriptions = self.subscriptions;
+        let tracking = self.tracking.map(|t| (t.bcast, t.redirect));
         entry.update(|s| {
+            s.tracking = tracking;
             s.subscriptions = subscriptions;
             s.name = name.unwrap_or_default();
             s.db = db;

@@ -82,4 +82,12 @@ impl Session {
             out.extend_from_slice(&self.pubsub.take_mail(self.client).bytes);
         }
     }
+
+    /// Moves this session's mail but its tracking invalidations into `out`, as a command
+    /// of it ends (an invalidation owed meanwhile follows the command's reply).
+    pub(super) fn take_messages(&self, out: &mut Vec<u8>) {
+        if self.receives_mail() {
+            out.extend_from_slice(&self.pubsub.take_messages(self.client).bytes);
+        }
+    }
 }

@@ -142,9 +142,26 @@ fn run_handler(
     out: &mut Vec<u8>,
 ) -> Result<(), DbError> {
     match command.run {
-        Run::Tx(handler) => handler(ctx, tx, args, out),
-        Run::WithTable(handler) => handler(&table::TABLE, ctx, tx, args, out),
+        Run::Tx(handler) => handler(ctx, tx, args, out)?,
+        Run::WithTable(handler) => handler(&table::TABLE, ctx, tx, args, out)?,
         Run::Session(_) | Run::Container => unreachable!("{command:?} runs on the session"),
+    }
+    remember_reads(command, ctx, args);
+    Ok(())
+}
+
+/// A read-only command's keys are remembered for client-side caching when its caller's
+/// reads are (scripts' own keys aside: the commands they call count, as Redis's).
+fn remember_reads(command: &Command, ctx: &Context<'_>, args: &[&[u8]]) {
+    if !ctx.effects.remembers()
+        || !command.flags.contains(Flags::READONLY)
+        || command.flags.contains(Flags::NOSCRIPT)
+    {
+        return;
+    }
+    if let Ok(positions) = command.keys(args, true) {
+        let keys: Vec<&[u8]> = positions.iter().map(|(p, _)| args[*p]).collect();
+        ctx.effects.read_keys(&keys);
     }
 }
 
@@ -184,10 +201,11 @@ impl Session {
         out: &mut Vec<u8>,
     ) {
         let gate = MapGate::enter(map, command.tamer.contains(TamerFlags::CHANGES_MAP));
-        let (db, protocol) = (self.db, self.protocol);
+        let (db, protocol, caller) = (self.db, self.protocol, self.caller());
         let result = handle.transaction(|tx| {
             let map = Cell::new(gate.namespaces());
-            let effects = Effects::new(self.stats.config.keyspace_events());
+            let caller = self.caller_now(caller);
+            let effects = Effects::for_caller(self.stats.config.keyspace_events(), caller);
             let run = Env {
                 map: &map,
                 map_exclusive: gate.exclusive(),
@@ -203,9 +221,10 @@ impl Session {
         match result {
             Ok((reply, namespaces, effects)) => {
                 gate.publish(namespaces);
-                // A client that publishes to itself gets the message before the reply.
+                // A client that publishes to itself gets the message before the reply (its
+                // tracking invalidations after it: `crate::pubsub::tracking`).
                 effects.apply(&self.pubsub);
-                self.take_mail(out);
+                self.take_messages(out);
                 out.extend_from_slice(&reply);
                 self.wrote(command);
             }
@@ -329,7 +348,7 @@ impl Session {
             })) => {
                 gate.publish(namespaces);
                 effects.apply(&self.pubsub);
-                self.take_mail(out);
+                self.take_messages(out);
                 self.db = db;
                 self.quit |= quit;
                 let (replies, spans) = self.run_after_commit(handle, map, &queued, replies, spans);
@@ -364,7 +383,8 @@ impl Session {
             }
         }
         let map = Cell::new(gate.namespaces());
-        let effects = Effects::new(self.stats.config.keyspace_events());
+        let caller = self.caller_now(self.caller());
+        let effects = Effects::for_caller(self.stats.config.keyspace_events(), caller);
         let run = Env {
             map: &map,
             map_exclusive: gate.exclusive(),

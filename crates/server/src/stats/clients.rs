@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::pubsub::tracking::{Client, Redirect};
+use crate::resp::Protocol;
+
 /// What a session updates about itself.
 #[derive(Clone, Debug)]
 pub struct ClientState {
@@ -28,12 +31,16 @@ pub struct ClientState {
     pub resp: u8,
     /// Channels, patterns and shard channels it subscribes to.
     pub subscriptions: [usize; 3],
+    /// `CLIENT TRACKING`: whether in `BCAST` mode, and the redirect client (0: none).
+    pub tracking: Option<(bool, u64)>,
 }
 
 /// One connection.
 #[derive(Debug)]
 pub struct ClientEntry {
     pub id: u64,
+    /// Its connection's slot at the network (with `id`, how the pub/sub hub names it).
+    pub slot: usize,
     pub addr: String,
     pub laddr: String,
     /// Its socket (`-1`: a session without one, in tests).
@@ -47,11 +54,12 @@ pub struct ClientEntry {
 
 impl ClientEntry {
     /// An entry for connection `id` on socket `fd` (addresses read from the socket).
-    pub fn new(id: u64, fd: RawFd) -> Self {
+    pub fn new(id: u64, slot: usize, fd: RawFd) -> Self {
         let (addr, laddr) = socket_addrs(fd);
         let now = Instant::now();
         Self {
             id,
+            slot,
             addr,
             laddr,
             fd,
@@ -65,6 +73,7 @@ impl ClientEntry {
                 multi: None,
                 resp: 2,
                 subscriptions: [0; 3],
+                tracking: None,
             }),
             killed: AtomicBool::new(false),
         }
@@ -72,6 +81,11 @@ impl ClientEntry {
 
     pub fn state(&self) -> ClientState {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `CLIENT KILL` shut its socket down (it closes soon), or it is closed.
+    pub fn killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
     }
 
     pub fn update(&self, f: impl FnOnce(&mut ClientState)) {
@@ -89,6 +103,12 @@ impl ClientEntry {
         if s.multi.is_some() {
             flags.push('x');
         }
+        if let Some((bcast, _)) = s.tracking {
+            flags.push('t');
+            if bcast {
+                flags.push('B');
+            }
+        }
         if s.no_evict {
             flags.push('e');
         }
@@ -99,7 +119,7 @@ impl ClientEntry {
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} \
              psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 \
-             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -113,6 +133,7 @@ impl ClientEntry {
             s.subscriptions[2],
             s.multi.map_or(-1, |n| n as i64),
             s.cmd,
+            s.tracking.map_or(-1, |(_, r)| r as i64),
             s.resp
         )
     }
@@ -151,19 +172,39 @@ pub struct Clients {
     map: Mutex<BTreeMap<u64, Arc<ClientEntry>>>,
 }
 
+/// A tracking client's `REDIRECT` reaches this client while it is registered and not
+/// killed; the network's generation of a connection is its ID's low 32 bits.
+impl Redirect for ClientEntry {
+    fn reach(&self) -> Option<(Client, Protocol)> {
+        if self.killed() {
+            return None;
+        }
+        let protocol = if self.state().resp == 3 {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        };
+        Some(((self.slot, self.id as u32), protocol))
+    }
+}
+
 impl Clients {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ClientEntry>>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds connection `id` on socket `fd` (the network, on accept).
-    pub fn register(&self, id: u64, fd: RawFd) {
-        self.lock().insert(id, Arc::new(ClientEntry::new(id, fd)));
+    /// Adds connection `id` in slot `slot` on socket `fd` (the network, on accept).
+    pub fn register(&self, id: u64, slot: usize, fd: RawFd) {
+        self.lock()
+            .insert(id, Arc::new(ClientEntry::new(id, slot, fd)));
     }
 
     /// Removes connection `id` (the network, before it closes the socket).
     pub fn remove(&self, id: u64) {
-        self.lock().remove(&id);
+        if let Some(entry) = self.lock().remove(&id) {
+            // Marked for whoever still holds it (a tracking client's redirect).
+            entry.killed.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Forgets every connection (the network, as it stops).

@@ -65,6 +65,8 @@ pub struct Gathered<'a> {
     pub pubsub: [usize; 3],
     /// Keyspace events left out past a transaction's bound (`tamer_notifications_dropped`).
     pub keyspace_events_dropped: u64,
+    /// Client-side caching's table (`tracking_clients`, `tracking_total_keys` ...).
+    pub tracking: crate::pubsub::tracking::Figures,
 }
 
 /// `INFO`'s text: `# Section` then `field:value` lines, sections separated by a blank line.
@@ -73,7 +75,7 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
         .into_iter()
         .map(|name| match name {
             "server" => server(stats),
-            "clients" => clients(stats),
+            "clients" => clients(stats, gathered),
             "memory" => memory(stats, gathered),
             "persistence" => persistence(stats),
             "stats" => counters(stats, gathered),
@@ -126,13 +128,14 @@ fn server(stats: &ServerStats) -> String {
     )
 }
 
-fn clients(stats: &ServerStats) -> String {
+fn clients(stats: &ServerStats, gathered: Gathered<'_>) -> String {
     format!(
         "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\
-         tracking_clients:0\r\n",
+         tracking_clients:{}\r\n",
         stats.connected.load(Ordering::Relaxed),
         stats.config.max_clients(),
-        stats.blocked_clients.load(Ordering::Relaxed)
+        stats.blocked_clients.load(Ordering::Relaxed),
+        gathered.tracking.clients,
     )
 }
 
@@ -214,9 +217,13 @@ fn counters(stats: &ServerStats, gathered: Gathered<'_>) -> String {
     let pubsub = format!(
         "pubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\n\
          pubsubshard_channels:{shard}\r\nclient_output_buffer_limit_disconnections:{}\r\n\
-         tamer_notifications_dropped:{}\r\n",
+         tamer_notifications_dropped:{}\r\ntracking_total_keys:{}\r\n\
+         tracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n",
         load(&stats.pubsub_overflows),
-        gathered.keyspace_events_dropped
+        gathered.keyspace_events_dropped,
+        gathered.tracking.keys,
+        gathered.tracking.items,
+        gathered.tracking.prefixes,
     );
     let counters = format!(
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\

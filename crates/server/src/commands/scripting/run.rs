@@ -43,6 +43,9 @@ struct RunState<'c, 't, 'tx> {
     resp3: bool,
     options: RunOptions,
     control: &'c RunControl,
+    /// The script's `KEYS`: client-side caching remembers them once it reads anything (as
+    /// Redis remembers its caller's keys, not those the commands read).
+    keys: &'c [&'c [u8]],
     /// A store error (a conflict to retry, a full device ...): the script stops and the
     /// transaction returns it, whatever the script does with the error it saw.
     failed: Option<DbError>,
@@ -117,6 +120,9 @@ impl<'c> RunState<'c, '_, '_> {
             }
         }
         self.feed_monitors(command, &args);
+        if command.flags.contains(Flags::READONLY) {
+            self.ctx.effects.read_keys(self.keys);
+        }
         if command.flags.contains(Flags::WRITE) && reply.first() != Some(&b'-') {
             self.control.wrote.store(true, Ordering::Relaxed);
         }
@@ -216,6 +222,7 @@ pub fn run(
         resp3: false,
         options: invocation.options,
         control: &control,
+        keys: invocation.keys,
         failed: None,
     });
     let result = vm.lua.scope(|scope| {

@@ -69,13 +69,15 @@ fn store(
     members: &[(Vec<u8>, f64)],
     event: &'static str,
 ) -> Result {
-    ctx.touch(dst);
     if members.is_empty() {
+        // Nothing was there: nothing changed (no watcher or cache told, as Redis's).
         if keyspace::remove(tx, ctx.namespace, dst).map_err(keyspace::store_error)? {
+            ctx.touch(dst);
             ctx.notify(Class::Generic, "del", dst);
         }
         return Ok(());
     }
+    ctx.touch(dst);
     let mut z = ZSet::new();
     for (m, s) in members {
         z.set(tx, m, *s, None)?;
