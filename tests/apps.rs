@@ -1,7 +1,7 @@
 //! Applications, end to end against the real binary: redis-py's `Lock` contended by 8
 //! processes, a token-bucket rate limiter in Lua that must decide as redis-server decides
-//! for the same arrival sequence (`tests/py/`), and node-redis's client-side cache
-//! (`tests/js/`).
+//! for the same arrival sequence (`tests/py/`), node-redis's client-side cache
+//! (`tests/js/`), and a Celery worker with its Redis broker and result backend.
 
 mod common;
 
@@ -109,6 +109,48 @@ fn node_redis_client_side_cache_sees_every_write() {
         run(redis.1);
     }
     let dir = temp_dir("apps-caching");
+    let served = Served::start(&dir.0);
+    run(served.port);
+}
+
+/// A real Celery worker (prefork, 2 processes; Redis broker and result backend) runs 1,000
+/// tasks, a tenth always failing, a tenth failing once and retried, a tenth with a 1 s
+/// countdown; every result arrives, right, and every task ran exactly as often as it should.
+/// Run on redis-server too, to keep the script honest. Needs `scripts/install-py-apps.sh`.
+/// Mutations caught: a `BRPOP` wake-up lost or given twice (a task lost or run twice), a
+/// result's pub/sub message lost (a `get` that times out), `MULTI`/`EXEC` or sorted-set
+/// replies kombu cannot parse, an acknowledgement (`ZREM`/`HDEL` of the unacked index) lost.
+#[test]
+fn a_celery_worker_runs_every_task_once() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-apps/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var("TAMER_REQUIRE_PEERS").is_err(),
+            "Celery is missing (scripts/install-py-apps.sh) and TAMER_REQUIRE_PEERS is set"
+        );
+        eprintln!("SKIPPED: Celery is not installed (scripts/install-py-apps.sh)");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/celery_client.py");
+    let run = |port: u16| {
+        let out = Command::new(&python)
+            .arg(&script)
+            .arg(port.to_string())
+            .output()
+            .expect("running celery_client.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("celery ok"),
+            "celery_client.py on port {port}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if have("redis-server", &["--version"]) {
+        let redis = Redis::start().expect("starting redis-server");
+        drop(redis.connect());
+        run(redis.1);
+    }
+    let dir = temp_dir("apps-celery");
     let served = Served::start(&dir.0);
     run(served.port);
 }

@@ -371,6 +371,84 @@ fn a_subscriber_that_does_not_read_is_closed_past_its_bound() {
     }
 }
 
+/// A fan-out to 100 subscribers that read while one more never does: each of the 100 gets
+/// every message, in order; the stalled one, also subscribed to a channel flooded with
+/// 64 MiB, is closed past its bound (Redis's `client-output-buffer-limit pubsub`) while the
+/// others go on; then `PUBLISH` counts the 100. Checked on both servers. Mutations caught: a
+/// message lost, duplicated or reordered for some receivers (a shared frame released
+/// early), a stalled receiver that holds up the others' delivery (their reads time out), an
+/// overflowed receiver still counted or left open.
+#[test]
+fn a_fan_out_to_100_subscribers_survives_a_stalled_one() {
+    const SUBSCRIBERS: usize = 100;
+    const MESSAGES: usize = 1280;
+    const FLOOD_EVERY: usize = 20;
+    let redis = have("redis-server", &["--version"]).then(|| Redis::start().expect("redis"));
+    let dir = temp_dir("pubsub-fan-out");
+    let served = Served::start(&dir.0);
+    let ports: Vec<u16> = redis.iter().map(|r| r.1).chain([served.port]).collect();
+    for port in ports {
+        let readers: Vec<_> = (0..SUBSCRIBERS)
+            .map(|_| {
+                let mut c = Conn::new(port);
+                c.send(&["SUBSCRIBE", "news"]);
+                assert!(c.next().contains("subscribe"), "port {port}");
+                std::thread::spawn(move || {
+                    for k in 0..MESSAGES {
+                        let m = format!("m{k}");
+                        let want = format!(
+                            "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n${}\r\n{m}\r\n",
+                            m.len()
+                        );
+                        assert_eq!(c.next(), want, "port {port}: message {k}");
+                    }
+                    c
+                })
+            })
+            .collect();
+        let mut stalled = Conn::new(port);
+        stalled.send(&["SUBSCRIBE", "news", "flood"]);
+        let mut publisher = Conn::new(port);
+        // The stalled client's confirmations, waited for through a count that includes it.
+        publisher.send(&["PUBSUB", "NUMSUB", "flood"]);
+        assert_eq!(
+            publisher.next(),
+            "*2\r\n$5\r\nflood\r\n:1\r\n",
+            "port {port}"
+        );
+        let payload = "x".repeat(1 << 20);
+        for k in 0..MESSAGES {
+            publisher.send(&["PUBLISH", "news", &format!("m{k}")]);
+            let n = publisher.next();
+            assert!(n == ":101\r\n" || n == ":100\r\n", "port {port}: {n}");
+            if k % FLOOD_EVERY == 0 {
+                publisher.send(&["PUBLISH", "flood", &payload]);
+                let n = publisher.next();
+                assert!(n == ":1\r\n" || n == ":0\r\n", "port {port}: {n}");
+            }
+        }
+        // Kept open until the last count.
+        let _readers: Vec<Conn> = readers
+            .into_iter()
+            .map(|r| r.join().expect("a subscriber saw its messages in order"))
+            .collect();
+        let mut total = 0usize;
+        let mut chunk = vec![0u8; 1 << 20];
+        // Everything the socket holds, then its end (bounded by the read timeout).
+        let closed = loop {
+            match stalled.stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(n) => total += n,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(e) => panic!("port {port}: reading after {total} bytes: {e}"),
+            }
+        };
+        assert!(closed && total < 48 << 20, "port {port}: {total} bytes");
+        publisher.send(&["PUBLISH", "news", "after"]);
+        assert_eq!(publisher.next(), ":100\r\n", "port {port}");
+    }
+}
+
 /// Reads `conn` up to and including `marker`: everything it received.
 fn read_until(conn: &mut Conn, marker: &str) -> Vec<String> {
     let mut got = Vec::new();
