@@ -308,6 +308,7 @@ pub struct Config {
     slowlog_max_len: AtomicUsize,
     latency_threshold_ms: AtomicU64,
     busy_reply_threshold_ms: AtomicU64,
+    tracking_table_max_keys: AtomicU64,
     keyspace_events: AtomicU16,
     /// Packing bounds: hash entries and value, zset entries and value, set entries.
     packing: [AtomicU64; 5],
@@ -327,6 +328,7 @@ impl Default for Config {
             slowlog_max_len: AtomicUsize::new(0),
             latency_threshold_ms: AtomicU64::new(0),
             busy_reply_threshold_ms: AtomicU64::new(0),
+            tracking_table_max_keys: AtomicU64::new(0),
             keyspace_events: AtomicU16::new(0),
             packing: Default::default(),
             requirepass: Mutex::new(None),
@@ -356,6 +358,10 @@ impl Config {
     /// `busy-reply-threshold` (ms; 0: scripts are never busy).
     pub fn busy_reply_threshold_ms(&self) -> u64 {
         self.busy_reply_threshold_ms.load(Ordering::Relaxed)
+    }
+    /// `tracking-table-max-keys` (0: no bound).
+    pub fn tracking_table_max_keys(&self) -> u64 {
+        self.tracking_table_max_keys.load(Ordering::Relaxed)
     }
     /// `notify-keyspace-events`.
     pub fn keyspace_events(&self) -> Classes {
@@ -421,6 +427,8 @@ impl Config {
             .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
         self.busy_reply_threshold_ms
             .store(num("busy-reply-threshold") as u64, Ordering::Relaxed);
+        self.tracking_table_max_keys
+            .store(num("tracking-table-max-keys") as u64, Ordering::Relaxed);
         let packing = [
             "hash-max-listpack-entries",
             "hash-max-listpack-value",

@@ -297,7 +297,7 @@ impl Session {
             remembers,
             epoch: 0,
             table_max_keys: if remembers {
-                self.stats.config.get_u64("tracking-table-max-keys")
+                self.stats.config.tracking_table_max_keys()
             } else {
                 0
             },
