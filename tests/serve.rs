@@ -1918,3 +1918,101 @@ fn active_expiry_goes_on_after_flushdb() {
     assert_eq!(call(&mut c, &["SELECT", "0"]), "+OK\r\n");
     assert_eq!(call(&mut c, &["DBSIZE"]), ":0\r\n");
 }
+
+/// Values a test sets a Redis-only setting to: one that differs from the default and is
+/// valid, and one that is not (`None`: every value is valid).
+fn probe_values(s: &tamer_server::config::Setting) -> (String, Option<String>) {
+    use tamer_server::config::Kind;
+    match s.kind {
+        Kind::Bool => (
+            if s.default == "yes" { "no" } else { "yes" }.into(),
+            Some("maybe".into()),
+        ),
+        Kind::Enum(names) => (
+            names
+                .iter()
+                .find(|n| **n != s.default)
+                .unwrap()
+                .to_uppercase(),
+            Some("tamer-probe-x".into()),
+        ),
+        Kind::Int { min, max } => {
+            let d: i64 = s.default.parse().unwrap();
+            let other = if d < max { d + 1 } else { min };
+            let bad = if max < i64::MAX { max + 1 } else { min - 1 };
+            (other.to_string(), Some(bad.to_string()))
+        }
+        Kind::Memory => ("3mb".into(), Some("3 apples".into())),
+        Kind::Text | Kind::KeyspaceEvents => ("tamer probe".into(), None),
+    }
+}
+
+/// Every setting Redis 7.0's `CONFIG GET *` lists is listed by tamer's, and each of Redis's
+/// settings that tamer accepts without effect (`config/redis_only.rs`) and their aliases
+/// answer `CONFIG GET` and `CONFIG SET` as redis-server does: the default, a valid other
+/// value (set, read back, set back), an invalid one (Redis's reason), an immutable or
+/// protected one refused. A `Fixed` one shows Redis's default and refuses any other value.
+/// Mutations caught: a setting missing, a wrong default, kind or range, an immutable one
+/// that `CONFIG SET` changes, an alias not resolved.
+#[test]
+fn redis_settings_answer_config_as_redis_does() {
+    use tamer_server::config::{find, setting_at, Mutability, REDIS_ONLY, REDIS_ONLY_ALIASES};
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let mut want = redis.connect();
+    let dir = temp_dir("config-redis-only");
+    let served = Served::start(&dir.0);
+    let mut got = served.connect();
+    let names = |conn: &mut TcpStream| -> Vec<String> {
+        let reply = call(conn, &["CONFIG", "GET", "*"]);
+        let lines: Vec<&str> = reply.split("\r\n").collect();
+        lines[2..]
+            .iter()
+            .step_by(4)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let tamer_names = names(&mut got);
+    for name in names(&mut want) {
+        assert!(tamer_names.contains(&name), "CONFIG GET * lacks {name}");
+    }
+    let both = |want: &mut TcpStream, got: &mut TcpStream, args: &[&str]| {
+        let w = call(want, args);
+        let g = call(got, args);
+        assert_eq!(g, w, "{args:?}: tamer's, then redis-server's");
+        g
+    };
+    let aliases = REDIS_ONLY_ALIASES.iter().map(|(a, _)| *a);
+    for name in REDIS_ONLY.iter().map(|s| s.name).chain(aliases) {
+        let s = setting_at(find(name).unwrap());
+        both(&mut want, &mut got, &["CONFIG", "GET", name]);
+        let (other, bad) = probe_values(s);
+        match s.mutability {
+            Mutability::Live => {
+                assert_eq!(
+                    both(&mut want, &mut got, &["CONFIG", "SET", name, &other]),
+                    "+OK\r\n",
+                    "{name}"
+                );
+                both(&mut want, &mut got, &["CONFIG", "GET", name]);
+                if let Some(bad) = bad {
+                    both(&mut want, &mut got, &["CONFIG", "SET", name, &bad]);
+                }
+                both(&mut want, &mut got, &["CONFIG", "SET", name, s.default]);
+            }
+            Mutability::Immutable | Mutability::Protected => {
+                both(&mut want, &mut got, &["CONFIG", "SET", name, s.default]);
+            }
+            Mutability::Fixed => {
+                let refused = call(&mut got, &["CONFIG", "SET", name, &other]);
+                assert!(
+                    refused.contains("tamer does not support"),
+                    "{name}: {refused}"
+                );
+            }
+        }
+        both(&mut want, &mut got, &["CONFIG", "GET", name]);
+    }
+}

@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex};
 use keyspace_events::Classes;
 
 pub mod keyspace_events;
+mod redis_only;
+
+pub use redis_only::{REDIS_ONLY, REDIS_ONLY_ALIASES};
 
 /// How a setting's value is checked and normalized.
 #[derive(Clone, Copy, Debug)]
@@ -48,8 +51,22 @@ pub struct Setting {
     pub default: &'static str,
     /// What values it takes.
     pub kind: Kind,
-    /// `CONFIG SET` changes it while the server runs (otherwise only at startup).
-    pub live: bool,
+    /// Who may change it, and when.
+    pub mutability: Mutability,
+}
+
+/// Who may change a setting, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutability {
+    /// `CONFIG SET` changes it while the server runs.
+    Live,
+    /// Only the config file and the flags set it (Redis: "can't set immutable config").
+    Immutable,
+    /// As `Immutable` (Redis's protected settings: "can't set protected config").
+    Protected,
+    /// Redis's, kept at its default: tamer shows it and refuses any other value
+    /// (accepting it silently would mislead: replication, TLS, ACL files, ...).
+    Fixed,
 }
 
 const fn setting(name: &'static str, default: &'static str, kind: Kind, live: bool) -> Setting {
@@ -57,8 +74,47 @@ const fn setting(name: &'static str, default: &'static str, kind: Kind, live: bo
         name,
         default,
         kind,
-        live,
+        mutability: if live {
+            Mutability::Live
+        } else {
+            Mutability::Immutable
+        },
     }
+}
+
+impl Setting {
+    /// One of Redis's settings that tamer accepts without effect (`redis_only`).
+    pub const fn redis_only(
+        name: &'static str,
+        default: &'static str,
+        kind: Kind,
+        mutability: Mutability,
+    ) -> Setting {
+        Setting {
+            name,
+            default,
+            kind,
+            mutability,
+        }
+    }
+}
+
+/// Every setting: tamer's own ([`SETTINGS`]), then Redis's accepted without effect
+/// ([`REDIS_ONLY`]); an index of [`find`] indexes this order.
+pub fn registry() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS.iter().chain(REDIS_ONLY)
+}
+
+/// The setting at index `i` of [`registry`].
+pub fn setting_at(i: usize) -> &'static Setting {
+    SETTINGS
+        .get(i)
+        .unwrap_or_else(|| &REDIS_ONLY[i - SETTINGS.len()])
+}
+
+/// Every alias: tamer's settings', then Redis-only settings'.
+fn aliases() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    ALIASES.iter().chain(REDIS_ONLY_ALIASES)
 }
 
 const I64: i64 = i64::MAX;
@@ -212,11 +268,18 @@ pub enum Origin {
 
 /// The index of the setting named `name` (exactly, lowercase).
 pub fn find(name: &str) -> Option<usize> {
-    let name = ALIASES
-        .iter()
+    let name = aliases()
         .find(|(alias, _)| *alias == name)
         .map_or(name, |(_, setting)| setting);
-    SETTINGS.binary_search_by(|s| s.name.cmp(name)).ok()
+    SETTINGS
+        .binary_search_by(|s| s.name.cmp(name))
+        .ok()
+        .or_else(|| {
+            REDIS_ONLY
+                .binary_search_by(|s| s.name.cmp(name))
+                .ok()
+                .map(|j| SETTINGS.len() + j)
+        })
 }
 
 /// Redis's other names of settings (`CONFIG GET` lists them too, with the setting's value).
@@ -317,8 +380,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let values = SETTINGS
-            .iter()
+        let values = registry()
             .map(|s| normalize(s.kind, s.default).expect("defaults are valid"))
             .collect();
         let config = Config {
@@ -463,10 +525,16 @@ impl Config {
             if changes.iter().any(|(j, _)| *j == i) {
                 return Err(fail(&lower, "duplicate parameter"));
             }
-            if origin == Origin::Client && !SETTINGS[i].live {
-                return Err(fail(&lower, "can't set immutable config"));
+            let setting = setting_at(i);
+            if let Some(why) = refusal(setting, origin) {
+                return Err(fail(&lower, why));
             }
-            let value = normalize(SETTINGS[i].kind, value).map_err(|why| fail(&lower, &why))?;
+            let value = normalize(setting.kind, value).map_err(|why| fail(&lower, &why))?;
+            if setting.mutability == Mutability::Fixed
+                && normalize(setting.kind, setting.default).as_ref() != Ok(&value)
+            {
+                return Err(fail(&lower, FIXED_REFUSAL));
+            }
             changes.push((i, value));
         }
         {
@@ -482,8 +550,7 @@ impl Config {
     /// `CONFIG GET pattern...`: each matching setting once, in the registry's order.
     pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(&'static str, String)> {
         let values = self.lock();
-        SETTINGS
-            .iter()
+        registry()
             .zip(values.iter())
             .filter(|(s, _)| {
                 patterns
@@ -491,14 +558,27 @@ impl Config {
                     .any(|p| crate::glob::matches_nocase(p, s.name.as_bytes()))
             })
             .map(|(s, v)| (s.name, shown(s.kind, v)))
-            .chain(ALIASES.iter().filter_map(|(alias, setting)| {
+            .chain(aliases().filter_map(|(alias, setting)| {
                 let wanted = patterns
                     .iter()
                     .any(|p| crate::glob::matches_nocase(p, alias.as_bytes()));
                 let i = find(setting).expect("an alias names a setting");
-                wanted.then(|| (*alias, shown(SETTINGS[i].kind, &values[i])))
+                wanted.then(|| (*alias, shown(setting_at(i).kind, &values[i])))
             }))
             .collect()
+    }
+}
+
+/// Why a `Fixed` setting is not changed (after Redis's "possibly related to argument").
+const FIXED_REFUSAL: &str = "tamer does not support changing it (kept at Redis's default)";
+
+/// Why `origin` may not set `setting` at all, as Redis words it.
+fn refusal(setting: &Setting, origin: Origin) -> Option<&'static str> {
+    match (setting.mutability, origin) {
+        (Mutability::Live | Mutability::Fixed, _) => None,
+        (_, Origin::Startup) => None,
+        (Mutability::Immutable, Origin::Client) => Some("can't set immutable config"),
+        (Mutability::Protected, Origin::Client) => Some("can't set protected config"),
     }
 }
 
@@ -529,6 +609,7 @@ pub fn from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
     for (key, value) in table {
         let Some(i) = find(&key) else {
             let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+            // Redis's own settings are accepted too; the message lists tamer's.
             return Err(format!(
                 "unknown setting '{key}' (known: {})",
                 known.join(", ")
@@ -545,7 +626,7 @@ pub fn from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
                 ))
             }
         };
-        normalize(SETTINGS[i].kind, &text)
+        normalize(setting_at(i).kind, &text)
             .map_err(|why| format!("setting '{key}' = {text:?}: {why}"))?;
         pairs.push((key, text));
     }

@@ -100,27 +100,85 @@ fn matching_lists_each_setting_once() {
     let config = Config::default();
     let got = config.matching(&[b"max*", b"maxclients", b"port"]);
     let names: Vec<&str> = got.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["maxclients", "maxmemory", "port"]);
+    let want = [
+        "maxclients",
+        "maxmemory",
+        "port",
+        "maxmemory-clients",
+        "maxmemory-eviction-tenacity",
+        "maxmemory-policy",
+        "maxmemory-samples",
+    ];
+    assert_eq!(names, want);
     assert_eq!(
         config.matching(&[b"*"]).len(),
-        SETTINGS.len() + ALIASES.len()
+        SETTINGS.len() + ALIASES.len() + REDIS_ONLY.len() + REDIS_ONLY_ALIASES.len()
     );
 }
 
-/// Catches a registry out of order (lookups binary-search it) or with a bad default.
+/// Catches a registry out of order (lookups binary-search it), with a bad default, with a
+/// name in both tables, or with an alias that names no setting.
 #[test]
 fn registry_is_sorted_and_defaults_valid() {
-    for pair in SETTINGS.windows(2) {
+    for table in [SETTINGS, REDIS_ONLY] {
+        for pair in table.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+    }
+    for s in registry() {
+        normalize(s.kind, s.default).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        assert_eq!(setting_at(find(s.name).unwrap()).name, s.name);
+    }
+    for s in REDIS_ONLY {
         assert!(
-            pair[0].name < pair[1].name,
-            "{} before {}",
-            pair[0].name,
-            pair[1].name
+            SETTINGS.binary_search_by(|t| t.name.cmp(s.name)).is_err(),
+            "{}",
+            s.name
         );
     }
-    for s in SETTINGS {
-        normalize(s.kind, s.default).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+    for (alias, name) in ALIASES.iter().chain(REDIS_ONLY_ALIASES) {
+        assert_eq!(setting_at(find(alias).unwrap()).name, *name);
     }
+}
+
+/// Catches a `Fixed` setting that takes another value (from a client or the config file),
+/// or that refuses its own default; an immutable or protected one a client changes.
+#[test]
+fn redis_only_settings_keep_their_mutability() {
+    let config = Config::default();
+    let fixed = "ERR CONFIG SET failed (possibly related to argument 'tls-port') - tamer does \
+                 not support changing it (kept at Redis's default)";
+    for origin in [Origin::Client, Origin::Startup] {
+        assert_eq!(
+            config.set_many(&[("tls-port", "6380")], origin),
+            Err(fixed.into())
+        );
+        assert_eq!(config.set_many(&[("tls-port", "0")], origin), Ok(()));
+        assert!(config
+            .set_many(&[("slaveof", "localhost 6379")], origin)
+            .is_err());
+    }
+    let immutable = config.set_many(&[("tcp-backlog", "100")], Origin::Client);
+    assert!(immutable
+        .unwrap_err()
+        .ends_with("can't set immutable config"));
+    let protected = config.set_many(&[("dbfilename", "x.rdb")], Origin::Client);
+    assert!(protected
+        .unwrap_err()
+        .ends_with("can't set protected config"));
+    config
+        .set_many(&[("tcp-backlog", "100")], Origin::Startup)
+        .unwrap();
+    config
+        .set_many(&[("maxmemory-policy", "AllKeys-LRU")], Origin::Client)
+        .unwrap();
+    assert_eq!(config.get("maxmemory-policy"), "allkeys-lru");
+    assert_eq!(config.get("tcp-backlog"), "100");
 }
 
 /// Catches a TOML loader that accepts an unknown key, a bad value or a nested table, or
