@@ -35,8 +35,8 @@ zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
     "client": [
-        "caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "reply",
-        "setname", "tracking", "trackinginfo", "unblock",
+        "caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "pause",
+        "reply", "setname", "tracking", "trackinginfo", "unblock", "unpause",
     ],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "set"],

@@ -92,6 +92,7 @@ const TAMER_FLAGS: &[&str] = &[
     "changes_map",
     "secret_args",
     "subscribed_context",
+    "may_replicate",
 ];
 
 /// A JSON value with its maps' order kept (clients read `COMMAND DOCS` maps in Redis's order).

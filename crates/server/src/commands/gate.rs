@@ -18,7 +18,12 @@
 //! 9. While a script is busy, only the `allow_busy` commands run.
 //! 10. A `MONITOR` client may not run a command that reads or writes keys (Redis's rule for
 //!     replicas, which monitors are to it).
-//! 11. Inside `MULTI`, every command but the ones that run in it is queued.
+//! 11. While `CLIENT PAUSE` is in force, a command it covers is postponed (the client waits,
+//!     its request kept, until the pause ends): in `ALL` mode every command, in `WRITE`
+//!     mode those that write or may replicate (Redis's `may-replicate`: `PUBLISH`, scripts,
+//!     ...) and an `EXEC` whose queue holds one. Queueing is postponed too, as Redis's check
+//!     comes before it.
+//! 12. Inside `MULTI`, every command but the ones that run in it is queued.
 //!
 //! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
 //! `flagTransaction`; a refused `EXEC` discards it and says why. ACL permissions and cluster slots will be rules between 5 and 6.
@@ -27,6 +32,7 @@
 
 use super::spec::{Command, Flags, Run, SessionOp, TamerFlags};
 use super::table;
+pub use crate::keyspace::pause::PauseMode;
 use crate::resp::write;
 
 /// What the gate knows of the client and the server when a request arrives.
@@ -50,6 +56,10 @@ pub struct Snapshot {
     pub pubsub_context: bool,
     /// The client is in `MONITOR` mode (Redis then treats it as a replica).
     pub monitor: bool,
+    /// The `CLIENT PAUSE` in force, if any.
+    pub paused: Option<PauseMode>,
+    /// The client's `MULTI` queue holds a command that writes or may replicate.
+    pub multi_writes: bool,
 }
 
 /// What runs past `busy-reply-threshold`: the refusal names the command that stops it.
@@ -82,6 +92,8 @@ pub enum Verdict {
     Queue(&'static Command),
     /// Keep it until the client's blocked command replies.
     Wait,
+    /// Keep it until the `CLIENT PAUSE` in force ends (then it passes the gate again).
+    Postpone(&'static Command),
     /// Refuse it with [`Refusal::write`]'s error.
     Refuse(Refusal),
 }
@@ -152,16 +164,33 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     {
         return Verdict::Refuse(Refusal::Busy(command, busy));
     }
-    let keyspace = command.flags.contains(Flags::WRITE)
-        || command.flags.contains(Flags::READONLY)
-        || command.flags.contains(Flags::MAY_REPLICATE);
+    let keyspace = writes_or_replicates(command) || command.flags.contains(Flags::READONLY);
     if s.monitor && keyspace {
         return Verdict::Refuse(Refusal::Monitor(command));
+    }
+    if s.paused
+        .is_some_and(|mode| paused_for(command, mode, s.multi_writes))
+    {
+        return Verdict::Postpone(command);
     }
     if s.in_multi && !command.tamer.contains(TamerFlags::RUNS_IN_MULTI) {
         return Verdict::Queue(command);
     }
     Verdict::Run(command)
+}
+
+/// Whether a pause in `mode` holds `command` back (`multi_writes`: the client's queue holds
+/// a command that writes or may replicate).
+fn paused_for(command: &Command, mode: PauseMode, multi_writes: bool) -> bool {
+    let exec = matches!(command.run, Run::Session(SessionOp::Exec));
+    mode == PauseMode::All || writes_or_replicates(command) || (exec && multi_writes)
+}
+
+/// A command Redis's `CLIENT PAUSE WRITE` holds back: `write` or `may-replicate`.
+pub fn writes_or_replicates(command: &Command) -> bool {
+    command.flags.contains(Flags::WRITE)
+        || command.flags.contains(Flags::MAY_REPLICATE)
+        || command.tamer.contains(TamerFlags::MAY_REPLICATE)
 }
 
 /// The command or subcommand `args` names (Redis's `lookupCommand`: a container sent alone is
@@ -298,7 +327,71 @@ mod tests {
         script_busy: None,
         pubsub_context: false,
         monitor: false,
+        paused: None,
+        multi_writes: false,
     };
+
+    /// Rule 11. Catches a `WRITE` pause that holds back reads, lets writes, `PUBLISH`,
+    /// `EVAL` or an `EXEC` of writes through, or checks before the refusals (an unknown
+    /// command must be refused at once); an `ALL` pause that lets anything through; a pause
+    /// checked after queueing (a write queued in `MULTI` must wait).
+    #[test]
+    fn a_pause_postpones_what_it_covers() {
+        let write = Snapshot {
+            paused: Some(PauseMode::Write),
+            ..OK
+        };
+        let postponed = |line: &str, s| matches!(decide_line(line, s), Verdict::Postpone(_));
+        for line in [
+            "set a b",
+            "publish c m",
+            "eval x 0",
+            "evalsha x 0",
+            "fcall f 0",
+            "del a",
+        ] {
+            assert!(postponed(line, write), "{line}");
+        }
+        for line in [
+            "get a",
+            "eval_ro x 0",
+            "ping",
+            "exec",
+            "client unpause",
+            "info",
+        ] {
+            assert!(!postponed(line, write), "{line}");
+        }
+        let exec_of_writes = Snapshot {
+            in_multi: true,
+            multi_writes: true,
+            ..write
+        };
+        assert!(postponed("exec", exec_of_writes));
+        let in_multi = Snapshot {
+            in_multi: true,
+            ..write
+        };
+        assert!(postponed("set a b", in_multi));
+        assert!(matches!(decide_line("get a", in_multi), Verdict::Queue(_)));
+        assert!(matches!(decide_line("nosuch", write), Verdict::Refuse(_)));
+        assert!(matches!(decide_line("get", write), Verdict::Refuse(_)));
+        let monitor = Snapshot {
+            monitor: true,
+            ..write
+        };
+        assert!(matches!(
+            decide_line("set a b", monitor),
+            Verdict::Refuse(Refusal::Monitor(_))
+        ));
+        let all = Snapshot {
+            paused: Some(PauseMode::All),
+            ..OK
+        };
+        for line in ["get a", "ping", "client unpause", "info"] {
+            assert!(postponed(line, all), "{line}");
+        }
+    }
 
     /// Rule 1. Catches a blocked client's next request run (or refused) before its blocked
     /// command replied.
@@ -631,6 +724,8 @@ mod tests {
             script_busy: Some(BusyScript::Eval),
             pubsub_context: true,
             monitor: true,
+            paused: None,
+            multi_writes: true,
         };
         assert_eq!(
             decide_line("nosuch", everything),

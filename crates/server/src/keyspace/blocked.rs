@@ -36,6 +36,9 @@ pub enum State {
 #[derive(Debug)]
 struct Waiter {
     keys: Vec<Vec<u8>>,
+    /// Held back by `CLIENT PAUSE` (no keys): only the pause's end or `CLIENT UNPAUSE`
+    /// releases it, never `CLIENT UNBLOCK`.
+    postponed: bool,
     /// On the `now_ns` clock; `None`: for ever.
     deadline_ns: Option<u64>,
     state: State,
@@ -92,6 +95,22 @@ impl BlockTable {
 
     /// Blocks `client` on `keys` (store keys as `Watches` names them) until `deadline_ns`.
     pub fn block(&self, client: ClientKey, keys: Vec<Vec<u8>>, deadline_ns: Option<u64>) {
+        self.insert(client, keys, deadline_ns, false);
+    }
+
+    /// Holds `client` back for `CLIENT PAUSE` until `deadline_ns` (the pause's end) or
+    /// [`Self::release_postponed`].
+    pub fn postpone(&self, client: ClientKey, deadline_ns: u64) {
+        self.insert(client, Vec::new(), Some(deadline_ns), true);
+    }
+
+    fn insert(
+        &self,
+        client: ClientKey,
+        keys: Vec<Vec<u8>>,
+        deadline_ns: Option<u64>,
+        postponed: bool,
+    ) {
         let mut t = self.lock();
         assert!(
             !t.waiters.contains_key(&client),
@@ -107,6 +126,7 @@ impl BlockTable {
             client,
             Waiter {
                 keys,
+                postponed,
                 deadline_ns,
                 state: State::Waiting,
             },
@@ -122,7 +142,7 @@ impl BlockTable {
         let found = t
             .waiters
             .iter()
-            .find(|(k, w)| k.1 == id && w.state == State::Waiting)
+            .find(|(k, w)| k.1 == id && w.state == State::Waiting && !w.postponed)
             .map(|(k, _)| *k);
         let Some(client) = found else {
             return false;
@@ -136,6 +156,32 @@ impl BlockTable {
             wake();
         }
         true
+    }
+
+    /// `CLIENT UNPAUSE`: every postponed client leaves the table, to run its requests again
+    /// (as after its timeout: no reply of its own); how many.
+    pub fn release_postponed(&self) -> usize {
+        let mut t = self.lock();
+        let postponed: Vec<ClientKey> = t
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.postponed)
+            .map(|(k, _)| *k)
+            .collect();
+        for &client in &postponed {
+            Self::remove_locked(&mut t, client);
+            t.unblocked.push((client, false));
+        }
+        self.blocked.store(t.waiters.len(), Ordering::Release);
+        if postponed.is_empty() {
+            return 0;
+        }
+        self.has_unblocked.store(true, Ordering::Release);
+        drop(t);
+        if let Some(wake) = self.waker.get() {
+            wake();
+        }
+        postponed.len()
     }
 
     /// Some client was unblocked by `CLIENT UNBLOCK` since the last [`Self::take_unblocked`].
@@ -301,6 +347,27 @@ mod tests {
     const A: ClientKey = (1, 1);
     const B: ClientKey = (2, 1);
     const C: ClientKey = (3, 1);
+
+    /// `CLIENT UNPAUSE` releases the postponed clients only, `CLIENT UNBLOCK` never touches
+    /// them, and the pause's end releases them as a timeout. Mutations caught: an unpause
+    /// that wakes a blocking pop (it would reply its timeout), a postponed client that
+    /// `CLIENT UNBLOCK` takes out (Redis answers 0), one not counted as blocked.
+    #[test]
+    fn postponed_clients_leave_at_unpause_or_at_the_pause_end() {
+        let t = BlockTable::default();
+        const D: ClientKey = (4, 7);
+        t.postpone(D, 100);
+        t.block(B, vec![b"k".to_vec()], None);
+        t.postpone(C, 50);
+        assert_eq!(t.len(), 3);
+        assert!(!t.unblock(D.1, false));
+        assert_eq!(t.take_expired(60), vec![C]);
+        assert_eq!(t.release_postponed(), 1);
+        assert_eq!(t.take_unblocked(), vec![(D, false)]);
+        assert_eq!(t.state(B), Some(State::Waiting));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.release_postponed(), 0);
+    }
 
     /// A write makes only the first client of its key's line ready. Catches waking every
     /// client of the key (they would race: not Redis's order), waking a client of another key.

@@ -30,6 +30,7 @@ use tamer_store::{Db, DbError, DbHandle, Tx};
 
 use crate::keyspace::events::{Class, KeyEvents};
 use crate::keyspace::expiry_index::{self, chunk_key, head_key, Cursor, SLOT_MS};
+use crate::keyspace::pause::Pause;
 use crate::keyspace::watches::Watches;
 use crate::keyspace::{wall_ms, Entry};
 
@@ -416,6 +417,7 @@ impl Expirer {
         stats: Arc<ExpiryStats>,
         watches: Option<Arc<Watches>>,
         events: Option<Arc<dyn KeyEvents + Send + Sync>>,
+        pause: Option<Arc<Pause>>,
     ) -> Result<Expirer, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new((Mutex::new(false), Condvar::new()));
@@ -425,6 +427,7 @@ impl Expirer {
                 let told = Told {
                     watches: watches.as_deref(),
                     events: events.as_deref().map(|e| e as &dyn KeyEvents),
+                    pause: pause.as_deref(),
                 };
                 run(&handle, options, &stats, told, &stop2);
                 *done2.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
@@ -449,6 +452,8 @@ impl Drop for Expirer {
 struct Told<'a> {
     watches: Option<&'a Watches>,
     events: Option<&'a dyn KeyEvents>,
+    /// While a `CLIENT PAUSE` is in force no pass runs (Redis's `checkClientPauseTimeout...`).
+    pause: Option<&'a Pause>,
 }
 
 /// The job: passes until `stop`, sleeping `interval_ms` between them.
@@ -463,13 +468,21 @@ fn run(
     let mut last_error: Option<Instant> = None;
     let interval = Duration::from_millis(options.interval_ms);
     while !stop.load(Ordering::SeqCst) {
+        let paused = told
+            .pause
+            .is_some_and(|p| p.current(tamer_device::now_ns()).is_some());
         let env = PassEnv {
             watches: told.watches,
             stop: Some(stop),
             events: told.events,
         };
-        match pass(handle, effort, env) {
-            Ok(report) => {
+        match if paused {
+            Ok(None)
+        } else {
+            pass(handle, effort, env).map(Some)
+        } {
+            Ok(None) => {}
+            Ok(Some(report)) => {
                 stats.record(&report);
                 effort = next_effort(&options.policy, effort, report.capped);
             }

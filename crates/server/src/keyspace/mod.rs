@@ -43,6 +43,7 @@ pub(crate) mod dbmap;
 pub(crate) mod events;
 pub(crate) mod expiry;
 pub mod expiry_index;
+pub(crate) mod pause;
 pub(crate) mod reclaim;
 pub(crate) mod scope;
 pub(crate) mod watches;

@@ -199,6 +199,8 @@ impl Network {
             // Still blocked: the connection stays busy; its replies so far go out.
             if d.retry {
                 blocks.retried(client, false);
+            } else if b.postponed {
+                blocks.postpone(client, b.deadline_ns.expect("a pause ends"));
             } else {
                 blocks.block(client, b.keys.clone(), b.deadline_ns);
             }

@@ -66,6 +66,7 @@ impl Server {
             shared.stats.expiry.clone(),
             None,
             Some(Arc::new(expired_events)),
+            Some(shared.stats.pause.clone()),
         )?;
         let routing = Routing {
             dispatch: options.dispatch,

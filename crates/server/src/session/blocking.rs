@@ -62,6 +62,23 @@ impl Session {
             deadline_ns,
             empty_reply,
             timeout_reply,
+            postponed: false,
+        });
+    }
+
+    /// `CLIENT PAUSE` holds `command` back: the session waits, as a blocked one, until the
+    /// pause's end (`CLIENT UNPAUSE` releases it sooner); its request is kept to run then.
+    pub(super) fn postpone(&mut self, command: &'static Command) {
+        let now_ns = tamer_device::now_ns();
+        let end_ns = self.stats.pause.current(now_ns).map_or(now_ns, |p| p.1);
+        self.blocked = Some(Blocked {
+            command,
+            args: Vec::new(),
+            keys: Vec::new(),
+            deadline_ns: Some(end_ns),
+            empty_reply: Vec::new(),
+            timeout_reply: Vec::new(),
+            postponed: true,
         });
     }
 

@@ -2,6 +2,7 @@
 //! (`crate::stats::clients`), with Redis 7.0's replies and error texts.
 
 use super::state::Session;
+use crate::keyspace::pause::PauseMode;
 use crate::resp::{parse_i64, write};
 use crate::stats::clients::KillFilter;
 
@@ -103,6 +104,41 @@ impl Session {
         // Connection ids are their generations (`u32`); any other id names no client.
         let unblocked = u32::try_from(id).is_ok_and(|id| self.watches.blocks.unblock(id, error));
         write::integer(out, i64::from(unblocked));
+    }
+
+    /// `CLIENT PAUSE timeout-ms [WRITE|ALL]`: Redis's checks in its order (arity, mode,
+    /// timeout), then the pause, combined with one in force (`crate::keyspace::pause`).
+    pub(super) fn client_pause(&self, args: &[&[u8]], out: &mut Vec<u8>) {
+        if args.len() > 4 {
+            // Redis's CLIENT parses PAUSE's arity itself (the table says at least 3).
+            let sub = String::from_utf8_lossy(args[1]);
+            return write::error(
+                out,
+                &format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."),
+            );
+        }
+        let mode = match args.get(3).map(|a| a.to_ascii_lowercase()).as_deref() {
+            None | Some(b"all") => PauseMode::All,
+            Some(b"write") => PauseMode::Write,
+            Some(_) => return write::error(out, "ERR CLIENT PAUSE mode must be WRITE or ALL"),
+        };
+        let Some(timeout_ms) = parse_i64(args[2]) else {
+            return write::error(out, "ERR timeout is not an integer or out of range");
+        };
+        if timeout_ms < 0 {
+            return write::error(out, "ERR timeout is negative");
+        }
+        let end_ns =
+            tamer_device::now_ns().saturating_add((timeout_ms as u64).saturating_mul(1_000_000));
+        self.stats.pause.pause(mode, end_ns);
+        write::simple(out, "OK");
+    }
+
+    /// `CLIENT UNPAUSE`: the pause ends and the clients it held back run their requests.
+    pub(super) fn client_unpause(&self, out: &mut Vec<u8>) {
+        self.stats.pause.unpause();
+        self.watches.blocks.release_postponed();
+        write::simple(out, "OK");
     }
 
     /// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL filter value ...` (the

@@ -60,6 +60,8 @@ impl Session {
             SessionOp::ClientInfo => self.client_info(out),
             SessionOp::ClientKill => self.client_kill(args, out),
             SessionOp::ClientUnblock => self.client_unblock(args, out),
+            SessionOp::ClientPause => self.client_pause(args, out),
+            SessionOp::ClientUnpause => self.client_unpause(out),
             SessionOp::ClientNoEvict => self.client_no_evict(args[2], out),
             SessionOp::ClientReply => self.client_reply(args[2], out),
             SessionOp::ClientTracking => self.client_tracking(args, out),

@@ -142,6 +142,9 @@ pub struct Blocked {
     /// Its reply when its time is up (or `CLIENT UNBLOCK` ends it): a null array, as Redis
     /// replies to every blocked list and sorted-set command, `BLMOVE` included.
     pub timeout_reply: Vec<u8>,
+    /// Held back by `CLIENT PAUSE` (not run yet: its request waits with the connection's
+    /// others and passes the gate again when the pause ends, without a reply of its own).
+    pub postponed: bool,
 }
 
 impl Drop for Session {
@@ -213,6 +216,15 @@ impl Session {
             script_busy: self.scripts.busy(),
             monitor: self.monitor,
             pubsub_context: self.pubsub_context(),
+            paused: self
+                .stats
+                .pause
+                .current(tamer_device::now_ns())
+                .map(|p| p.0),
+            multi_writes: self
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.queued.iter().any(|(c, _)| gate::writes_or_replicates(c))),
         }
     }
 
@@ -230,6 +242,10 @@ impl Session {
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let verdict = gate::decide(&refs, self.snapshot());
         if verdict == Verdict::Wait {
+            return Some(args);
+        }
+        if let Verdict::Postpone(command) = verdict {
+            self.postpone(command);
             return Some(args);
         }
         self.stats.commands.fetch_add(1, Ordering::Relaxed);
@@ -267,7 +283,7 @@ impl Session {
                 }
                 false
             }
-            Verdict::Wait => unreachable!("returned above"),
+            Verdict::Wait | Verdict::Postpone(_) => unreachable!("returned above"),
         };
         let queued = matches!(verdict, Verdict::Queue(_)) && !rejected;
         let secret = command_of(verdict).is_some_and(|c| c.tamer.contains(TamerFlags::SECRET_ARGS));
@@ -455,6 +471,7 @@ fn command_of(verdict: Verdict) -> Option<&'static Command> {
     match verdict {
         Verdict::Run(c) | Verdict::Queue(c) => Some(c),
         Verdict::Refuse(refusal) => refusal.command(),
+        Verdict::Postpone(c) => Some(c),
         Verdict::Wait => None,
     }
 }

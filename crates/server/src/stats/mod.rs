@@ -48,6 +48,8 @@ pub struct ServerStats {
     pub(crate) lookups: crate::keyspace::scope::Lookups,
     /// Clients blocked in a blocking pop now (`INFO clients`), as the network last counted.
     pub(crate) blocked_clients: AtomicUsize,
+    /// `CLIENT PAUSE` (`crate::keyspace::pause`).
+    pub(crate) pause: Arc<crate::keyspace::pause::Pause>,
     /// Pub/sub clients closed because their mail passed its bound
     /// (`client_output_buffer_limit_disconnections`).
     pub(crate) pubsub_overflows: AtomicU64,
@@ -109,6 +111,7 @@ impl ServerStats {
             expiry: Arc::default(),
             lookups: crate::keyspace::scope::Lookups::default(),
             blocked_clients: AtomicUsize::new(0),
+            pause: Arc::default(),
             pubsub_overflows: AtomicU64::new(0),
             out_of_space: AtomicBool::new(false),
             loading: AtomicBool::new(false),

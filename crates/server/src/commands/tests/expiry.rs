@@ -276,7 +276,15 @@ fn the_running_expirer_removes_20000_keys_without_access() {
         .unwrap();
     }
     let stats = Arc::new(ExpiryStats::default());
-    let expirer = Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None, None).unwrap();
+    let expirer = Expirer::start(
+        &db,
+        ExpiryOptions::default(),
+        stats.clone(),
+        None,
+        None,
+        None,
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last_len = u64::MAX;
     loop {
@@ -360,8 +368,15 @@ fn expiry_rate() {
             .unwrap();
         }
         let stats = Arc::new(ExpiryStats::default());
-        let expirer =
-            Expirer::start(&db, ExpiryOptions::default(), stats.clone(), None, None).unwrap();
+        let expirer = Expirer::start(
+            &db,
+            ExpiryOptions::default(),
+            stats.clone(),
+            None,
+            None,
+            None,
+        )
+        .unwrap();
         let due = Duration::from_millis(at.div_ceil(SLOT_MS) * SLOT_MS - wall_ms());
         std::thread::sleep(due);
         let started = Instant::now();
