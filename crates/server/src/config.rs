@@ -40,6 +40,8 @@ pub enum Kind {
     Text,
     /// `notify-keyspace-events`'s letters (shown in Redis's canonical order).
     KeyspaceEvents,
+    /// `save`'s pairs of seconds (≥ 1) and changes (≥ 0), one space apart, or nothing.
+    Save,
 }
 
 /// One setting of the registry.
@@ -124,7 +126,7 @@ pub const MAX_SLOWLOG_LEN: i64 = 10_000;
 
 /// Every setting, sorted by name.
 pub const SETTINGS: &[Setting] = &[
-    setting("appendonly", "no", Kind::Bool, false),
+    setting("appendonly", "no", Kind::Bool, true),
     setting("bind", "127.0.0.1", Kind::Text, false),
     // Past this many ms a script is busy: other clients get -BUSY (0: never).
     setting(
@@ -207,7 +209,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("protected-mode", "yes", Kind::Bool, false),
     setting("proto-max-bulk-len", "512mb", Kind::Memory, false),
     setting("requirepass", "", Kind::Text, true),
-    setting("save", "", Kind::Text, false),
+    setting("save", "", Kind::Save, true),
     // Admission's latency objective in µs; 0: none.
     setting(
         "set-max-intset-entries",
@@ -322,6 +324,25 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(mul)
 }
 
+/// Redis's `save` normalized (its numbers as Redis shows them again): pairs of seconds
+/// (≥ 1) and changes (≥ 0), split on single spaces, or empty; `None` when it is not.
+fn save_points(value: &str) -> Option<String> {
+    if value.is_empty() {
+        return Some(String::new());
+    }
+    let parts: Vec<&str> = value.split(' ').collect();
+    if !parts.len().is_multiple_of(2) {
+        return None;
+    }
+    let mut numbers = Vec::with_capacity(parts.len());
+    for pair in parts.chunks(2) {
+        let seconds = pair[0].parse::<i64>().ok().filter(|s| *s >= 1)?;
+        let changes = pair[1].parse::<i64>().ok().filter(|c| *c >= 0)?;
+        numbers.push(format!("{seconds} {changes}"));
+    }
+    Some(numbers.join(" "))
+}
+
 /// `value` checked against `kind` and normalized, or Redis's reason for refusing it.
 pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
     match kind {
@@ -358,6 +379,7 @@ pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
         Kind::KeyspaceEvents => Classes::parse(value)
             .map(Classes::every_letter)
             .map_err(str::to_string),
+        Kind::Save => save_points(value).ok_or_else(|| "Invalid save parameters".to_string()),
     }
 }
 

@@ -219,3 +219,20 @@ fn an_alias_reads_and_writes_its_setting() {
     let got = config.matching(&[b"busy*".as_slice()]);
     assert_eq!(got, [("busy-reply-threshold", "100".to_string())]);
 }
+
+/// Catches a `save` check looser or stricter than Redis's (odd pairs, zero seconds, negative
+/// changes, doubled spaces refused; empty and zero changes taken; numbers shown again).
+#[test]
+fn save_is_checked_as_redis_checks_it() {
+    for ok in ["", "1 0", "3600 1 300 100"] {
+        assert_eq!(normalize(Kind::Save, ok), Ok(ok.to_string()), "{ok:?}");
+    }
+    assert_eq!(normalize(Kind::Save, "+5 1"), Ok("5 1".to_string()));
+    for bad in ["1", "0 1", "-1 1", "1 -1", "1 2 3", " 10   20 ", "1x 2"] {
+        assert_eq!(
+            normalize(Kind::Save, bad),
+            Err("Invalid save parameters".to_string()),
+            "{bad:?}"
+        );
+    }
+}
