@@ -468,9 +468,7 @@ fn run(
     let mut last_error: Option<Instant> = None;
     let interval = Duration::from_millis(options.interval_ms);
     while !stop.load(Ordering::SeqCst) {
-        let paused = told
-            .pause
-            .is_some_and(|p| p.current(tamer_device::now_ns()).is_some());
+        let paused = told.pause.is_some_and(|p| p.now().is_some());
         let env = PassEnv {
             watches: told.watches,
             stop: Some(stop),

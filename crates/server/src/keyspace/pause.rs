@@ -58,6 +58,15 @@ impl Pause {
         self.set.store(false, Ordering::Release);
     }
 
+    /// The pause in force now, if any: one atomic load, and no clock read, while none was
+    /// given (the gate asks at every request).
+    pub fn now(&self) -> Option<PauseState> {
+        if !self.set.load(Ordering::Acquire) {
+            return None;
+        }
+        self.current(tamer_device::now_ns())
+    }
+
     /// The pause in force at `now_ns`, if any (one atomic load while none was given).
     pub fn current(&self, now_ns: u64) -> Option<PauseState> {
         if !self.set.load(Ordering::Acquire) {

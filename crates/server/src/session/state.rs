@@ -216,11 +216,7 @@ impl Session {
             script_busy: self.scripts.busy(),
             monitor: self.monitor,
             pubsub_context: self.pubsub_context(),
-            paused: self
-                .stats
-                .pause
-                .current(tamer_device::now_ns())
-                .map(|p| p.0),
+            paused: self.stats.pause.now().map(|p| p.0),
             multi_writes: self
                 .multi
                 .as_ref()
