@@ -123,6 +123,9 @@ impl Services {
 pub(super) struct Multi {
     pub(super) queued: Vec<(&'static Command, Vec<Vec<u8>>)>,
     pub(super) dirty: bool,
+    /// A queued command writes or may replicate (`CLIENT PAUSE WRITE` holds `EXEC` back):
+    /// kept as commands are queued, so the gate does not scan the queue at every request.
+    pub(super) writes: bool,
 }
 
 /// A blocked command (`BLPOP` ...) of this session.
@@ -217,10 +220,7 @@ impl Session {
             monitor: self.monitor,
             pubsub_context: self.pubsub_context(),
             paused: self.stats.pause.now().map(|p| p.0),
-            multi_writes: self
-                .multi
-                .as_ref()
-                .is_some_and(|m| m.queued.iter().any(|(c, _)| gate::writes_or_replicates(c))),
+            multi_writes: self.multi.as_ref().is_some_and(|m| m.writes),
         }
     }
 

@@ -249,6 +249,7 @@ impl Session {
             multi.dirty = true;
             return true;
         }
+        multi.writes |= crate::commands::gate::writes_or_replicates(command);
         multi
             .queued
             .push((command, args.iter().map(|a| a.to_vec()).collect()));
@@ -319,7 +320,7 @@ impl Session {
 
     /// `EXEC`: the queued commands in one transaction, unless a watched key moved.
     pub(super) fn exec(&mut self, handle: &DbHandle, map: &DbMap, out: &mut Vec<u8>) {
-        let Some(Multi { queued, dirty }) = self.multi.take() else {
+        let Some(Multi { queued, dirty, .. }) = self.multi.take() else {
             write::error(out, "ERR EXEC without MULTI");
             return;
         };
