@@ -17,7 +17,7 @@ import argparse
 import json
 import socket
 
-NAMES = """append auth blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin client command
+NAMES = """acl append auth blmove blmpop blpop brpop brpoplpush bzmpop bzpopmax bzpopmin client command
 config copy dbsize decr decrby del discard echo eval eval_ro evalsha evalsha_ro exec exists expire
 expireat expiretime fcall fcall_ro
 flushall flushdb function get getdel getex getrange getset hdel hello hexists hget hgetall hincrby
@@ -34,6 +34,10 @@ zremrangebylex zremrangebyrank zremrangebyscore zrevrange zrevrangebylex zrevran
 zrevrank zscan zscore zunion zunionstore""".split()
 
 SUBCOMMANDS = {
+    "acl": [
+        "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save",
+        "setuser", "users", "whoami",
+    ],
     "client": [
         "caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "pause",
         "reply", "setname", "tracking", "trackinginfo", "unblock", "unpause",

@@ -47,7 +47,7 @@ ALIASES = {
 FIXED_PREFIXES = ("tls-", "repl", "replica", "masterauth", "masteruser", "min-replicas-",
                   "cluster-")
 FIXED = {"aclfile", "unixsocket", "unixsocketperm", "daemonize", "supervised", "pidfile",
-         "acl-pubsub-default", "enable-debug-command", "enable-module-command",
+         "enable-debug-command", "enable-module-command",
          "enable-protected-configs", "maxmemory-clients", "activedefrag",
          # Their own syntax, which tamer does not parse: shown, not changed.
          "client-output-buffer-limit", "latency-tracking-info-percentiles",

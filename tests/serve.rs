@@ -1201,7 +1201,7 @@ fn command_info_and_docs_reply_as_redis_does() {
     ours.write_all(b"COMMAND LIST\r\n").unwrap();
     let list = read_replies(&mut ours, 1).remove(0);
     let containers = [
-        "client", "command", "config", "function", "latency", "memory", "object", "pubsub",
+        "acl", "client", "command", "config", "function", "latency", "memory", "object", "pubsub",
         "script", "slowlog",
     ];
     let names: Vec<String> = list

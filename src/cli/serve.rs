@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// A password every client must give with `AUTH` (Redis's `requirepass`).
     #[arg(long)]
     requirepass: Option<String>,
+    /// The ACL file: its users are loaded at start, `ACL SAVE` and `ACL LOAD` write and read
+    /// it (Redis's `aclfile`; default none).
+    #[arg(long)]
+    aclfile: Option<String>,
     /// Refuse to listen beyond loopback without `--requirepass` (Redis's `protected-mode`;
     /// default yes).
     #[arg(long)]
@@ -76,6 +80,7 @@ impl ServeArgs {
         add("durability", self.durability.clone());
         add("maxclients", self.maxclients.map(|n| n.to_string()));
         add("requirepass", self.requirepass.clone());
+        add("aclfile", self.aclfile.clone());
         add("protected-mode", self.protected_mode.clone());
         add("metrics-addr", self.metrics_addr.clone());
         add("cores", self.cores.clone());
@@ -105,6 +110,9 @@ fn serve_config(args: &ServeArgs) -> Result<tamer_server::config::Config, String
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--config {}: {e}", path.display()))?;
         let pairs = from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let users = tamer_server::config::users_from_toml(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        config.set_users(users);
         for (name, value) in pairs {
             startup(&name, &value, &path.display().to_string())?;
         }

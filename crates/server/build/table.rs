@@ -366,6 +366,18 @@ struct Tamer {
     /// The function that finds the keys' flags from the arguments, for a command whose key
     /// spec has `variable_flags` (Redis's `getkeys_proc`).
     key_flags: Option<String>,
+    /// Its index among Redis 7.0's commands (`src/acl/universe.rs`): its ACL bit.
+    acl_id: usize,
+}
+
+/// The names of `src/acl/universe.rs`'s entries, each with its index.
+fn acl_ids(universe_rs: &str) -> BTreeMap<String, usize> {
+    universe_rs
+        .split("Entry { name: \"")
+        .skip(1)
+        .enumerate()
+        .map(|(i, rest)| (rest.split('"').next().expect("a name").to_string(), i))
+        .collect()
 }
 
 fn tamer_entries(toml_text: &str) -> BTreeMap<String, Tamer> {
@@ -421,6 +433,7 @@ fn tamer_entries(toml_text: &str) -> BTreeMap<String, Tamer> {
                 run,
                 flags,
                 key_flags,
+                acl_id: usize::MAX,
             },
         );
     }
@@ -509,7 +522,7 @@ fn entry(info: &Node, docs: &Node, tamer: &Tamer, subcommands: &str) -> String {
         "Command {{\n        name: {name:?},\n        arity: {},\n        flags: {},\n        \
          acl: {},\n        key_specs: &[{}],\n        subcommands: {subcommands},\n        \
          run: {},\n        tamer: {},\n        block_timeout_at: {timeout_at},\n        \
-         key_flags: {},\n        \
+         key_flags: {},\n        acl_id: {},\n        \
          info: [{}, {}],\n        docs: [{}, {}],\n    }}",
         info.field("arity").int(),
         bits("Flags", "command flag", COMMAND_FLAGS, &flags, name),
@@ -521,6 +534,7 @@ fn entry(info: &Node, docs: &Node, tamer: &Tamer, subcommands: &str) -> String {
             .key_flags
             .as_ref()
             .map_or("None".to_string(), |f| format!("Some({f})")),
+        tamer.acl_id,
         bytes_literal(&rendered_info[0]),
         bytes_literal(&rendered_info[1]),
         bytes_literal(&rendered_docs[0]),
@@ -554,6 +568,7 @@ fn timeout_position(docs: &Node, blocking: bool, name: &str) -> i64 {
 /// operations met, and the statics of subcommands written so far.
 struct Generation {
     tamer: BTreeMap<String, Tamer>,
+    acl_ids: BTreeMap<String, usize>,
     session_ops: std::collections::BTreeSet<String>,
     statics: String,
 }
@@ -561,10 +576,14 @@ struct Generation {
 impl Generation {
     /// tamer's side of `name`, taken once.
     fn take(&mut self, name: &str) -> Tamer {
-        let t = self
+        let mut t = self
             .tamer
             .remove(name)
             .unwrap_or_else(|| panic!("table.toml has no '{name}'"));
+        t.acl_id = *self
+            .acl_ids
+            .get(name)
+            .unwrap_or_else(|| panic!("src/acl/universe.rs has no '{name}'"));
         record_op(&t, &mut self.session_ops);
         t
     }
@@ -637,7 +656,7 @@ fn perfect_hash(names: &[&String]) -> (u64, Vec<u8>) {
 
 /// The generated sources (see the module docs): the flag constants and `SessionOp` (for
 /// `commands/spec.rs`), and the table (for `commands/table.rs`).
-pub fn generate(meta_json: &str, table_toml: &str) -> (String, String) {
+pub fn generate(meta_json: &str, table_toml: &str, universe_rs: &str) -> (String, String) {
     let mut meta = match serde_json::from_str::<Node>(meta_json).expect("meta.json parses") {
         Node::Map(pairs) => pairs,
         other => panic!("meta.json is not a map of commands: {other:?}"),
@@ -645,6 +664,7 @@ pub fn generate(meta_json: &str, table_toml: &str) -> (String, String) {
     meta.sort_by(|a, b| a.0.cmp(&b.0));
     let mut generation = Generation {
         tamer: tamer_entries(table_toml),
+        acl_ids: acl_ids(universe_rs),
         session_ops: std::collections::BTreeSet::new(),
         statics: String::new(),
     };

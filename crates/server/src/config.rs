@@ -126,6 +126,8 @@ pub const MAX_SLOWLOG_LEN: i64 = 10_000;
 
 /// Every setting, sorted by name.
 pub const SETTINGS: &[Setting] = &[
+    // The ACL file (`ACL SAVE`/`LOAD`; read at start when set).
+    setting("aclfile", "", Kind::Text, false),
     setting("appendonly", "no", Kind::Bool, true),
     setting("bind", "127.0.0.1", Kind::Text, false),
     // Past this many ms a script is busy: other clients get -BUSY (0: never).
@@ -398,6 +400,8 @@ pub struct Config {
     /// Packing bounds: hash entries and value, zset entries and value, set entries.
     packing: [AtomicU64; 5],
     requirepass: Mutex<Option<Arc<Vec<u8>>>>,
+    /// `user` lines of the configuration file.
+    users: Mutex<Vec<String>>,
 }
 
 impl Default for Config {
@@ -416,6 +420,7 @@ impl Default for Config {
             keyspace_events: AtomicU16::new(0),
             packing: Default::default(),
             requirepass: Mutex::new(None),
+            users: Mutex::new(Vec::new()),
         };
         config.mirror();
         config
@@ -629,6 +634,9 @@ pub fn from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
         toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
     let mut pairs = Vec::with_capacity(table.len());
     for (key, value) in table {
+        if key == "user" {
+            continue; // ACL users: `users_from_toml`.
+        }
         let Some(i) = find(&key) else {
             let known: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
             // Redis's own settings are accepted too; the message lists tamer's.
@@ -653,6 +661,40 @@ pub fn from_toml(text: &str) -> Result<Vec<(String, String)>, String> {
         pairs.push((key, text));
     }
     Ok(pairs)
+}
+
+/// The ACL users a configuration file defines (Redis's `user` directive): `user = "NAME
+/// rules..."` or `user = ["NAME rules...", ...]`.
+pub fn users_from_toml(text: &str) -> Result<Vec<String>, String> {
+    if text.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(format!("larger than {MAX_CONFIG_FILE_BYTES} bytes"));
+    }
+    let table: BTreeMap<String, toml::Value> =
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    let values = match table.get("user") {
+        None => return Ok(Vec::new()),
+        Some(toml::Value::Array(values)) => values.clone(),
+        Some(value) => vec![value.clone()],
+    };
+    values
+        .into_iter()
+        .map(|v| match v {
+            toml::Value::String(s) => Ok(s),
+            other => Err(format!("setting 'user': strings, not {}", other.type_str())),
+        })
+        .collect()
+}
+
+impl Config {
+    /// The ACL users the configuration defines (`user` lines), loaded at start.
+    pub fn set_users(&self, users: Vec<String>) {
+        *self.users.lock().unwrap_or_else(|p| p.into_inner()) = users;
+    }
+
+    /// See [`Config::set_users`].
+    pub fn users(&self) -> Vec<String> {
+        self.users.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 #[cfg(test)]

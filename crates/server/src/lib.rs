@@ -22,6 +22,7 @@
 /// The Redis version whose behaviour tamer follows, as `HELLO` and `INFO` report it.
 pub const REDIS_VERSION: &str = "7.0.15";
 
+pub(crate) mod acl;
 pub(crate) mod commands;
 pub mod config;
 pub mod glob;

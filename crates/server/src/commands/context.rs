@@ -40,6 +40,16 @@ pub struct Context<'a> {
     pub effects: &'a Effects,
     /// The client is in RESP2's subscribed context (`PING` then replies as an array).
     pub pubsub_context: bool,
+    /// The client's ACL user when it is restricted (`None`: it may run anything), for the
+    /// checks of the commands scripts call.
+    pub caller: Option<Caller<'a>>,
+}
+
+/// A restricted client: its user and its `CLIENT ID` (for `ACL LOG`).
+#[derive(Clone, Copy, Debug)]
+pub struct Caller<'a> {
+    pub user: &'a crate::acl::User,
+    pub client_id: u64,
 }
 
 impl<'a> Deref for Context<'a> {
@@ -78,6 +88,7 @@ impl<'a> Context<'a> {
             // One per test context, never freed: tests only.
             effects: Box::leak(Box::default()),
             pubsub_context: false,
+            caller: None,
         }
     }
 }

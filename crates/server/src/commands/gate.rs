@@ -9,24 +9,29 @@
 //! 3. Its arity (a subcommand's own) is checked.
 //! 4. A client that has not authenticated may run only the `no_auth` commands.
 //! 5. A `no_multi` command is refused inside `MULTI`.
-//! 6. While the store's device is full, a `denyoom` command is refused with `-OOM` (and
+//! 6. A restricted ACL user may run only what one of its selectors allows whole: the
+//!    command (or one of its first arguments), every key its key specs find (read or
+//!    written as their flags say), every channel it publishes or subscribes to
+//!    (`crate::acl::check`).
+//! 7. While the store's device is full, a `denyoom` command is refused with `-OOM` (and
 //!    inside `MULTI` every command but the ones that end it, as Redis refuses them over
 //!    `maxmemory`).
-//! 7. A RESP2 client that subscribes to anything may run only the `subscribed_context`
+//! 8. A RESP2 client that subscribes to anything may run only the `subscribed_context`
 //!    commands.
-//! 8. While the store loads, only the `loading` commands run.
-//! 9. While a script is busy, only the `allow_busy` commands run.
-//! 10. A `MONITOR` client may not run a command that reads or writes keys (Redis's rule for
+//! 9. While the store loads, only the `loading` commands run.
+//! 10. While a script is busy, only the `allow_busy` commands run.
+//! 11. A `MONITOR` client may not run a command that reads or writes keys (Redis's rule for
 //!     replicas, which monitors are to it).
-//! 11. While `CLIENT PAUSE` is in force, a command it covers is postponed (the client waits,
+//! 12. While `CLIENT PAUSE` is in force, a command it covers is postponed (the client waits,
 //!     its request kept, until the pause ends): in `ALL` mode every command, in `WRITE`
 //!     mode those that write or may replicate (Redis's `may-replicate`: `PUBLISH`, scripts,
 //!     ...) and an `EXEC` whose queue holds one. Queueing is postponed too, as Redis's check
 //!     comes before it.
-//! 12. Inside `MULTI`, every command but the ones that run in it is queued.
+//! 13. Inside `MULTI`, every command but the ones that run in it is queued.
 //!
 //! A refusal inside `MULTI` makes the transaction fail at `EXEC` (`EXECABORT`), as Redis's
-//! `flagTransaction`; a refused `EXEC` discards it and says why. ACL permissions and cluster slots will be rules between 5 and 6.
+//! `flagTransaction`; a refused `EXEC` discards it and says why. Cluster slots will be a rule
+//! between 6 and 7.
 //! Admission's `-BUSY` is decided earlier, by the network as a request arrives
 //! (`crate::net::admission`).
 
@@ -37,9 +42,11 @@ use crate::resp::write;
 
 /// What the gate knows of the client and the server when a request arrives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct Snapshot<'a> {
     /// The client passed `AUTH` (or no password is set).
     pub authenticated: bool,
+    /// The client's ACL user, when it may not run everything (`None`: nothing to check).
+    pub user: Option<&'a crate::acl::User>,
     /// The client is inside `MULTI`.
     pub in_multi: bool,
     /// The client waits in a blocking command.
@@ -122,12 +129,14 @@ pub enum Refusal {
     PubsubContext(&'static Command),
     /// A `MONITOR` client may not run a command that reads or writes keys.
     Monitor(&'static Command),
+    /// The client's ACL user may not run it (on these keys or channels).
+    NoPerm(&'static Command, crate::acl::Denied),
 }
 
 pub use super::reply::OUT_OF_SPACE;
 
 /// The gate (see the module docs): `args[0]` is the command's name.
-pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
+pub fn decide(args: &[&[u8]], s: Snapshot<'_>) -> Verdict {
     assert!(!args.is_empty(), "a request has a name");
     if s.blocked {
         return Verdict::Wait;
@@ -144,6 +153,12 @@ pub fn decide(args: &[&[u8]], s: Snapshot) -> Verdict {
     }
     if s.in_multi && command.flags.contains(Flags::NO_MULTI) {
         return Verdict::Refuse(Refusal::NoMulti(command));
+    }
+    if let Some(denied) = s
+        .user
+        .and_then(|u| crate::acl::check(u, command, args).err())
+    {
+        return Verdict::Refuse(Refusal::NoPerm(command, denied));
     }
     // Redis lets `EXEC`, `DISCARD`, `QUIT` and `RESET` end a transaction over `maxmemory`.
     let ends_multi = command.tamer.contains(TamerFlags::TRANSACTION_BOUNDARY)
@@ -220,6 +235,7 @@ impl Refusal {
             | Refusal::Loading(c)
             | Refusal::Busy(c, _)
             | Refusal::Monitor(c)
+            | Refusal::NoPerm(c, _)
             | Refusal::PubsubContext(c) => Some(c),
         }
     }
@@ -266,6 +282,7 @@ impl Refusal {
             Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
             Refusal::Busy(_, busy) => busy_error(busy).to_string(),
             Refusal::Monitor(_) => "ERR Replica can't interact with the keyspace".to_string(),
+            Refusal::NoPerm(command, denied) => denied.noperm(command),
             Refusal::PubsubContext(command) => format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
                  RESET are allowed in this context",
@@ -320,6 +337,7 @@ mod tests {
 
     const OK: Snapshot = Snapshot {
         authenticated: true,
+        user: None,
         in_multi: false,
         blocked: false,
         loading: false,
@@ -331,7 +349,48 @@ mod tests {
         multi_writes: false,
     };
 
-    /// Rule 11. Catches a `WRITE` pause that holds back reads, lets writes, `PUBLISH`,
+    /// Rule 6. Catches an ACL check before authentication or `no_multi`, after the device
+    /// refusal or queueing (a denied command inside `MULTI` must be refused, not queued),
+    /// or one that ignores the keys.
+    #[test]
+    fn acl_permissions_come_after_no_multi_and_before_out_of_space() {
+        let mut user = crate::acl::User::new(b"u", false);
+        for rule in ["+get", "~k*"] {
+            user.apply(rule.as_bytes(), false).expect("valid");
+        }
+        let s = Snapshot {
+            user: Some(&user),
+            ..OK
+        };
+        assert!(matches!(decide_line("get k1", s), Verdict::Run(_)));
+        assert!(matches!(
+            decide_line("get x", s),
+            Verdict::Refuse(Refusal::NoPerm(_, crate::acl::Denied::Key(1)))
+        ));
+        let full_multi = Snapshot {
+            in_multi: true,
+            out_of_space: true,
+            ..s
+        };
+        assert!(matches!(
+            decide_line("set k v", full_multi),
+            Verdict::Refuse(Refusal::NoPerm(_, crate::acl::Denied::Command))
+        ));
+        assert!(matches!(
+            decide_line("shutdown", full_multi),
+            Verdict::Refuse(Refusal::NoMulti(_))
+        ));
+        let anonymous = Snapshot {
+            authenticated: false,
+            ..s
+        };
+        assert!(matches!(
+            decide_line("set k v", anonymous),
+            Verdict::Refuse(Refusal::NoAuth(_))
+        ));
+    }
+
+    /// Rule 12. Catches a `WRITE` pause that holds back reads, lets writes, `PUBLISH`,
     /// `EVAL` or an `EXEC` of writes through, or checks before the refusals (an unknown
     /// command must be refused at once); an `ALL` pause that lets anything through; a pause
     /// checked after queueing (a write queued in `MULTI` must wait).
@@ -523,7 +582,7 @@ mod tests {
         );
     }
 
-    /// Rules 5 and 8. Catches `SHUTDOWN` queued, a command run inside `MULTI` instead of
+    /// Rules 5 and 13. Catches `SHUTDOWN` queued, a command run inside `MULTI` instead of
     /// queued, or one of `EXEC`, `DISCARD`, `MULTI`, `WATCH`, `QUIT`, `RESET` queued.
     #[test]
     fn inside_multi() {
@@ -551,7 +610,7 @@ mod tests {
         assert!(matches!(decide_line("shutdown", OK), Verdict::Run(_)));
     }
 
-    /// Rule 6. Catches a `denyoom` write run on a full device, a read or a delete refused
+    /// Rule 7. Catches a `denyoom` write run on a full device, a read or a delete refused
     /// there, or (inside `MULTI`) a queued read let through where Redis refuses every
     /// command but those that end the transaction.
     #[test]
@@ -588,7 +647,7 @@ mod tests {
         assert!(reply("set a b", full).starts_with("-OOM "));
     }
 
-    /// Rule 7. Catches a command without the `loading` flag run while the store loads (`GET`,
+    /// Rule 9. Catches a command without the `loading` flag run while the store loads (`GET`,
     /// and `PING`, which Redis refuses too), or `INFO`/`AUTH`/`SELECT` (which have it)
     /// refused.
     #[test]
@@ -687,7 +746,7 @@ mod tests {
         }
     }
 
-    /// Rule 10: a `MONITOR` client. Catches a key command run by a monitor (Redis refuses it
+    /// Rule 11: a `MONITOR` client. Catches a key command run by a monitor (Redis refuses it
     /// as a replica's), or a command without keys refused.
     #[test]
     fn a_monitor_may_not_touch_keys() {
@@ -717,6 +776,7 @@ mod tests {
     fn rules_apply_in_redis_order() {
         let everything = Snapshot {
             authenticated: false,
+            user: None,
             in_multi: true,
             blocked: false,
             loading: true,

@@ -113,7 +113,15 @@ pub fn config_set(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
     match ctx.stats.config.set_many(&refs, Origin::Client) {
-        Ok(()) => write::simple(out, "OK"),
+        Ok(()) => {
+            if refs
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("requirepass"))
+            {
+                ctx.stats.sync_requirepass();
+            }
+            write::simple(out, "OK");
+        }
         Err(text) => write::error(out, &text),
     }
     Ok(())

@@ -202,6 +202,8 @@ pub struct Command {
     pub block_timeout_at: i64,
     /// For a key spec with `variable_flags`: the keys' flags as the arguments make them.
     pub key_flags: Option<KeyFlagsOf>,
+    /// Its ACL ID: its index among Redis 7.0's commands (`crate::acl::ids`).
+    pub acl_id: usize,
     /// Its `COMMAND INFO` entry: RESP2, RESP3.
     pub info: [&'static [u8]; 2],
     /// Its `COMMAND DOCS` value: RESP2, RESP3.

@@ -9,8 +9,7 @@ use super::{Kind, Mutability, Setting};
 /// Accepted without effect, sorted by name (see the module docs).
 #[rustfmt::skip]
 pub const REDIS_ONLY: &[Setting] = &[
-    Setting::redis_only("acl-pubsub-default", "resetchannels", Kind::Enum(&["allchannels", "resetchannels"]), Mutability::Fixed),
-    Setting::redis_only("aclfile", "", Kind::Text, Mutability::Fixed),
+    Setting::redis_only("acl-pubsub-default", "resetchannels", Kind::Enum(&["allchannels", "resetchannels"]), Mutability::Live),
     Setting::redis_only("acllog-max-len", "128", Kind::Int { min: 0, max: i64::MAX }, Mutability::Live),
     Setting::redis_only("active-defrag-cycle-max", "25", Kind::Int { min: 1, max: 99 }, Mutability::Live),
     Setting::redis_only("active-defrag-cycle-min", "1", Kind::Int { min: 1, max: 99 }, Mutability::Live),

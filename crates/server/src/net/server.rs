@@ -147,6 +147,27 @@ fn server_stats(db: &Arc<Db>, options: &ServerOptions, port: u16) -> Result<Serv
             .collect::<Vec<_>>(),
     );
     stats.set_db(db);
+    let aclfile = stats.config.get("aclfile");
+    let lines = stats.config.users();
+    if !aclfile.is_empty() && !lines.is_empty() {
+        return Err(
+            "users defined in the configuration and an aclfile at the same time: \
+                    define them in one place (as Redis refuses both)"
+                .into(),
+        );
+    }
+    if !lines.is_empty() {
+        let users = crate::acl::file::from_config(&lines)
+            .map_err(|e| format!("aborting start because of ACL errors: {e}"))?;
+        *stats.acl.users() = users;
+        stats.acl.changed();
+    }
+    if !aclfile.is_empty() {
+        let users = crate::acl::file::load(std::path::Path::new(&aclfile))
+            .map_err(|e| format!("aborting start because of ACL errors: {e}"))?;
+        *stats.acl.users() = users;
+        stats.acl.changed();
+    }
     Ok(stats)
 }
 

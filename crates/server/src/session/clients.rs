@@ -161,7 +161,7 @@ impl Session {
             self.quit |= is_me;
             return;
         }
-        let filter = match kill_filter(&args[2..]) {
+        let filter = match kill_filter(&args[2..], &stats.acl) {
             Ok(f) => f,
             Err(text) => return write::error(out, &text),
         };
@@ -170,7 +170,7 @@ impl Session {
                 filter.id.is_none_or(|id| id == me)
                     && filter.addr.as_ref().is_none_or(|a| *a == e.addr)
                     && filter.laddr.as_ref().is_none_or(|a| *a == e.laddr)
-                    && filter.user_matches.unwrap_or(true)
+                    && filter.user.as_ref().is_none_or(|u| *u == e.state().user)
                     && filter.type_matches.unwrap_or(true)
             });
         write::integer(out, stats.clients.kill(&filter, me) as i64);
@@ -179,7 +179,7 @@ impl Session {
 }
 
 /// The filter of `CLIENT KILL`'s new form, or Redis's error text.
-fn kill_filter(args: &[&[u8]]) -> Result<KillFilter, String> {
+fn kill_filter(args: &[&[u8]], acl: &crate::acl::Acl) -> Result<KillFilter, String> {
     let mut f = KillFilter {
         skip_me: true,
         ..KillFilter::default()
@@ -196,7 +196,7 @@ fn kill_filter(args: &[&[u8]]) -> Result<KillFilter, String> {
             },
             b"addr" => f.addr = Some(value),
             b"laddr" => f.laddr = Some(value),
-            b"user" if value == "default" => f.user_matches = Some(true),
+            b"user" if acl.user(pair[1]).is_some() => f.user = Some(pair[1].to_vec()),
             b"user" => return Err(format!("ERR No such user '{value}'")),
             b"type" => match value.to_ascii_lowercase().as_str() {
                 "normal" => f.type_matches = Some(true),

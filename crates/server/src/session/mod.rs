@@ -20,6 +20,7 @@
 //! the version before it commits, so a write racing `EXEC` may abort it where Redis, which
 //! runs one command at a time, would have ordered the write after: never the other way.
 
+mod acl;
 mod blocking;
 mod clients;
 mod ops;

@@ -31,6 +31,7 @@ impl Session {
     ) {
         match op {
             SessionOp::Auth => self.auth(args, out),
+            SessionOp::Acl => self.acl(args, out),
             SessionOp::Hello => self.hello(args, out),
             SessionOp::Reset => self.reset(out),
             SessionOp::Monitor => self.start_monitor(out),
@@ -93,36 +94,41 @@ impl Session {
             [_, user, pass] => (Some(*user), *pass),
             _ => return write::error(out, "ERR syntax error"),
         };
-        match self.check_password(user, pass) {
+        match self.check_password(args[0], user, pass) {
             Some(text) => write::error(out, text),
             None => write::simple(out, "OK"),
         }
     }
 
-    /// `AUTH [username] password` (`user` is `None` in the one-argument form) and `HELLO`'s
-    /// `AUTH`, as Redis 7.0's `default` user (the only one): `None` when it passed, else the
-    /// error reply's text.
-    fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Option<&'static str> {
+    /// `AUTH [username] password` (`user` is `None` in the one-argument form, the `default`
+    /// user) and `HELLO`'s `AUTH` (Redis's `ACLAuthenticateUser`): `None` when it passed (the
+    /// client is now that user), else the error reply's text (and an `ACL LOG` entry).
+    fn check_password(
+        &mut self,
+        object: &[u8],
+        user: Option<&[u8]>,
+        pass: &[u8],
+    ) -> Option<&'static str> {
         const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
-        if user.is_some_and(|u| u != b"default") {
-            return Some(WRONGPASS);
-        }
-        match &self.stats.config.requirepass() {
-            // No password: the default user takes any (`nopass`), but the old one-argument
-            // form is refused, as Redis refuses it.
-            None if user.is_none() => Some(
+        let name = user.unwrap_or(b"default");
+        let found = self.stats.acl.user(name);
+        if user.is_none() && found.as_ref().is_some_and(|u| u.nopass) {
+            // The old one-argument form is refused where the default user needs no password.
+            return Some(
                 "ERR AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",
-            ),
-            None => {
+            );
+        }
+        match found {
+            Some(found) if found.password_matches(pass) => {
                 self.authenticated = true;
+                self.set_user(found);
                 None
             }
-            Some(password) if pass == password.as_slice() => {
-                self.authenticated = true;
-                None
+            _ => {
+                self.log_auth_failure(object, name);
+                Some(WRONGPASS)
             }
-            Some(_) => Some(WRONGPASS),
         }
     }
 
@@ -178,7 +184,8 @@ impl Session {
             let more = args.len() - j - 1;
             match &args[j].to_ascii_lowercase()[..] {
                 b"auth" if more >= 2 => {
-                    if let Some(text) = self.check_password(Some(args[j + 1]), args[j + 2]) {
+                    let (user, pass) = (args[j + 1], args[j + 2]);
+                    if let Some(text) = self.check_password(args[0], Some(user), pass) {
                         write::error(out, text);
                         return Err(());
                     }
@@ -250,7 +257,13 @@ impl Session {
         self.pubsub.set_protocol(self.client, Protocol::Resp2);
         self.name = None;
         self.no_evict = false;
-        self.authenticated = self.stats.config.requirepass().is_none();
+        let default = self
+            .stats
+            .acl
+            .user(b"default")
+            .expect("the default user exists");
+        self.authenticated = default.enabled && default.nopass;
+        self.set_user(default);
         write::simple(out, "RESET");
     }
 }

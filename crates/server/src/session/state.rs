@@ -59,8 +59,14 @@ pub struct Session {
     pub id: u64,
     /// `CLIENT SETNAME`.
     pub(super) name: Option<Vec<u8>>,
-    /// Whether this client passed the server's `requirepass` (read from its settings).
+    /// Whether this client authenticated (or its user needs no password).
     pub(super) authenticated: bool,
+    /// Its ACL user, as of [`Session::acl_epoch`].
+    pub(super) user: Arc<crate::acl::User>,
+    /// The ACL's epoch when `user` was read (a change of the users reads it again).
+    pub(super) acl_epoch: u64,
+    /// `user` may not run everything: requests are checked.
+    pub(super) restricted: bool,
     pub(super) stats: Arc<ServerStats>,
     /// Its entry in the connection registry (`None` for a session without a connection).
     pub(super) entry: Option<Arc<ClientEntry>>,
@@ -173,6 +179,8 @@ impl Session {
             pubsub,
         } = services.clone();
         let id = u64::from(client.1);
+        let acl_epoch = stats.acl.epoch();
+        let user = stats.acl.user(b"default").expect("the default user exists");
         Self {
             db: 0,
             protocol: Protocol::Resp2,
@@ -183,7 +191,10 @@ impl Session {
             watches,
             id,
             name: None,
-            authenticated: stats.config.requirepass().is_none(),
+            authenticated: user.enabled && user.nopass,
+            restricted: !crate::acl::unrestricted(&user),
+            user,
+            acl_epoch,
             entry: stats.clients.get(id),
             stats,
             no_evict: false,
@@ -209,8 +220,9 @@ impl Session {
     }
 
     /// What the gate knows of this client and the server now.
-    fn snapshot(&self) -> Snapshot {
+    fn snapshot(&self) -> Snapshot<'_> {
         Snapshot {
+            user: self.restricted.then_some(&*self.user),
             authenticated: self.authenticated,
             in_multi: self.multi.is_some(),
             blocked: self.blocked.is_some(),
@@ -235,6 +247,7 @@ impl Session {
     ) -> Option<Vec<Vec<u8>>> {
         let started = Instant::now();
         self.take_mail(out);
+        self.refresh_user();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let verdict = gate::decide(&refs, self.snapshot());
         if verdict == Verdict::Wait {
@@ -256,6 +269,14 @@ impl Session {
         let before = out.len();
         let rejected = match verdict {
             Verdict::Refuse(refusal) => {
+                if let gate::Refusal::NoPerm(command, denied) = refusal {
+                    let context = if self.multi.is_some() {
+                        crate::acl::log::Context::Multi
+                    } else {
+                        crate::acl::log::Context::Toplevel
+                    };
+                    self.log_denial(command, denied, &refs, context);
+                }
                 refusal.write(&refs, out);
                 if refusal.discards_multi() {
                     self.multi = None;

@@ -129,6 +129,7 @@ impl Env<'_> {
             pubsub: &self.session.pubsub,
             effects: self.effects,
             pubsub_context: self.session.pubsub_context(),
+            caller: self.session.acl_caller(),
         }
     }
 }
@@ -335,8 +336,10 @@ impl Session {
         let changes_map = queued
             .iter()
             .any(|(c, _)| c.tamer.contains(TamerFlags::CHANGES_MAP));
+        let denials = self.exec_denials(&queued);
         let gate = MapGate::enter(map, changes_map);
-        let result = handle.transaction(|tx| self.exec_attempt(handle, &gate, tx, &queued));
+        let result =
+            handle.transaction(|tx| self.exec_attempt(handle, &gate, tx, &queued, &denials));
         self.unwatch_all();
         match result {
             Ok(Some(Executed {
@@ -372,6 +375,7 @@ impl Session {
         gate: &MapGate<'_>,
         tx: &mut Tx<'_>,
         queued: &[(&'static Command, Vec<Vec<u8>>)],
+        denials: &[Option<crate::acl::Denied>],
     ) -> Result<Option<Executed>, DbError> {
         let now = crate::keyspace::wall_ms();
         for (key, print, version) in &self.watched {
@@ -397,8 +401,13 @@ impl Session {
         let (mut replies, mut db, mut quit) = (Vec::new(), self.db, false);
         let mut spans = Vec::with_capacity(queued.len());
         let monitors = self.pubsub.has_monitors();
-        for (command, args) in queued {
+        for ((command, args), denied) in queued.iter().zip(denials) {
             let (at, started) = (replies.len(), Instant::now());
+            if let Some(denied) = denied {
+                write::error(&mut replies, &denied.noperm_at_exec());
+                spans.push((at..replies.len(), started.elapsed()));
+                continue;
+            }
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             // `MONITOR` lines go out with the commit, in the order the commands ran.
             if monitors && Self::monitored(command, true) {
@@ -449,11 +458,8 @@ impl Session {
         for ((command, args), (span, took)) in queued.iter().zip(spans) {
             let at = out.len();
             match command.run {
-                Run::Session(op) if runs_after_commit(command) => {
-                    debug_assert!(
-                        span.is_empty(),
-                        "{command:?} replied inside the transaction"
-                    );
+                // A session command replied inside the transaction only if ACLs denied it.
+                Run::Session(op) if runs_after_commit(command) && span.is_empty() => {
                     let started = Instant::now();
                     let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
                     if op == SessionOp::Ssubscribe {

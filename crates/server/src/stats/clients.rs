@@ -33,6 +33,8 @@ pub struct ClientState {
     pub subscriptions: [usize; 3],
     /// `CLIENT TRACKING`: whether in `BCAST` mode, and the redirect client (0: none).
     pub tracking: Option<(bool, u64)>,
+    /// The ACL user it is authenticated as.
+    pub user: Vec<u8>,
 }
 
 /// One connection.
@@ -74,6 +76,7 @@ impl ClientEntry {
                 resp: 2,
                 subscriptions: [0; 3],
                 tracking: None,
+                user: b"default".to_vec(),
             }),
             killed: AtomicBool::new(false),
         }
@@ -119,7 +122,7 @@ impl ClientEntry {
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} \
              psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 \
-             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+             obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -133,6 +136,7 @@ impl ClientEntry {
             s.subscriptions[2],
             s.multi.map_or(-1, |n| n as i64),
             s.cmd,
+            String::from_utf8_lossy(&s.user),
             s.tracking.map_or(-1, |(_, r)| r as i64),
             s.resp
         )
@@ -158,8 +162,8 @@ pub struct KillFilter {
     pub id: Option<u64>,
     pub addr: Option<String>,
     pub laddr: Option<String>,
-    /// `USER`: only `default` exists, which every connection is.
-    pub user_matches: Option<bool>,
+    /// `USER`: connections authenticated as this user.
+    pub user: Option<Vec<u8>>,
     /// `TYPE`: only `normal` connections exist.
     pub type_matches: Option<bool>,
     /// Spare the calling connection (`SKIPME yes`, the default).
@@ -233,7 +237,10 @@ impl Clients {
                 && filter.id.is_none_or(|id| id == entry.id)
                 && filter.addr.as_ref().is_none_or(|a| *a == entry.addr)
                 && filter.laddr.as_ref().is_none_or(|a| *a == entry.laddr)
-                && filter.user_matches.unwrap_or(true)
+                && filter
+                    .user
+                    .as_ref()
+                    .is_none_or(|u| *u == entry.state().user)
                 && filter.type_matches.unwrap_or(true)
                 && !(filter.skip_me && entry.id == me);
             if !matches {

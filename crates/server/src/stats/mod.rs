@@ -59,6 +59,8 @@ pub struct ServerStats {
     /// The store is loading while the server serves: the gate lets only the `loading`
     /// commands run. tamer recovers its store before it listens, so nothing sets it yet.
     pub(crate) loading: AtomicBool,
+    /// The ACL users and log.
+    pub(crate) acl: crate::acl::Acl,
 }
 
 /// Counters `INFO` reports (besides `ServerStats::admitted` and `busy`).
@@ -91,7 +93,7 @@ impl ServerStats {
                 char::from_digit(((z ^ (z >> 31)) % 16) as u32, 16).expect("a hex digit")
             })
             .collect();
-        Self {
+        let stats = Self {
             started: Instant::now(),
             started_unix: now.as_secs(),
             port,
@@ -115,7 +117,17 @@ impl ServerStats {
             pubsub_overflows: AtomicU64::new(0),
             out_of_space: AtomicBool::new(false),
             loading: AtomicBool::new(false),
-        }
+            acl: crate::acl::Acl::default(),
+        };
+        stats.sync_requirepass();
+        stats
+    }
+
+    /// Makes the default user's password `requirepass`'s (after it was set).
+    pub(crate) fn sync_requirepass(&self) {
+        let pass = self.config.requirepass();
+        self.acl
+            .set_default_password(pass.as_deref().map(Vec::as_slice));
     }
 
     /// Names the store whose statistics `INFO` and the metrics report.

@@ -529,7 +529,8 @@ redis.acl_check_cmd = c(function(...)
   if not raw.command_exists(args[1]) then
     fail('ERR Invalid command passed to redis.acl_check_cmd()')
   end
-  return true
+  local _, allowed = raw.call('\0acl_check_cmd', real.unpack(args, 1, n))
+  return allowed
 end)
 
 redis.replicate_commands = c(function() return true end)

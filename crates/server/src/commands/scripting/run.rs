@@ -58,7 +58,22 @@ fn error_value(lua: &Lua, text: &str) -> mlua::Result<(bool, Value)> {
     Ok((false, Value::Table(t)))
 }
 
+/// `redis.acl_check_cmd` asks through `raw.call` with this first argument (no command's
+/// name starts with a NUL), so that a run makes no function of its own for it.
+const ACL_CHECK_MARK: &[u8] = b"\0acl_check_cmd";
+
 impl<'c> RunState<'c, '_, '_> {
+    /// Whether the script's caller may run `args` (`redis.acl_check_cmd`; the prelude
+    /// checked that the command exists).
+    fn acl_allows(&self, args: &[&[u8]]) -> bool {
+        let Some(command) = self.table.lookup_request(args) else {
+            return false;
+        };
+        self.ctx
+            .caller
+            .is_none_or(|caller| crate::acl::check(caller.user, command, args).is_ok())
+    }
+
     /// Redis's checks of a command called from a script: `Err` is the error's text.
     fn check(&self, args: &[&[u8]]) -> Result<&'static Command, &'static str> {
         let command = self
@@ -71,6 +86,12 @@ impl<'c> RunState<'c, '_, '_> {
         }
         if command.flags.contains(Flags::NOSCRIPT) {
             return Err("ERR This Redis command is not allowed from script");
+        }
+        if let Some(caller) = self.ctx.caller {
+            if let Err(denied) = crate::acl::check(caller.user, command, args) {
+                crate::acl::log_script_denial(self.ctx.stats, caller, command, denied, args);
+                return Err(denied.script_error());
+            }
         }
         if command.flags.contains(Flags::WRITE) && self.options.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.");
@@ -96,6 +117,9 @@ impl<'c> RunState<'c, '_, '_> {
         }
         let bytes: Vec<_> = args.iter().map(LuaString::as_bytes).collect();
         let args: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+        if args.first() == Some(&ACL_CHECK_MARK) {
+            return Ok((true, Value::Boolean(self.acl_allows(&args[1..]))));
+        }
         let command = match self.check(&args) {
             Ok(command) => command,
             Err(text) => return error_value(lua, text),

@@ -1,0 +1,115 @@
+//! A selector described as rules (Redis's `ACLDescribeSelector`): keys, channels, then the
+//! commands, found as Redis finds them: `+@all` or `-@all`, then the categories that fit
+//! best, one at a time, then the single commands that still differ (applied to a scratch
+//! selector as they are emitted, so the description sets exactly the selector's bits).
+//!
+//! Redis emits the single commands in its command dictionary's order, which is random per
+//! process; tamer emits them in name order.
+
+use super::ids::{self, AclCategories};
+use super::selector::{KeyPattern, Selector};
+
+/// The rules that make `selector` (its keys, channels and commands).
+pub(crate) fn selector(selector: &Selector) -> String {
+    let mut out = String::new();
+    if selector.allkeys {
+        out.push_str("~* ");
+    } else {
+        for key in &selector.keys {
+            out.push_str(&key_pattern(key));
+            out.push(' ');
+        }
+    }
+    if selector.allchannels {
+        out.push_str("&* ");
+    } else {
+        out.push_str("resetchannels ");
+        for channel in &selector.channels {
+            out.push('&');
+            out.push_str(&String::from_utf8_lossy(channel));
+            out.push(' ');
+        }
+    }
+    out.push_str(&commands(selector));
+    out
+}
+
+/// `~p`, `%R~p` or `%W~p`.
+pub(crate) fn key_pattern(key: &KeyPattern) -> String {
+    let prefix = match (key.read, key.write) {
+        (true, true) => "~",
+        (true, false) => "%R~",
+        (false, true) => "%W~",
+        (false, false) => unreachable!("a key pattern allows something (checked as it is set)"),
+    };
+    format!("{prefix}{}", String::from_utf8_lossy(&key.pattern))
+}
+
+/// The command rules of `selector` (Redis's `ACLDescribeSelectorCommandRules`).
+pub(crate) fn commands(selector: &Selector) -> String {
+    let additive = !selector.future_commands();
+    let mut rules = vec![if additive { "-@all" } else { "+@all" }.to_string()];
+    let mut fake = Selector::new(false);
+    fake.apply(rules[0].as_bytes()).expect("a valid rule");
+    let mut left = selector.clone();
+    let mut applied = [false; AclCategories::NAMES.len()];
+    // Each pass applies one category: bounded by their number.
+    for _ in 0..AclCategories::NAMES.len() {
+        let Some(best) = best_category(&left, additive, &applied) else {
+            break;
+        };
+        applied[best] = true;
+        let cat = 1 << best;
+        fake.change_category(cat, additive);
+        left.change_category(cat, !additive);
+        let sign = if additive { "+@" } else { "-@" };
+        rules.push(format!("{sign}{}", AclCategories::NAMES[best]));
+    }
+    single_commands(selector, &mut fake, &mut rules);
+    assert_eq!(
+        fake.bits, selector.bits,
+        "the description sets the selector's bits"
+    );
+    rules.join(" ")
+}
+
+/// The category with more commands in common with `left` than not, and the fewest
+/// differences (then the most in common), not yet applied.
+fn best_category(left: &Selector, additive: bool, applied: &[bool]) -> Option<usize> {
+    let mut best = None;
+    let (mut diff_min, mut same_max) = (usize::MAX, 0);
+    for (i, _) in AclCategories::NAMES.iter().enumerate() {
+        if applied[i] {
+            continue;
+        }
+        let (on, off) = left.count_category(1 << i);
+        let (diff, same) = if additive { (off, on) } else { (on, off) };
+        if same > diff && (diff < diff_min || (diff == diff_min && same > same_max)) {
+            best = Some(i);
+            diff_min = diff;
+            same_max = same;
+        }
+    }
+    best
+}
+
+/// The single commands (and first arguments) where `fake` still differs from `selector`.
+fn single_commands(selector: &Selector, fake: &mut Selector, rules: &mut Vec<String>) {
+    for (id, entry) in ids::all() {
+        let bit = selector.bit(id);
+        if bit != fake.bit(id) {
+            rules.push(format!("{}{}", if bit { '+' } else { '-' }, entry.name));
+            fake.change(id, bit);
+        }
+        if bit {
+            continue;
+        }
+        for first in selector.firstargs.get(&id).into_iter().flatten() {
+            rules.push(format!(
+                "+{}|{}",
+                entry.name,
+                String::from_utf8_lossy(first)
+            ));
+        }
+    }
+}
