@@ -43,7 +43,7 @@ SUBCOMMANDS = {
         "reply", "setname", "tracking", "trackinginfo", "unblock", "unpause",
     ],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
-    "config": ["get", "resetstat", "set"],
+    "config": ["get", "resetstat", "rewrite", "set"],
     "function": ["delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats"],
     "latency": ["history", "latest", "reset"],
     "memory": ["usage"],

@@ -113,6 +113,7 @@ fn serve_config(args: &ServeArgs) -> Result<tamer_server::config::Config, String
         let users = tamer_server::config::users_from_toml(&text)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         config.set_users(users);
+        config.set_file(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
         for (name, value) in pairs {
             startup(&name, &value, &path.display().to_string())?;
         }

@@ -17,6 +17,7 @@ use keyspace_events::Classes;
 
 pub mod keyspace_events;
 mod redis_only;
+pub mod rewrite;
 
 pub use redis_only::{REDIS_ONLY, REDIS_ONLY_ALIASES};
 
@@ -402,6 +403,8 @@ pub struct Config {
     requirepass: Mutex<Option<Arc<Vec<u8>>>>,
     /// `user` lines of the configuration file.
     users: Mutex<Vec<String>>,
+    /// The `--config` file (`CONFIG REWRITE` writes it).
+    file: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Default for Config {
@@ -421,6 +424,7 @@ impl Default for Config {
             packing: Default::default(),
             requirepass: Mutex::new(None),
             users: Mutex::new(Vec::new()),
+            file: Mutex::new(None),
         };
         config.mirror();
         config
@@ -689,6 +693,16 @@ impl Config {
     /// The ACL users the configuration defines (`user` lines), loaded at start.
     pub fn set_users(&self, users: Vec<String>) {
         *self.users.lock().unwrap_or_else(|p| p.into_inner()) = users;
+    }
+
+    /// Names the configuration file the server started with (`CONFIG REWRITE`, `INFO`).
+    pub fn set_file(&self, path: std::path::PathBuf) {
+        *self.file.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+    }
+
+    /// See [`Config::set_file`].
+    pub fn file(&self) -> Option<std::path::PathBuf> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// See [`Config::set_users`].

@@ -127,6 +127,24 @@ pub fn config_set(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u
     Ok(())
 }
 
+/// `CONFIG REWRITE`: the `--config` file says what the server runs with now
+/// (`crate::config::rewrite`), its `user` lines the ACL users unless an `aclfile` holds them.
+pub fn config_rewrite(ctx: &Context, _: &mut Tx<'_>, _: &[&[u8]], out: &mut Vec<u8>) -> Result {
+    let config = &ctx.stats.config;
+    let users = config.get("aclfile").is_empty().then(|| {
+        let users = ctx.stats.acl.users();
+        users
+            .iter()
+            .map(|(name, user)| format!("{} {}", String::from_utf8_lossy(name), user.describe()))
+            .collect()
+    });
+    match crate::config::rewrite::rewrite(config, users) {
+        Ok(()) => write::simple(out, "OK"),
+        Err(text) => write::error(out, &text),
+    }
+    Ok(())
+}
+
 /// `CONFIG RESETSTAT`.
 pub fn config_resetstat(ctx: &Context, _: &mut Tx<'_>, _: &[&[u8]], out: &mut Vec<u8>) -> Result {
     ctx.stats.reset();

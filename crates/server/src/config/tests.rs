@@ -236,3 +236,29 @@ fn save_is_checked_as_redis_checks_it() {
         );
     }
 }
+
+/// `CONFIG REWRITE`'s text. Catches a comment or an unknown line dropped, a setting written
+/// twice, a default added, an old `user` array (over several lines) kept beside the new one.
+#[test]
+fn rewrite_keeps_comments_and_updates_in_place() {
+    let config = Config::default();
+    config
+        .set_many(
+            &[("maxclients", "1234"), ("slowlog-max-len", "7")],
+            Origin::Client,
+        )
+        .expect("valid");
+    let old = "# my settings\nport = 6390\nmaxclients = 10\n\nuser = [\n  \"a on\",\n  \"b off\",\n]\nnotify-keyspace-events = \"\"\n";
+    let values = config.lock().clone();
+    let users = Some(vec!["default on nopass ~* &* +@all".to_string()]);
+    let text = super::rewrite::rewritten(old, &values, users);
+    assert_eq!(
+        text,
+        "# my settings\nport = 6379\nmaxclients = 1234\n\nnotify-keyspace-events = \"\"\n\
+         # Written by CONFIG REWRITE\nslowlog-max-len = 7\n\
+         user = [\n    \"default on nopass ~* &* +@all\",\n]\n"
+    );
+    let pairs = from_toml(&text).expect("the rewritten file parses");
+    assert!(pairs.contains(&("maxclients".to_string(), "1234".to_string())));
+    assert_eq!(users_from_toml(&text).expect("users").len(), 1);
+}

@@ -115,7 +115,7 @@ fn server(stats: &ServerStats) -> String {
          multiplexing_api:io_uring\r\nprocess_id:{}\r\nprocess_supervised:no\r\n\
          run_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\n\
          uptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{hz}\r\n\
-         configured_hz:{hz}\r\nexecutable:{}\r\nconfig_file:\r\nio_threads_active:0\r\n",
+         configured_hz:{hz}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\n",
         crate::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
@@ -125,6 +125,10 @@ fn server(stats: &ServerStats) -> String {
         stats.port,
         uptime / 86_400,
         std::env::current_exe().map_or(String::new(), |p| p.display().to_string()),
+        stats
+            .config
+            .file()
+            .map_or(String::new(), |p| p.display().to_string()),
     )
 }
 
