@@ -9,48 +9,49 @@
 use super::ids::{self, AclCategories};
 use super::selector::{KeyPattern, Selector};
 
-/// The rules that make `selector` (its keys, channels and commands).
-pub(crate) fn selector(selector: &Selector) -> String {
-    let mut out = String::new();
+/// The rules that make `selector` (its keys, channels and commands), as bytes: patterns are
+/// any bytes but spaces.
+pub(crate) fn selector(selector: &Selector) -> Vec<u8> {
+    let mut out = Vec::new();
     if selector.allkeys {
-        out.push_str("~* ");
+        out.extend_from_slice(b"~* ");
     } else {
         for key in &selector.keys {
-            out.push_str(&key_pattern(key));
-            out.push(' ');
+            out.extend_from_slice(&key_pattern(key));
+            out.push(b' ');
         }
     }
     if selector.allchannels {
-        out.push_str("&* ");
+        out.extend_from_slice(b"&* ");
     } else {
-        out.push_str("resetchannels ");
+        out.extend_from_slice(b"resetchannels ");
         for channel in &selector.channels {
-            out.push('&');
-            out.push_str(&String::from_utf8_lossy(channel));
-            out.push(' ');
+            out.push(b'&');
+            out.extend_from_slice(channel);
+            out.push(b' ');
         }
     }
-    out.push_str(&commands(selector));
+    out.extend_from_slice(&commands(selector));
     out
 }
 
 /// `~p`, `%R~p` or `%W~p`.
-pub(crate) fn key_pattern(key: &KeyPattern) -> String {
-    let prefix = match (key.read, key.write) {
-        (true, true) => "~",
-        (true, false) => "%R~",
-        (false, true) => "%W~",
+pub(crate) fn key_pattern(key: &KeyPattern) -> Vec<u8> {
+    let prefix: &[u8] = match (key.read, key.write) {
+        (true, true) => b"~",
+        (true, false) => b"%R~",
+        (false, true) => b"%W~",
         (false, false) => unreachable!("a key pattern allows something (checked as it is set)"),
     };
-    format!("{prefix}{}", String::from_utf8_lossy(&key.pattern))
+    [prefix, &key.pattern].concat()
 }
 
 /// The command rules of `selector` (Redis's `ACLDescribeSelectorCommandRules`).
-pub(crate) fn commands(selector: &Selector) -> String {
+pub(crate) fn commands(selector: &Selector) -> Vec<u8> {
     let additive = !selector.future_commands();
-    let mut rules = vec![if additive { "-@all" } else { "+@all" }.to_string()];
+    let mut rules: Vec<Vec<u8>> = vec![if additive { &b"-@all"[..] } else { b"+@all" }.to_vec()];
     let mut fake = Selector::new(false);
-    fake.apply(rules[0].as_bytes()).expect("a valid rule");
+    fake.apply(&rules[0]).expect("a valid rule");
     let mut left = selector.clone();
     let mut applied = [false; AclCategories::NAMES.len()];
     // Each pass applies one category: bounded by their number.
@@ -63,14 +64,14 @@ pub(crate) fn commands(selector: &Selector) -> String {
         fake.change_category(cat, additive);
         left.change_category(cat, !additive);
         let sign = if additive { "+@" } else { "-@" };
-        rules.push(format!("{sign}{}", AclCategories::NAMES[best]));
+        rules.push(format!("{sign}{}", AclCategories::NAMES[best]).into_bytes());
     }
     single_commands(selector, &mut fake, &mut rules);
     assert_eq!(
         fake.bits, selector.bits,
         "the description sets the selector's bits"
     );
-    rules.join(" ")
+    rules.join(&b' ')
 }
 
 /// The category with more commands in common with `left` than not, and the fewest
@@ -94,22 +95,18 @@ fn best_category(left: &Selector, additive: bool, applied: &[bool]) -> Option<us
 }
 
 /// The single commands (and first arguments) where `fake` still differs from `selector`.
-fn single_commands(selector: &Selector, fake: &mut Selector, rules: &mut Vec<String>) {
+fn single_commands(selector: &Selector, fake: &mut Selector, rules: &mut Vec<Vec<u8>>) {
     for (id, entry) in ids::all() {
         let bit = selector.bit(id);
         if bit != fake.bit(id) {
-            rules.push(format!("{}{}", if bit { '+' } else { '-' }, entry.name));
+            rules.push(format!("{}{}", if bit { '+' } else { '-' }, entry.name).into_bytes());
             fake.change(id, bit);
         }
         if bit {
             continue;
         }
         for first in selector.firstargs.get(&id).into_iter().flatten() {
-            rules.push(format!(
-                "+{}|{}",
-                entry.name,
-                String::from_utf8_lossy(first)
-            ));
+            rules.push([b"+", entry.name.as_bytes(), b"|", first].concat());
         }
     }
 }

@@ -139,7 +139,7 @@ pub fn save(path: &Path, users: &BTreeMap<Vec<u8>, Arc<User>>) -> std::io::Resul
         text.extend_from_slice(b"user ");
         text.extend_from_slice(name);
         text.push(b' ');
-        text.extend_from_slice(user.describe().as_bytes());
+        text.extend_from_slice(&user.describe());
         text.push(b'\n');
     }
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));

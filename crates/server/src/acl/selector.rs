@@ -27,7 +27,7 @@ pub(crate) struct Selector {
     pub(crate) allkeys: bool,
     /// `&*` / `allchannels`.
     pub(crate) allchannels: bool,
-    /// Every command bit is set since the last `+@all` (no command was taken away).
+    /// Every command bit is set (the future one included, which only `+@all` sets).
     pub(crate) allcommands: bool,
     /// One bit per command ID, and [`FUTURE_BIT`].
     pub(crate) bits: [u64; WORDS],
@@ -65,6 +65,9 @@ impl Selector {
     fn set_bit(&mut self, id: usize, on: bool) {
         if on {
             self.bits[id / 64] |= 1 << (id % 64);
+            // Every bit set again (the future one only `+@all` sets): all commands, as a
+            // `+@all` read back from the description makes it.
+            self.allcommands = self.bits.iter().all(|w| *w == u64::MAX);
         } else {
             self.bits[id / 64] &= !(1 << (id % 64));
             self.allcommands = false;

@@ -170,25 +170,25 @@ impl User {
     }
 
     /// Its rules, as `ACL LIST` shows them after `user NAME` (Redis's `ACLDescribeUser`).
-    pub(crate) fn describe(&self) -> String {
-        let mut out = String::new();
+    pub(crate) fn describe(&self) -> Vec<u8> {
+        let mut out = Vec::new();
         for flag in self.flags() {
-            out.push_str(flag);
-            out.push(' ');
+            out.extend_from_slice(flag.as_bytes());
+            out.push(b' ');
         }
         for hash in &self.passwords {
-            out.push('#');
-            out.push_str(hash);
-            out.push(' ');
+            out.push(b'#');
+            out.extend_from_slice(hash.as_bytes());
+            out.push(b' ');
         }
         for (i, selector) in self.selectors.iter().enumerate() {
             let rules = super::describe::selector(selector);
-            if i == 0 {
-                out.push_str(&rules);
-            } else {
-                out.push_str(" (");
-                out.push_str(&rules);
-                out.push(')');
+            if i > 0 {
+                out.extend_from_slice(b" (");
+            }
+            out.extend_from_slice(&rules);
+            if i > 0 {
+                out.push(b')');
             }
         }
         out

@@ -135,7 +135,14 @@ pub fn config_rewrite(ctx: &Context, _: &mut Tx<'_>, _: &[&[u8]], out: &mut Vec<
         let users = ctx.stats.acl.users();
         users
             .iter()
-            .map(|(name, user)| format!("{} {}", String::from_utf8_lossy(name), user.describe()))
+            .map(|(name, user)| {
+                let rules = user.describe();
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(name),
+                    String::from_utf8_lossy(&rules)
+                )
+            })
             .collect()
     });
     match crate::config::rewrite::rewrite(config, users) {

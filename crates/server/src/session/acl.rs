@@ -151,7 +151,7 @@ impl Session {
                     if args[1].eq_ignore_ascii_case(b"users") {
                         write::bulk(out, name);
                     } else {
-                        let line = [b"user ", &name[..], b" ", user.describe().as_bytes()].concat();
+                        let line = [b"user ", &name[..], b" ", &user.describe()].concat();
                         write::bulk(out, &line);
                     }
                 }
@@ -406,27 +406,27 @@ fn write_user(out: &mut Vec<u8>, user: &User, protocol: Protocol) {
 fn write_selector(out: &mut Vec<u8>, selector: &acl::selector::Selector) {
     use acl::describe;
     write::bulk(out, b"commands");
-    write::bulk(out, describe::commands(selector).as_bytes());
+    write::bulk(out, &describe::commands(selector));
     write::bulk(out, b"keys");
     let keys = if selector.allkeys {
-        "~*".to_string()
+        b"~*".to_vec()
     } else {
-        let patterns: Vec<String> = selector.keys.iter().map(describe::key_pattern).collect();
-        patterns.join(" ")
+        let patterns: Vec<Vec<u8>> = selector.keys.iter().map(describe::key_pattern).collect();
+        patterns.join(&b' ')
     };
-    write::bulk(out, keys.as_bytes());
+    write::bulk(out, &keys);
     write::bulk(out, b"channels");
     let channels = if selector.allchannels {
-        "&*".to_string()
+        b"&*".to_vec()
     } else {
-        let patterns: Vec<String> = selector
+        let patterns: Vec<Vec<u8>> = selector
             .channels
             .iter()
-            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .map(|c| [b"&", &c[..]].concat())
             .collect();
-        patterns.join(" ")
+        patterns.join(&b' ')
     };
-    write::bulk(out, channels.as_bytes());
+    write::bulk(out, &channels);
 }
 
 /// `ACL CAT [category]`.
