@@ -50,8 +50,11 @@ FIXED = {"aclfile", "unixsocket", "unixsocketperm", "daemonize", "supervised", "
          "enable-debug-command", "enable-module-command",
          "enable-protected-configs", "maxmemory-clients", "activedefrag",
          # Their own syntax, which tamer does not parse: shown, not changed.
-         "client-output-buffer-limit", "latency-tracking-info-percentiles",
+         "latency-tracking-info-percentiles",
          "oom-score-adj-values"}
+
+# Settings with a syntax of their own that tamer parses (crates/server/src/config/).
+OWN_KINDS = {"client-output-buffer-limit": "Kind::BufferLimits"}
 
 I64 = 9223372036854775807
 
@@ -96,6 +99,8 @@ def startup_kind(default):
 
 def probe(port, name, value):
     """(mutability, kind) of one setting, as Rust source."""
+    if name in OWN_KINDS:
+        return "Live", OWN_KINDS[name]
     first = cli(port, "config", "set", name, value)
     if first != "OK":
         if "can't set protected config" in first:

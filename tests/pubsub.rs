@@ -371,6 +371,53 @@ fn a_subscriber_that_does_not_read_is_closed_past_its_bound() {
     }
 }
 
+/// `client-output-buffer-limit pubsub` set live: with no bounds a subscriber that reads only
+/// after 40 MiB were published to it gets them all; with a 1 MiB hard bound the same
+/// subscriber is closed. Checked on both servers. Catches the setting shown but not applied.
+#[test]
+fn the_pubsub_buffer_limit_is_applied_live() {
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let redis = Redis::start().expect("starting redis-server");
+    let dir = temp_dir("pubsub-limit");
+    let served = Served::start(&dir.0);
+    let payload = "x".repeat(1 << 20);
+    for port in [redis.1, served.port] {
+        for (limit, kept) in [("pubsub 0 0 0", true), ("pubsub 1mb 0 0", false)] {
+            let mut admin = Conn::new(port);
+            admin.send(&["CONFIG", "SET", "client-output-buffer-limit", limit]);
+            assert_eq!(admin.next(), "+OK\r\n");
+            let mut slow = Conn::new(port);
+            slow.send(&["SUBSCRIBE", "big"]);
+            assert!(slow.next().contains("subscribe"));
+            for _ in 0..40 {
+                admin.send(&["PUBLISH", "big", &payload]);
+                admin.next();
+            }
+            let frame = format!("*3\r\n$7\r\nmessage\r\n$3\r\nbig\r\n$1048576\r\n{payload}\r\n");
+            let want = 40 * frame.len();
+            let (mut got, mut chunk) = (0usize, vec![0u8; 1 << 20]);
+            // Bounded by the read timeout: every pass reads or ends.
+            let open = loop {
+                if got >= want {
+                    break true;
+                }
+                match slow.stream.read(&mut chunk) {
+                    Ok(0) => break false,
+                    Err(_) => break false,
+                    Ok(n) => got += n,
+                }
+            };
+            assert_eq!(
+                open, kept,
+                "port {port}, {limit}: {got} of {want} bytes read"
+            );
+            assert!(got <= want, "port {port}: more than was published");
+        }
+    }
+}
+
 /// A fan-out to 100 subscribers that read while one more never does: each of the 100 gets
 /// every message, in order; the stalled one, also subscribed to a channel flooded with
 /// 64 MiB, is closed past its bound (Redis's `client-output-buffer-limit pubsub`) while the

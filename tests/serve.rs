@@ -1945,6 +1945,7 @@ fn probe_values(s: &tamer_server::config::Setting) -> (String, Option<String>) {
         Kind::Memory => ("3mb".into(), Some("3 apples".into())),
         Kind::Save => ("3600 1 300 100".into(), Some("0 1".into())),
         Kind::Text | Kind::KeyspaceEvents => ("tamer probe".into(), None),
+        Kind::BufferLimits => ("PUBSUB 1mb 512kb 10".into(), Some("master 1 1 1".into())),
     }
 }
 

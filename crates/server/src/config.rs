@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use keyspace_events::Classes;
 
+pub mod buffer_limits;
 pub mod keyspace_events;
 mod redis_only;
 pub mod rewrite;
@@ -22,7 +23,7 @@ pub mod rewrite;
 pub use redis_only::{REDIS_ONLY, REDIS_ONLY_ALIASES};
 
 /// How a setting's value is checked and normalized.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// An integer in `min..=max`.
     Int {
@@ -43,6 +44,10 @@ pub enum Kind {
     KeyspaceEvents,
     /// `save`'s pairs of seconds (≥ 1) and changes (≥ 0), one space apart, or nothing.
     Save,
+    /// `client-output-buffer-limit`: `class hard soft seconds` for some of the classes
+    /// `normal`, `replica` (shown `slave`) and `pubsub`; a `CONFIG SET` changes the classes
+    /// it names (`buffer_limits::merge`).
+    BufferLimits,
 }
 
 /// One setting of the registry.
@@ -383,6 +388,7 @@ pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
             .map(Classes::every_letter)
             .map_err(str::to_string),
         Kind::Save => save_points(value).ok_or_else(|| "Invalid save parameters".to_string()),
+        Kind::BufferLimits => buffer_limits::parse(value).map(|l| buffer_limits::show(&l)),
     }
 }
 
@@ -560,7 +566,10 @@ impl Config {
             if let Some(why) = refusal(setting, origin) {
                 return Err(fail(&lower, why));
             }
-            let value = normalize(setting.kind, value).map_err(|why| fail(&lower, &why))?;
+            let mut value = normalize(setting.kind, value).map_err(|why| fail(&lower, &why))?;
+            if setting.kind == Kind::BufferLimits {
+                value = buffer_limits::merge(&self.lock()[i], &value);
+            }
             if setting.mutability == Mutability::Fixed
                 && normalize(setting.kind, setting.default).as_ref() != Ok(&value)
             {

@@ -120,11 +120,24 @@ pub fn config_set(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u
             {
                 ctx.stats.sync_requirepass();
             }
+            apply_buffer_limits(&ctx.stats.config, ctx.pubsub);
             write::simple(out, "OK");
         }
         Err(text) => write::error(out, &text),
     }
     Ok(())
+}
+
+/// Gives the pub/sub hub `client-output-buffer-limit`'s `pubsub` class.
+pub fn apply_buffer_limits(config: &crate::config::Config, hub: &crate::pubsub::Hub) {
+    use crate::config::buffer_limits;
+    let value = config.get("client-output-buffer-limit");
+    let limit = buffer_limits::of_class(&value, 2).expect("the pubsub class is always set");
+    hub.set_mail_limits(crate::pubsub::MailLimits {
+        hard_bytes: usize::try_from(limit.hard_bytes).unwrap_or(usize::MAX),
+        soft_bytes: usize::try_from(limit.soft_bytes).unwrap_or(usize::MAX),
+        soft_seconds: limit.soft_seconds,
+    });
 }
 
 /// `CONFIG REWRITE`: the `--config` file says what the server runs with now

@@ -35,7 +35,7 @@ pub const REDIS_ONLY: &[Setting] = &[
     Setting::redis_only("bgsave_cpulist", "", Kind::Text, Mutability::Immutable),
     Setting::redis_only("bind-source-addr", "", Kind::Text, Mutability::Live),
     Setting::redis_only("bio_cpulist", "", Kind::Text, Mutability::Immutable),
-    Setting::redis_only("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", Kind::Text, Mutability::Fixed),
+    Setting::redis_only("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", Kind::BufferLimits, Mutability::Live),
     Setting::redis_only("cluster-allow-pubsubshard-when-down", "yes", Kind::Bool, Mutability::Fixed),
     Setting::redis_only("cluster-allow-reads-when-down", "no", Kind::Bool, Mutability::Fixed),
     Setting::redis_only("cluster-allow-replica-migration", "yes", Kind::Bool, Mutability::Fixed),

@@ -54,6 +54,7 @@ impl Server {
             pubsub: Arc::default(),
             prefetch: options.prefetch,
         });
+        crate::commands::server::apply_buffer_limits(&stats.config, &shared.pubsub);
         let reclaimer = Some(Reclaimer::start(db.clone())?);
         let expiry = crate::keyspace::expiry::ExpiryOptions::default();
         let expired_events = crate::pubsub::DirectEvents {

@@ -16,7 +16,7 @@ use indexmap::{IndexMap, IndexSet};
 use super::message::message;
 pub use super::tracking::Client;
 use super::tracking::{Keys, Notice};
-use super::{MAIL_HARD_BYTES, MAIL_SOFT_BYTES, MAIL_SOFT_SECONDS, MAIL_TOTAL_BYTES};
+use super::{MailLimits, MAIL_TOTAL_BYTES};
 use crate::resp::{write, Protocol};
 
 /// What a client subscribes to.
@@ -56,7 +56,7 @@ struct Subscriber {
     subscribed: [IndexSet<Vec<u8>>; 3],
     mail: Queued,
     overflowed: bool,
-    /// Since when its mail is past [`MAIL_SOFT_BYTES`] (ns on `tamer_device::now_ns`).
+    /// Since when its mail is past the soft bound (ns on `tamer_device::now_ns`).
     soft_since_ns: Option<u64>,
     /// It is in `MONITOR` mode (it stays in the hub without subscriptions).
     monitor: bool,
@@ -76,6 +76,8 @@ struct Inner {
     ready: Vec<Client>,
     /// The clients in `MONITOR` mode, in the order they asked.
     monitors: Vec<Client>,
+    /// One subscriber's bounds.
+    limits: MailLimits,
 }
 
 /// What tells the network that mail waits (a core may be waiting in its ring).
@@ -108,6 +110,11 @@ impl std::fmt::Debug for Hub {
 impl Hub {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets one subscriber's bounds (`client-output-buffer-limit pubsub`).
+    pub fn set_mail_limits(&self, limits: MailLimits) {
+        self.lock().limits = limits;
     }
 
     /// Set by the network once it runs.
@@ -648,11 +655,13 @@ impl Delivery {
         let frame = frames.of(sub.protocol, write);
         let had_mail = sub.mail.bytes > 0;
         let len = sub.mail.bytes + frame.len();
-        let soft_expired = len > MAIL_SOFT_BYTES && {
+        let limits = inner.limits;
+        let soft_expired = limits.soft_bytes > 0 && len > limits.soft_bytes && {
             let since_ns = *sub.soft_since_ns.get_or_insert(self.now_ns);
-            self.now_ns.saturating_sub(since_ns) >= MAIL_SOFT_SECONDS * 1_000_000_000
+            self.now_ns.saturating_sub(since_ns) >= limits.soft_seconds * 1_000_000_000
         };
-        if len > MAIL_HARD_BYTES || total + frame.len() > MAIL_TOTAL_BYTES || soft_expired {
+        let hard = limits.hard_bytes > 0 && len > limits.hard_bytes;
+        if hard || total + frame.len() > MAIL_TOTAL_BYTES || soft_expired {
             sub.overflowed = true;
             inner.mail_bytes -= sub.mail.bytes;
             sub.mail = Queued::default();
