@@ -87,6 +87,7 @@ pub fn run(args: LoadArgs) -> ExitCode {
         hot_share: args.hot_share,
         cpus: args.cpus,
         progress: true,
+        setup: Vec::new(),
     };
     match tamer_bench::load::run(&opts) {
         Ok(report) if args.json => {

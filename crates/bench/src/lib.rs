@@ -7,11 +7,14 @@
 //!   device latencies, memory-level parallelism, access mechanisms and an in-flight cap;
 //! - [`durability`]: LAD's evaluation: group-committed durability vs volatile, WAL, redb;
 //! - [`tier`]: AstriFlash's Figures 9 and 10: the key-value engine with a small DRAM cache over
-//!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync.
+//!   the emulated device and the disk vs the same engine all in DRAM, FIFO and flash-sync;
+//! - [`apps`]: issue 24's application figures (EVALSHA, pub/sub fan-out, GETs with tracking,
+//!   ACL checks), tamer serve vs redis-server.
 //!
 //! Every bench prints a table, writes a JSON object whose `figures` map holds its named figures,
 //! and writes its plots as SVG.
 
+pub mod apps;
 pub mod blockdev;
 pub mod cgroup;
 pub mod device;

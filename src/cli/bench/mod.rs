@@ -1,5 +1,6 @@
 //! `tamer bench`: each bench's flags and plan, then its result printed and written as JSON.
 
+mod apps;
 mod durability;
 mod microsecond;
 mod rpc;
@@ -24,6 +25,10 @@ pub enum Bench {
     /// API), then tamer alone with its data 30× its cache, and a large sorted set in a small
     /// cache.
     Types(types::TypesArgs),
+    /// Issue 24's application figures, tamer serve vs redis-server pinned side by side:
+    /// EVALSHA of a 3-command script, pub/sub fan-out to 100 subscribers, GETs with client
+    /// tracking on, and the cost of a restricted ACL user's checks.
+    Apps(apps::AppsArgs),
     /// User-level thread switch vs OS thread switch.
     Runtime(Common),
     /// 4 KiB random reads at queue depths 1..128: tamer io_uring and sync devices vs fio.
@@ -80,6 +85,7 @@ pub fn run(which: Bench) -> ExitCode {
     match which {
         Bench::Rpc(args) => rpc::run(args),
         Bench::Types(args) => types::run(args),
+        Bench::Apps(args) => apps::run(args),
         Bench::Runtime(common) => {
             let options = common.options();
             let result = Ok(tamer_bench::runtime::run(&options));

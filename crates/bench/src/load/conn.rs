@@ -117,6 +117,10 @@ impl Conn {
                 Ok(None) => break,
                 Err(ProtoError(e)) => return Err(e),
             };
+            if proto == Protocol::Resp && proto::is_push(&self.inbuf[at..]) {
+                at += len;
+                continue;
+            }
             at += len;
             let op = self.in_flight.front_mut().ok_or("a reply to no request")?;
             op.worst = op.worst.max(reply);

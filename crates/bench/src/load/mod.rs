@@ -86,6 +86,10 @@ pub struct LoadOptions {
     pub cpus: Vec<usize>,
     /// Draw a live progress line on stderr (when it is a terminal).
     pub progress: bool,
+    /// Commands (RESP, each its arguments) sent on every connection once it is connected,
+    /// before any other request (`HELLO 3`, `CLIENT TRACKING ON`); an error reply to any fails
+    /// the run. Out-of-band pushes arriving later answer no request and are skipped.
+    pub setup: Vec<Vec<Vec<u8>>>,
 }
 
 impl LoadOptions {
@@ -116,6 +120,7 @@ impl LoadOptions {
             hot_share: 0.0,
             cpus: Vec::new(),
             progress: false,
+            setup: Vec::new(),
         }
     }
 
@@ -158,6 +163,10 @@ impl LoadOptions {
         check(
             !(self.protocol == Protocol::Memcache && self.mix.multi > 0),
             "--mix multi: RESP only (memcached has no transactions)",
+        )?;
+        check(
+            self.setup.is_empty() || self.protocol == Protocol::Resp,
+            "setup commands: RESP only",
         )?;
         check(!self.duration.is_zero(), "--duration: positive")
     }

@@ -52,7 +52,8 @@ pub fn value_for(n: u64, value_bytes: usize) -> Vec<u8> {
     value
 }
 
-fn resp_bulk(out: &mut Vec<u8>, parts: &[&[u8]]) {
+/// Appends the command of `parts` (a RESP array of bulk strings) to `out`.
+pub fn resp_bulk(out: &mut Vec<u8>, parts: &[&[u8]]) {
     let _ = write!(out, "*{}\r\n", parts.len());
     for p in parts {
         let _ = write!(out, "${}\r\n", p.len());
@@ -123,10 +124,19 @@ fn number(text: &[u8]) -> Result<i64, ProtoError> {
         .ok_or_else(|| ProtoError(format!("not a number: {:?}", String::from_utf8_lossy(text))))
 }
 
-/// One whole RESP reply at the front of `buf`: its length and kind, `None` if incomplete. An
-/// array is as bad as its worst element.
+/// One whole RESP2 or RESP3 reply at the front of `buf`: its length and kind, `None` if
+/// incomplete. An aggregate (array, map, set, push) is as bad as its worst element; RESP3's
+/// null is a miss and its blob error an error. A push (`>`) parses as any aggregate: a reader
+/// that pairs replies with requests tells it apart with [`is_push`]. Attributes (`|`) are
+/// refused.
 pub fn parse_resp(buf: &[u8]) -> Result<Option<(usize, Reply)>, ProtoError> {
     parse_resp_at(buf, 0)
+}
+
+/// Whether the reply at the front of `frame` is an out-of-band RESP3 push (an invalidation,
+/// a pub/sub message), which answers no request.
+pub fn is_push(frame: &[u8]) -> bool {
+    frame.first() == Some(&b'>')
 }
 
 fn parse_resp_at(buf: &[u8], depth: usize) -> Result<Option<(usize, Reply)>, ProtoError> {
@@ -139,36 +149,55 @@ fn parse_resp_at(buf: &[u8], depth: usize) -> Result<Option<(usize, Reply)>, Pro
     let (head, body) = (buf[0], &buf[1..end]);
     let after = end + 2;
     match head {
-        b'+' | b':' => Ok(Some((after, Reply::Ok))),
+        b'+' | b':' | b'#' | b',' | b'(' => Ok(Some((after, Reply::Ok))),
+        b'_' => Ok(Some((after, Reply::Nil))),
         b'-' if body.starts_with(b"BUSY") => Ok(Some((after, Reply::Busy))),
         b'-' => Ok(Some((after, Reply::Error))),
-        b'$' => {
+        b'$' | b'=' | b'!' => {
             let len = number(body)?;
             if len < 0 {
                 return Ok(Some((after, Reply::Nil)));
             }
             let total = after + len as usize + 2;
-            Ok((buf.len() >= total).then_some((total, Reply::Ok)))
+            let kind = if head == b'!' {
+                Reply::Error
+            } else {
+                Reply::Ok
+            };
+            Ok((buf.len() >= total).then_some((total, kind)))
         }
-        b'*' => {
+        b'*' | b'~' | b'>' | b'%' => {
             let count = number(body)?;
             if count < 0 {
                 return Ok(Some((after, Reply::Nil)));
             }
-            let (mut at, mut worst) = (after, Reply::Ok);
-            for _ in 0..count {
-                match parse_resp_at(&buf[at..], depth + 1)? {
-                    Some((len, kind)) => {
-                        at += len;
-                        worst = worst.max(kind);
-                    }
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some((at, worst)))
+            // A map's entries are a key and a value each.
+            let elements = if head == b'%' { 2 * count } else { count };
+            aggregate(buf, after, elements, depth)
         }
         other => Err(ProtoError(format!("unexpected reply type byte {other:#x}"))),
     }
+}
+
+/// The `elements` replies of an aggregate whose header ends at `at`: its whole length and
+/// its worst element's kind.
+fn aggregate(
+    buf: &[u8],
+    mut at: usize,
+    elements: i64,
+    depth: usize,
+) -> Result<Option<(usize, Reply)>, ProtoError> {
+    let mut worst = Reply::Ok;
+    for _ in 0..elements {
+        match parse_resp_at(&buf[at..], depth + 1)? {
+            Some((len, kind)) => {
+                at += len;
+                worst = worst.max(kind);
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some((at, worst)))
 }
 
 /// One whole memcached text reply at the front of `buf`: its length and kind.
@@ -268,6 +297,28 @@ mod tests {
         assert!(parse_resp(b"?x\r\n").is_err());
         let deep = "*1\r\n".repeat(MAX_DEPTH + 2) + "+OK\r\n";
         assert!(parse_resp(deep.as_bytes()).is_err());
+    }
+
+    /// Catches: RESP3's types refused or mis-sized (a map counted as n elements rather than
+    /// 2n, a blob error taken as a value, null as a value), a push not told apart.
+    #[test]
+    fn resp3_replies() {
+        let hello = b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n+";
+        assert_eq!(parse_resp(hello), Ok(Some((hello.len() - 1, Reply::Ok))));
+        assert_eq!(parse_resp(&hello[..hello.len() - 6]), Ok(None));
+        assert_eq!(parse_resp(b"_\r\n"), Ok(Some((3, Reply::Nil))));
+        assert_eq!(parse_resp(b"#t\r\n"), Ok(Some((4, Reply::Ok))));
+        assert_eq!(parse_resp(b",1.5\r\n"), Ok(Some((6, Reply::Ok))));
+        assert_eq!(parse_resp(b"!3\r\nERR\r\n"), Ok(Some((9, Reply::Error))));
+        assert_eq!(parse_resp(b"=7\r\ntxt:abc\r\n"), Ok(Some((13, Reply::Ok))));
+        let push = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n";
+        assert_eq!(parse_resp(push), Ok(Some((push.len(), Reply::Ok))));
+        assert!(is_push(push) && !is_push(b"*1\r\n"));
+        assert_eq!(
+            parse_resp(b"~2\r\n:1\r\n-ERR x\r\n").unwrap().unwrap().1,
+            Reply::Error
+        );
+        assert!(parse_resp(b"|1\r\n+a\r\n+b\r\n+OK\r\n").is_err());
     }
 
     /// Catches: a VALUE reply taken before its data and END arrived, a miss counted as a hit,

@@ -112,6 +112,48 @@ fn error_replies_are_counted() {
     assert_eq!(r.admitted_latency.p50_us, 0.0);
 }
 
+/// Setup commands run on every connection before its first request: RESP3 (`HELLO 3`, a map
+/// reply) and `CLIENT TRACKING ON`, after which GETs are counted as usual and the server
+/// tracks the keys read; a setup command answered with an error fails the run, naming it.
+/// Catches: a RESP3 map not parsed (the handshake fails or a setup reply is taken for a GET's),
+/// setup skipped, a refused setup ignored.
+#[test]
+fn setup_commands_run_before_the_load() {
+    if !peer("redis-server") {
+        return;
+    }
+    let server = Server::start(Launch::redis(free_port().unwrap(), &[])).unwrap();
+    let mut opts = LoadOptions::new(server.port());
+    opts.keys = 200;
+    opts.fill = true;
+    opts.connections = 3;
+    opts.pipeline = 4;
+    opts.mix = "get=1".parse().unwrap();
+    opts.duration = Duration::from_millis(300);
+    opts.seed = seed();
+    let command = |parts: &[&str]| parts.iter().map(|p| p.as_bytes().to_vec()).collect();
+    opts.setup = vec![
+        command(&["HELLO", "3"]),
+        command(&["CLIENT", "TRACKING", "ON"]),
+    ];
+    let r = run(&opts).unwrap();
+    assert!(r.answered > 100, "{}", brief(&r));
+    assert_eq!((r.errors, r.nil, r.busy), (0, 0, 0), "{}", brief(&r));
+    let info = ask(server.port(), "INFO stats").unwrap();
+    let tracked: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("tracking_total_keys:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(tracked > 0, "no key tracked: {info}");
+    opts.setup = vec![command(&["HELLO", "9"])];
+    let refused = run(&opts).unwrap_err();
+    assert!(
+        refused.contains("setup HELLO 9") && refused.contains("NOPROTO"),
+        "{refused}"
+    );
+}
+
 /// memcached's text protocol: filled keys all hit, the answers equal memcached's own
 /// `cmd_get + cmd_set` less the fill. Catches: a VALUE reply split wrong (a desync shows as
 /// a protocol error), a hit counted as a miss, operations not counted.

@@ -33,6 +33,8 @@ const TIMER: Token = Token(usize::MAX);
 const SPIN_NS: u64 = 200_000;
 /// How long replies are awaited after the window ends.
 const DRAIN: Duration = Duration::from_secs(2);
+/// How long a setup command's reply is awaited.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The fill phase's keys for this worker: `next`, `next + stride`, ... below `end`.
 #[derive(Clone, Copy, Debug)]
@@ -70,7 +72,7 @@ impl<'a> Worker<'a> {
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         let mut conns = Vec::with_capacity(count);
         for i in 0..count {
-            let stream = connect(&opts.host, opts.port)?;
+            let stream = connect(&opts.host, opts.port, &opts.setup)?;
             let mut stream = mio::net::TcpStream::from_std(stream);
             poll.registry()
                 .register(
@@ -367,16 +369,57 @@ impl<'a> Worker<'a> {
     }
 }
 
-fn connect(host: &str, port: u16) -> Result<std::net::TcpStream, String> {
+fn connect(host: &str, port: u16, setup: &[Vec<Vec<u8>>]) -> Result<std::net::TcpStream, String> {
     use std::net::ToSocketAddrs;
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("{host}:{port}: {e}"))?
         .next()
         .ok_or_else(|| format!("{host}:{port}: no address"))?;
-    let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| format!("connecting to {addr}: {e}"))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    handshake(&mut stream, setup)?;
     stream.set_nonblocking(true).map_err(|e| e.to_string())?;
     Ok(stream)
+}
+
+/// Sends the `setup` commands on a blocking `stream` and reads their replies (each within
+/// [`SETUP_TIMEOUT`]); an error reply is an error naming its command.
+fn handshake(stream: &mut std::net::TcpStream, setup: &[Vec<Vec<u8>>]) -> Result<(), String> {
+    use std::io::{Read, Write};
+    if setup.is_empty() {
+        return Ok(());
+    }
+    let mut out = Vec::new();
+    for command in setup {
+        let parts: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+        proto::resp_bulk(&mut out, &parts);
+    }
+    stream
+        .set_read_timeout(Some(SETUP_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream.write_all(&out).map_err(|e| format!("setup: {e}"))?;
+    let (mut inbuf, mut chunk) = (Vec::new(), [0u8; 4096]);
+    let mut commands = setup.iter();
+    // Bounded: each pass parses a reply or reads (within the timeout) or fails.
+    while let Some(command) = commands.as_slice().first() {
+        match proto::parse_resp(&inbuf).map_err(|e| e.0)? {
+            Some((len, kind)) => {
+                if matches!(kind, Reply::Error | Reply::Busy) {
+                    let name = String::from_utf8_lossy(&command.join(&b' ')).into_owned();
+                    let text = String::from_utf8_lossy(&inbuf[..len]);
+                    return Err(format!("setup {name}: {}", text.trim_end()));
+                }
+                inbuf.drain(..len);
+                commands.next();
+            }
+            None => match stream.read(&mut chunk) {
+                Ok(0) => return Err("setup: the server closed the connection".into()),
+                Ok(n) => inbuf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("setup: {e}")),
+            },
+        }
+    }
+    stream.set_read_timeout(None).map_err(|e| e.to_string())
 }

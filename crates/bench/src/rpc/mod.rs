@@ -14,7 +14,7 @@
 //! durable).
 
 pub mod plan;
-mod scenarios;
+pub(crate) mod scenarios;
 mod scenarios2;
 pub mod servers;
 pub mod sim;

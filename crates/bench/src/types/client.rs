@@ -43,6 +43,12 @@ impl Conn {
         })
     }
 
+    /// The socket and the bytes received but not yet taken as replies (to go on reading it
+    /// another way, e.g. non-blocking).
+    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        (self.stream, self.buf)
+    }
+
     /// Sends one command (its arguments) without waiting for the reply.
     pub fn send(&mut self, args: &[Vec<u8>]) -> Result<(), String> {
         let mut out = Vec::with_capacity(64);
