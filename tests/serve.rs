@@ -2074,3 +2074,36 @@ fn config_rewrite_keeps_what_was_set_across_a_restart() {
         acl
     );
 }
+
+/// A copied `redis.conf`'s `appendonly yes` and `appendfsync` choose `durability` when it is
+/// not given; `durability` given wins; `appendonly no` leaves tamer's default. Catches the
+/// mapping inverted, applied over an explicit `durability`, or applied to Redis's defaults.
+#[test]
+fn appendfsync_chooses_durability_at_start() {
+    let dir = temp_dir("appendfsync");
+    let file = dir.0.join("tamer.toml");
+    let cases = [
+        (
+            "appendonly = \"yes\"\nappendfsync = \"everysec\"\n",
+            "periodic",
+        ),
+        ("appendonly = \"yes\"\nappendfsync = \"always\"\n", "commit"),
+        ("appendonly = \"yes\"\nappendfsync = \"no\"\n", "none"),
+        (
+            "appendonly = \"yes\"\nappendfsync = \"no\"\ndurability = \"commit\"\n",
+            "commit",
+        ),
+        ("appendonly = \"no\"\nappendfsync = \"no\"\n", "commit"),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        std::fs::write(&file, text).unwrap();
+        let store = dir.0.join(format!("store-{i}"));
+        let served = Served::start_with(&store, &["--config", file.to_str().unwrap()]);
+        assert!(
+            served.line.contains(&format!("durability {want},")),
+            "{text:?}: {}",
+            served.line
+        );
+        served.terminate();
+    }
+}

@@ -106,6 +106,7 @@ fn serve_config(args: &ServeArgs) -> Result<tamer_server::config::Config, String
             .set_many(&[(name, value)], Origin::Startup)
             .map_err(|e| format!("{from}: {}", e.trim_start_matches("ERR ")))
     };
+    let mut durability_given = false;
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--config {}: {e}", path.display()))?;
@@ -114,14 +115,38 @@ fn serve_config(args: &ServeArgs) -> Result<tamer_server::config::Config, String
             .map_err(|e| format!("{}: {e}", path.display()))?;
         config.set_users(users);
         config.set_file(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
+        durability_given |= pairs.iter().any(|(name, _)| name == "durability");
         for (name, value) in pairs {
             startup(&name, &value, &path.display().to_string())?;
         }
     }
     for (name, value) in args.settings() {
+        durability_given |= name == "durability";
         startup(name, &value, &format!("--{name}"))?;
     }
+    if let Some(durability) = durability_of_redis_settings(&config, durability_given) {
+        startup("durability", durability, "appendonly and appendfsync")?;
+    }
     Ok(config)
+}
+
+/// The `durability` a copied `redis.conf` asks for, when `durability` itself was not given:
+/// `appendonly yes` with `appendfsync always` is `commit`, `everysec` `periodic`, `no`
+/// `none`. Without `appendonly yes` (Redis's default, which keeps RDB snapshots) nothing is
+/// chosen: tamer's default stays, durable on every acknowledgement.
+fn durability_of_redis_settings(
+    config: &tamer_server::config::Config,
+    durability_given: bool,
+) -> Option<&'static str> {
+    if durability_given || config.get("appendonly") != "yes" {
+        return None;
+    }
+    match config.get("appendfsync").as_str() {
+        "always" => Some("commit"),
+        "everysec" => Some("periodic"),
+        "no" => Some("none"),
+        other => unreachable!("appendfsync is checked as it is set: {other}"),
+    }
 }
 
 /// What `tamer serve` runs with, read from its settings.
