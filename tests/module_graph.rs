@@ -514,7 +514,7 @@ fn no_module_reaches_itself() {
 
 /// The server's folders, top layer first: each uses only the ones after it.
 const SERVER_LAYERS: &[&str] = &[
-    "net", "session", "commands", "stats", "pubsub", "keyspace", "resp", "config", "glob",
+    "net", "session", "commands", "stats", "acl", "pubsub", "keyspace", "resp", "config", "glob",
 ];
 
 /// The server's folders are layers (`crates/server/src/lib.rs`): no module of a folder names

@@ -6,6 +6,8 @@
 //!   the writes' watchers (`WATCH`, blocked clients), active expiry and reclaim.
 //! - `pubsub`: the channels and patterns clients subscribe to, and the mail a publish leaves
 //!   each subscriber until the network sends it.
+//! - `acl`: ACL users, their rules and descriptions, the permission check of a request (as
+//!   the command layer describes it to it), `ACL LOG`, the ACL file.
 //! - [`stats`]: what the server reports about itself (counters, client list, `INFO`,
 //!   Prometheus metrics).
 //! - `commands`: the command table, the gate every request passes, and one file per

@@ -6,7 +6,7 @@
 //! Redis emits the single commands in its command dictionary's order, which is random per
 //! process; tamer emits them in name order.
 
-use super::ids::{self, AclCategories};
+use super::ids::{self, CATEGORIES};
 use super::selector::{KeyPattern, Selector};
 
 /// The rules that make `selector` (its keys, channels and commands), as bytes: patterns are
@@ -53,9 +53,9 @@ pub(crate) fn commands(selector: &Selector) -> Vec<u8> {
     let mut fake = Selector::new(false);
     fake.apply(&rules[0]).expect("a valid rule");
     let mut left = selector.clone();
-    let mut applied = [false; AclCategories::NAMES.len()];
+    let mut applied = [false; CATEGORIES.len()];
     // Each pass applies one category: bounded by their number.
-    for _ in 0..AclCategories::NAMES.len() {
+    for _ in 0..CATEGORIES.len() {
         let Some(best) = best_category(&left, additive, &applied) else {
             break;
         };
@@ -64,7 +64,7 @@ pub(crate) fn commands(selector: &Selector) -> Vec<u8> {
         fake.change_category(cat, additive);
         left.change_category(cat, !additive);
         let sign = if additive { "+@" } else { "-@" };
-        rules.push(format!("{sign}{}", AclCategories::NAMES[best]).into_bytes());
+        rules.push(format!("{sign}{}", CATEGORIES[best]).into_bytes());
     }
     single_commands(selector, &mut fake, &mut rules);
     assert_eq!(
@@ -79,7 +79,7 @@ pub(crate) fn commands(selector: &Selector) -> Vec<u8> {
 fn best_category(left: &Selector, additive: bool, applied: &[bool]) -> Option<usize> {
     let mut best = None;
     let (mut diff_min, mut same_max) = (usize::MAX, 0);
-    for (i, _) in AclCategories::NAMES.iter().enumerate() {
+    for (i, _) in CATEGORIES.iter().enumerate() {
         if applied[i] {
             continue;
         }

@@ -10,6 +10,7 @@
 //! Bounds: [`USERS_MAX`] users, [`log::ENTRIES_MAX`] log entries (`acllog-max-len` below
 //! it), and per user the bounds of [`user`] and [`selector`].
 
+pub(crate) mod categories;
 pub(crate) mod describe;
 pub(crate) mod file;
 pub(crate) mod ids;
@@ -22,7 +23,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::commands::spec::{Command, Flags, KeyFlags};
 use crate::glob;
 pub use user::User;
 
@@ -96,12 +96,11 @@ impl Denied {
     }
 
     /// The `-NOPERM` text the gate replies with.
-    pub fn noperm(self, command: &Command) -> String {
+    pub fn noperm(self, command_name: &str) -> String {
         match self {
-            Denied::Command => format!(
-                "NOPERM this user has no permissions to run the '{}' command",
-                command.name
-            ),
+            Denied::Command => {
+                format!("NOPERM this user has no permissions to run the '{command_name}' command")
+            }
             Denied::Key(_) => "NOPERM this user has no permissions to access one of the keys \
                                used as arguments"
                 .to_string(),
@@ -148,14 +147,50 @@ pub fn unrestricted(user: &User) -> bool {
     root.allcommands && root.allkeys && root.allchannels
 }
 
-/// Whether `user` may run `command` with `args` (`args[0]` its name): Redis's
-/// `ACLCheckAllUserCommandPerm`.
-pub fn check(user: &User, command: &Command, args: &[&[u8]]) -> Result<(), Denied> {
-    let id = ids::of(command);
-    let mut keys: Option<Vec<(usize, KeyFlags)>> = None;
+/// How a request uses a key: read (Redis's key spec flag `access`), written (`insert`,
+/// `delete`, `update`), both, or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyUse {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// Which arguments of a request are channels, as Redis's `ACLDoesCommandHaveChannels`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channels {
+    /// None.
+    None,
+    /// The first (`PUBLISH`, `SPUBLISH`).
+    First,
+    /// All but the name (`SUBSCRIBE`, `SSUBSCRIBE`).
+    All,
+    /// All but the name, each a pattern that must be one of the user's exactly
+    /// (`PSUBSCRIBE`).
+    AllPatterns,
+}
+
+/// A request as the check sees it (the command layer makes it from the command table:
+/// `commands::permissions`).
+pub struct Request<'a> {
+    /// Its command's ACL ID ([`ids`]).
+    pub id: ids::Id,
+    /// The command runs before authentication (`AUTH`, `HELLO`): always allowed.
+    pub no_auth: bool,
+    /// Its arguments, the name first.
+    pub args: &'a [&'a [u8]],
+    /// Its keys (positions in `args`) and how it uses them; asked at most once, only when a
+    /// selector restricts keys.
+    pub keys: &'a dyn Fn() -> Vec<(usize, KeyUse)>,
+    pub channels: Channels,
+}
+
+/// Whether `user` may run `request`: Redis's `ACLCheckAllUserCommandPerm` (one selector must
+/// allow it whole; else the most relevant denial, the last key or channel refused).
+pub fn check(user: &User, request: &Request<'_>) -> Result<(), Denied> {
+    let mut keys: Option<Vec<(usize, KeyUse)>> = None;
     let mut relevant = Denied::Command;
     for selector in &user.selectors {
-        match check_selector(selector, command, id, args, &mut keys) {
+        match check_selector(selector, request, &mut keys) {
             Ok(()) => return Ok(()),
             Err(denied) if denied > relevant => relevant = denied,
             Err(_) => {}
@@ -166,32 +201,31 @@ pub fn check(user: &User, command: &Command, args: &[&[u8]]) -> Result<(), Denie
 
 fn check_selector(
     selector: &selector::Selector,
-    command: &Command,
-    id: ids::Id,
-    args: &[&[u8]],
-    keys: &mut Option<Vec<(usize, KeyFlags)>>,
+    request: &Request<'_>,
+    keys: &mut Option<Vec<(usize, KeyUse)>>,
 ) -> Result<(), Denied> {
-    if !selector.allcommands && !command.flags.contains(Flags::NO_AUTH) && !selector.bit(id) {
+    let (id, args) = (request.id, request.args);
+    if !selector.allcommands && !request.no_auth && !selector.bit(id) {
         let first = args.get(1).ok_or(Denied::Command)?;
         let allowed = selector.firstargs.get(&id).ok_or(Denied::Command)?;
         if !allowed.iter().any(|a| a.eq_ignore_ascii_case(first)) {
             return Err(Denied::Command);
         }
     }
-    if !selector.allkeys && command.has_keys() {
-        let keys = keys.get_or_insert_with(|| keys_of(command, args));
-        for &(at, flags) in keys.iter() {
-            if !key_allowed(selector, args[at], flags) {
+    if !selector.allkeys {
+        let keys = keys.get_or_insert_with(|| (request.keys)());
+        for &(at, key_use) in keys.iter() {
+            if !key_allowed(selector, args[at], key_use) {
                 return Err(Denied::Key(at));
             }
         }
     }
     if !selector.allchannels {
-        let (channels, literal) = match command.name {
-            "publish" | "spublish" => (1..2, false),
-            "subscribe" | "ssubscribe" => (1..args.len(), false),
-            "psubscribe" => (1..args.len(), true),
-            _ => (0..0, false),
+        let (channels, literal) = match request.channels {
+            Channels::None => (0..0, false),
+            Channels::First => (1..2.min(args.len()), false),
+            Channels::All => (1..args.len(), false),
+            Channels::AllPatterns => (1..args.len(), true),
         };
         for at in channels {
             if !channel_allowed(&selector.channels, args[at], literal) {
@@ -202,43 +236,10 @@ fn check_selector(
     Ok(())
 }
 
-/// The keys of a request with their flags (Redis's `getKeysFromCommandWithSpecs`: a request
-/// its key specs do not fit names no key). A command of one key at a fixed place (`GET`,
-/// `SET` ...) is read without walking the specs.
-fn keys_of(command: &Command, args: &[&[u8]]) -> Vec<(usize, KeyFlags)> {
-    use crate::commands::spec::{BeginSearch, FindKeys};
-    if let [spec] = command.key_specs {
-        let fixed = matches!(spec.find, FindKeys::Range { last_key: 0, .. })
-            && !spec.flags.contains(KeyFlags::VARIABLE_FLAGS)
-            && !spec.flags.contains(KeyFlags::NOT_KEY);
-        if let (true, BeginSearch::Index(at)) = (fixed, spec.begin) {
-            let at = at as usize;
-            return if at < args.len() {
-                vec![(at, spec.flags)]
-            } else {
-                Vec::new()
-            };
-        }
-    }
-    let keys = command.keys(args, false).unwrap_or_default();
-    keys.into_iter()
-        .map(|(at, spec)| {
-            let flags = match command.key_flags {
-                Some(flags_of) if spec.flags.contains(KeyFlags::VARIABLE_FLAGS) => flags_of(args),
-                _ => spec.flags,
-            };
-            (at, flags)
-        })
-        .collect()
-}
-
-/// Whether a pattern of `selector` allows `key` used as `flags` say (Redis's
-/// `ACLSelectorCheckKey`: access needs read, insert, delete and update need write).
-fn key_allowed(selector: &selector::Selector, key: &[u8], flags: KeyFlags) -> bool {
-    let read = flags.contains(KeyFlags::ACCESS);
-    let write = flags.contains(KeyFlags::INSERT)
-        || flags.contains(KeyFlags::DELETE)
-        || flags.contains(KeyFlags::UPDATE);
+/// Whether a pattern of `selector` allows `key` used as `key_use` says (Redis's
+/// `ACLSelectorCheckKey`).
+fn key_allowed(selector: &selector::Selector, key: &[u8], key_use: KeyUse) -> bool {
+    let KeyUse { read, write } = key_use;
     selector
         .keys
         .iter()
@@ -314,35 +315,6 @@ impl Acl {
         drop(users);
         self.changed();
     }
-}
-
-/// Logs a denial of a command a script called (`ACL LOG`, context `lua`).
-pub(crate) fn log_script_denial(
-    stats: &crate::stats::ServerStats,
-    caller: crate::commands::context::Caller<'_>,
-    command: &Command,
-    denied: Denied,
-    args: &[&[u8]],
-) {
-    let object = match denied {
-        Denied::Command => command.name.as_bytes().to_vec(),
-        Denied::Key(at) | Denied::Channel(at) => args[at].to_vec(),
-    };
-    let entry = log::Entry {
-        count: 1,
-        reason: denied.reason(),
-        context: log::Context::Lua,
-        object,
-        username: caller.user.name.clone(),
-        at_ms: crate::keyspace::wall_ms(),
-        client_info: stats
-            .clients
-            .get(caller.client_id)
-            .map(|e| e.line())
-            .unwrap_or_default(),
-    };
-    let len_max = stats.config.get_u64("acllog-max-len") as usize;
-    stats.acl.log.add(entry, len_max);
 }
 
 #[cfg(test)]

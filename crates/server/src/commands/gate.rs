@@ -12,7 +12,7 @@
 //! 6. A restricted ACL user may run only what one of its selectors allows whole: the
 //!    command (or one of its first arguments), every key its key specs find (read or
 //!    written as their flags say), every channel it publishes or subscribes to
-//!    (`crate::acl::check`).
+//!    (`super::permissions::check`).
 //! 7. While the store's device is full, a `denyoom` command is refused with `-OOM` (and
 //!    inside `MULTI` every command but the ones that end it, as Redis refuses them over
 //!    `maxmemory`).
@@ -156,7 +156,7 @@ pub fn decide(args: &[&[u8]], s: Snapshot<'_>) -> Verdict {
     }
     if let Some(denied) = s
         .user
-        .and_then(|u| crate::acl::check(u, command, args).err())
+        .and_then(|u| super::permissions::check(u, command, args).err())
     {
         return Verdict::Refuse(Refusal::NoPerm(command, denied));
     }
@@ -282,7 +282,7 @@ impl Refusal {
             Refusal::Loading(_) => "LOADING Redis is loading the dataset in memory".to_string(),
             Refusal::Busy(_, busy) => busy_error(busy).to_string(),
             Refusal::Monitor(_) => "ERR Replica can't interact with the keyspace".to_string(),
-            Refusal::NoPerm(command, denied) => denied.noperm(command),
+            Refusal::NoPerm(command, denied) => denied.noperm(command.name),
             Refusal::PubsubContext(command) => format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
                  RESET are allowed in this context",

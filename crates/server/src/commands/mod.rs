@@ -12,7 +12,7 @@
 //! [`hashes`], [`lists`], [`sets`], [`zsets`], [`blocking_pops`], [`server`] and
 //! [`introspection`] (`COMMAND`); the commands that change the session are the session's
 //! (`crate::session`). What they share: [`context`], [`args`], [`reply`], [`collections`],
-//! [`numbers`]. `docs/commands.md` lists every command and how tamer differs.
+//! [`numbers`]; the ACL checks of a request, [`permissions`]. `docs/commands.md` lists every command and how tamer differs.
 
 pub mod args;
 pub mod blocking_pops;
@@ -26,6 +26,7 @@ pub mod keys;
 pub mod lists;
 pub mod numbers;
 pub mod object;
+pub mod permissions;
 pub mod pubsub;
 pub mod reply;
 pub mod scan;

@@ -9,7 +9,8 @@ use crate::acl::log::{self as acl_log, Context as LogContext, Entry};
 use crate::acl::user::{merge_selectors, valid_name};
 use crate::acl::{self, ids, Denied, User, USERS_MAX};
 use crate::commands::context::Caller;
-use crate::commands::spec::{AclCategories, Command};
+use crate::commands::permissions;
+use crate::commands::spec::Command;
 use crate::commands::table;
 use crate::pubsub::Kind;
 use crate::resp::{parse_i64, write, Protocol};
@@ -72,7 +73,7 @@ impl Session {
                     return None;
                 }
                 let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                let denied = acl::check(&self.user, command, &refs).err()?;
+                let denied = permissions::check(&self.user, command, &refs).err()?;
                 self.log_denial(command, denied, &refs, LogContext::Multi);
                 Some(denied)
             })
@@ -314,7 +315,7 @@ impl Session {
             );
             return write::error(out, &text);
         }
-        let text = match acl::check(&user, command, request) {
+        let text = match permissions::check(&user, command, request) {
             Ok(()) => return write::simple(out, "OK"),
             Err(Denied::Command) => format!(
                 "This user has no permissions to run the '{}' command",
@@ -432,8 +433,8 @@ fn write_selector(out: &mut Vec<u8>, selector: &acl::selector::Selector) {
 /// `ACL CAT [category]`.
 fn acl_cat(category: Option<&[u8]>, out: &mut Vec<u8>) {
     let Some(name) = category else {
-        write::array(out, AclCategories::NAMES.len());
-        for name in AclCategories::NAMES {
+        write::array(out, ids::CATEGORIES.len());
+        for name in ids::CATEGORIES {
             write::bulk(out, name.as_bytes());
         }
         return;

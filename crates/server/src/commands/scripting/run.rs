@@ -14,6 +14,7 @@ use super::convert::{lua_to_reply, reply_to_lua, ReplyOptions};
 use super::shebang::ScriptFlags;
 use super::vm::Vm;
 use super::Scripts;
+use crate::commands::permissions;
 use crate::commands::spec::{Command, Flags, Run, SessionOp, Table};
 use crate::commands::Context;
 use crate::keyspace::scope::Scope;
@@ -71,7 +72,7 @@ impl<'c> RunState<'c, '_, '_> {
         };
         self.ctx
             .caller
-            .is_none_or(|caller| crate::acl::check(caller.user, command, args).is_ok())
+            .is_none_or(|caller| permissions::check(caller.user, command, args).is_ok())
     }
 
     /// Redis's checks of a command called from a script: `Err` is the error's text.
@@ -88,8 +89,8 @@ impl<'c> RunState<'c, '_, '_> {
             return Err("ERR This Redis command is not allowed from script");
         }
         if let Some(caller) = self.ctx.caller {
-            if let Err(denied) = crate::acl::check(caller.user, command, args) {
-                crate::acl::log_script_denial(self.ctx.stats, caller, command, denied, args);
+            if let Err(denied) = permissions::check(caller.user, command, args) {
+                permissions::log_script_denial(self.ctx.stats, caller, command, denied, args);
                 return Err(denied.script_error());
             }
         }
