@@ -186,7 +186,10 @@ pub fn invocation(entry: &Entry, rng: &mut SmallRng) -> Vec<String> {
     out
 }
 
-/// A TTL below a few seconds would race the run: `EX`-style times become long ones.
+/// A TTL below a few seconds would race the run: `EX`-style times become long ones. So does
+/// `SET`'s `EXAT`/`PXAT` in the past: Redis keeps such a key until its active expiry finds
+/// it, which may fall inside a step or not (its `expired` event with it), so it becomes the
+/// far time too.
 pub fn without_short_ttls(mut args: Vec<String>) -> Vec<String> {
     // Times from now in seconds become fixed Unix times far ahead, so that comparisons
     // (`GT`, `LT`) and replies do not depend on when each server ran the step.
@@ -206,7 +209,15 @@ pub fn without_short_ttls(mut args: Vec<String>) -> Vec<String> {
     if name == "setex" && args.get(2).and_then(|a| relative(a)).is_some() {
         args[2] = "1000000".into();
     }
+    let past = |arg: &str, unit: i64| arg.parse::<i64>().is_ok_and(|t| t < AHEAD_S * unit);
     for i in 1..args.len() {
+        if name == "set" {
+            match args[i - 1].to_ascii_lowercase().as_str() {
+                "exat" if past(&args[i], 1) => args[i] = AHEAD_S.to_string(),
+                "pxat" if past(&args[i], 1000) => args[i] = (AHEAD_S * 1000).to_string(),
+                _ => {}
+            }
+        }
         let n = relative(&args[i]);
         match (args[i - 1].to_ascii_lowercase().as_str(), n) {
             ("ex", Some(n)) => {
