@@ -2,7 +2,6 @@
 //! reads it. Loading is all or nothing: any bad line leaves the users as they were.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -36,10 +35,7 @@ pub fn load(path: &Path) -> Result<BTreeMap<Vec<u8>, Arc<User>>, String> {
         );
         return Err(errors);
     }
-    users
-        .entry(b"default".to_vec())
-        .or_insert_with(|| Arc::new(User::default_user()));
-    Ok(users)
+    with_default(users)
 }
 
 /// The users of the configuration's `user` lines (`NAME rules...` each) on top of a fresh
@@ -62,9 +58,23 @@ pub fn from_config(lines: &[String]) -> Result<BTreeMap<Vec<u8>, Arc<User>>, Str
     if !errors.is_empty() {
         return Err(errors.trim_end().to_string());
     }
+    with_default(users)
+}
+
+/// `users` with the `default` user a fresh server has if they lack one, within
+/// [`super::USERS_MAX`] users in all.
+fn with_default(
+    mut users: BTreeMap<Vec<u8>, Arc<User>>,
+) -> Result<BTreeMap<Vec<u8>, Arc<User>>, String> {
     users
         .entry(b"default".to_vec())
         .or_insert_with(|| Arc::new(User::default_user()));
+    if users.len() > super::USERS_MAX {
+        return Err(format!(
+            "more than {} users (tamer's bound)",
+            super::USERS_MAX
+        ));
+    }
     Ok(users)
 }
 
@@ -90,6 +100,13 @@ fn load_line(line: &[u8], at: &str, users: &mut BTreeMap<Vec<u8>, Arc<User>>, er
     if !valid_name(name) {
         errors.push_str(&format!(
             "'{at}: username '{shown}' contains invalid characters. "
+        ));
+        return;
+    }
+    if users.len() >= super::USERS_MAX {
+        errors.push_str(&format!(
+            "{at}: more than {} users (tamer's bound). ",
+            super::USERS_MAX
         ));
         return;
     }
@@ -142,17 +159,25 @@ pub fn save(path: &Path, users: &BTreeMap<Vec<u8>, Arc<User>>) -> std::io::Resul
         text.extend_from_slice(&user.describe());
         text.push(b'\n');
     }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&text)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    crate::config::rewrite::write_replacing(path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Catches a file or configuration that defines users past `USERS_MAX`, which
+    /// `ACL SETUSER` refuses.
+    #[test]
+    fn users_past_the_bound_are_refused() {
+        let lines: Vec<String> = (0..super::super::USERS_MAX)
+            .map(|i| format!("u{i} on"))
+            .collect();
+        let Err(err) = super::from_config(&lines) else {
+            panic!("65,536 users and default accepted");
+        };
+        assert!(err.contains("more than 65536 users"), "{err}");
+        assert!(
+            super::from_config(&lines[1..]).is_ok(),
+            "65,535 and default"
+        );
     }
-    result
 }

@@ -68,6 +68,67 @@ fn keys_of(command: &Command, args: &[&[u8]]) -> Vec<(usize, KeyUse)> {
         .collect()
 }
 
+/// One `ACL LOG` entry: what was refused, to whom, from which client (its `CLIENT INFO`
+/// line), kept within `acllog-max-len`.
+pub struct Logged<'a> {
+    pub reason: &'static str,
+    pub context: log::Context,
+    pub object: Vec<u8>,
+    pub username: &'a [u8],
+    pub client_id: u64,
+}
+
+/// Adds `logged` to `ACL LOG`.
+pub fn log(stats: &ServerStats, logged: Logged<'_>) {
+    let entry = log::Entry {
+        count: 1,
+        reason: logged.reason,
+        context: logged.context,
+        object: logged.object,
+        username: logged.username.to_vec(),
+        at_ms: crate::keyspace::wall_ms(),
+        client_info: stats
+            .clients
+            .get(logged.client_id)
+            .map(|e| e.line())
+            .unwrap_or_default(),
+    };
+    let len_max = stats.config.get_u64("acllog-max-len") as usize;
+    stats.acl.log.add(entry, len_max);
+}
+
+/// Logs a denial of `command` with `args` by `user` (`context`: where it was refused).
+pub fn log_denial(stats: &ServerStats, denial: Denial<'_>, context: log::Context) {
+    let Denial {
+        command,
+        denied,
+        args,
+        username,
+        client_id,
+    } = denial;
+    let object = match denied {
+        Denied::Command => command.name.as_bytes().to_vec(),
+        Denied::Key(at) | Denied::Channel(at) => args[at].to_vec(),
+    };
+    let logged = Logged {
+        reason: denied.reason(),
+        context,
+        object,
+        username,
+        client_id,
+    };
+    log(stats, logged);
+}
+
+/// A denied request, as [`log_denial`] logs it.
+pub struct Denial<'a> {
+    pub command: &'a Command,
+    pub denied: Denied,
+    pub args: &'a [&'a [u8]],
+    pub username: &'a [u8],
+    pub client_id: u64,
+}
+
 /// Logs a denial of a command a script called (`ACL LOG`, context `lua`).
 pub fn log_script_denial(
     stats: &ServerStats,
@@ -76,25 +137,14 @@ pub fn log_script_denial(
     denied: Denied,
     args: &[&[u8]],
 ) {
-    let object = match denied {
-        Denied::Command => command.name.as_bytes().to_vec(),
-        Denied::Key(at) | Denied::Channel(at) => args[at].to_vec(),
+    let denial = Denial {
+        command,
+        denied,
+        args,
+        username: &caller.user.name,
+        client_id: caller.client_id,
     };
-    let entry = log::Entry {
-        count: 1,
-        reason: denied.reason(),
-        context: log::Context::Lua,
-        object,
-        username: caller.user.name.clone(),
-        at_ms: crate::keyspace::wall_ms(),
-        client_info: stats
-            .clients
-            .get(caller.client_id)
-            .map(|e| e.line())
-            .unwrap_or_default(),
-    };
-    let len_max = stats.config.get_u64("acllog-max-len") as usize;
-    stats.acl.log.add(entry, len_max);
+    log_denial(stats, denial, log::Context::Lua);
 }
 
 #[cfg(test)]

@@ -129,8 +129,9 @@ fn quote(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
-/// Writes `bytes` to `path` through a synced temporary file renamed over it.
-fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to `path` through a synced temporary file renamed over it, its directory
+/// synced: a crash leaves the old file or the new one (the config and ACL files).
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("rewrite-{}", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::state::Session;
-use crate::acl::log::{self as acl_log, Context as LogContext, Entry};
+use crate::acl::log::{self as acl_log, Context as LogContext};
 use crate::acl::user::{merge_selectors, valid_name};
 use crate::acl::{self, ids, Denied, User, USERS_MAX};
 use crate::commands::context::Caller;
@@ -88,14 +88,6 @@ impl Session {
         })
     }
 
-    fn client_line(&self) -> String {
-        self.stats
-            .clients
-            .get(self.id)
-            .map(|e| e.line())
-            .unwrap_or_default()
-    }
-
     /// Logs a denial of `command` (`ACL LOG`).
     pub(super) fn log_denial(
         &self,
@@ -104,11 +96,14 @@ impl Session {
         args: &[&[u8]],
         context: LogContext,
     ) {
-        let object = match denied {
-            Denied::Command => command.name.as_bytes().to_vec(),
-            Denied::Key(at) | Denied::Channel(at) => args[at].to_vec(),
+        let denial = permissions::Denial {
+            command,
+            denied,
+            args,
+            username: &self.user.name,
+            client_id: self.id,
         };
-        self.log(denied.reason(), context, object, self.user.name.clone());
+        permissions::log_denial(&self.stats, denial, context);
     }
 
     /// Logs a failed login as `name` (`object`: the command's name as sent).
@@ -118,21 +113,14 @@ impl Session {
         } else {
             LogContext::Toplevel
         };
-        self.log("auth", context, object.to_vec(), name.to_vec());
-    }
-
-    fn log(&self, reason: &'static str, context: LogContext, object: Vec<u8>, user: Vec<u8>) {
-        let entry = Entry {
-            count: 1,
-            reason,
+        let logged = permissions::Logged {
+            reason: "auth",
             context,
-            object,
-            username: user,
-            at_ms: now_ms(),
-            client_info: self.client_line(),
+            object: object.to_vec(),
+            username: name,
+            client_id: self.id,
         };
-        let len_max = self.stats.config.get_u64("acllog-max-len") as usize;
-        self.stats.acl.log.add(entry, len_max);
+        permissions::log(&self.stats, logged);
     }
 
     /// `ACL subcommand ...` (the gate checked the subcommand's arity).
