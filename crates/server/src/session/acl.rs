@@ -126,7 +126,16 @@ impl Session {
     /// `ACL subcommand ...` (the gate checked the subcommand's arity).
     pub(super) fn acl(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
         let acl = &self.stats.acl;
-        match &args[1].to_ascii_lowercase()[..] {
+        let sub = args[1].to_ascii_lowercase();
+        if matches!(&sub[..], b"cat" | b"genpass" | b"log") && args.len() > 3 {
+            // Their arity says "at least 2"; Redis takes at most one argument more.
+            let text = format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+                String::from_utf8_lossy(&args[1][..args[1].len().min(128)])
+            );
+            return write::error(out, &text);
+        }
+        match &sub[..] {
             b"setuser" => self.acl_setuser(args, out),
             b"deluser" => self.acl_deluser(&args[2..], out),
             b"getuser" => match acl.user(args[2]) {
