@@ -164,6 +164,29 @@ struct Begin {
     blocking: bool,
     /// On a miss, install the frame zeroed without reading the device (an overwrite).
     zeroed: bool,
+    /// Count the access in the frequency sketch (a data page's first pass only).
+    touch: bool,
+}
+
+impl Begin {
+    /// The first pass of a blocking lookup, counted (hit or miss, and in the sketch).
+    fn counted(zeroed: bool) -> Self {
+        Self {
+            count_hit: true,
+            blocking: true,
+            zeroed,
+            touch: true,
+        }
+    }
+
+    /// The first pass of a blocking lookup whose hit path ([`PageCache::try_hit`]) already
+    /// missed: counted, but already in the sketch.
+    fn after_hit_missed() -> Self {
+        Self {
+            touch: false,
+            ..Self::counted(false)
+        }
+    }
 }
 
 /// What [`PageCache::move_to_pinned`] did with the page's frame in the data partition.
@@ -293,6 +316,12 @@ impl PageCache {
         self.set_count
     }
 
+    /// Misses since open (every class; merged misses not counted): one load, for a caller
+    /// that asks on every request whether anything missed lately.
+    pub fn misses_total(&self) -> u64 {
+        self.counters.misses.load(Ordering::Relaxed)
+    }
+
     /// The effective bound of the miss-status table: `max_misses`, at most the frame count.
     pub fn max_misses(&self) -> usize {
         self.max_misses
@@ -338,7 +367,27 @@ impl PageCache {
     /// As [`PageCache::get`], for a page of `class` (see [`PageClass`]).
     pub fn get_as(&self, page: u64, class: PageClass) -> Result<PageRef<'_>, CacheError> {
         self.check(page)?;
-        self.get_until(page, class, self.deadline())
+        // The hit path reads no clock: a deadline only bounds the waits of a miss.
+        if let Some(page_ref) = self.try_hit(page, class) {
+            return Ok(page_ref);
+        }
+        self.get_until_with(page, class, self.deadline(), Begin::after_hit_missed())
+    }
+
+    /// The hit path of [`PageCache::start`] alone: the page pinned and counted as a hit if
+    /// it is installed now (its use counted in the frequency sketch either way).
+    #[inline]
+    fn try_hit(&self, page: u64, class: PageClass) -> Option<PageRef<'_>> {
+        let kind = class.kind();
+        if kind == Kind::Data {
+            self.sketch.touch(page);
+        }
+        let frame = self.lookup_pin(page, class)?;
+        Counters::bump(&self.counters.hits);
+        if kind == Kind::Index {
+            Counters::bump(&self.counters.index_hits);
+        }
+        Some(PageRef::new(self, frame, page))
     }
 
     /// Index frames resident now (installed pages of [`PageClass::Index`]); counts every
@@ -389,9 +438,8 @@ impl PageCache {
         // entries) must not wait for entries or frames held by others, or two such threads
         // could wait for each other.
         let start = Begin {
-            count_hit: true,
             blocking: false,
-            zeroed: false,
+            ..Begin::counted(false)
         };
         let state = match self.start(page, class, deadline, start)? {
             Start::Ready(page_ref) => PrefetchState::Ready(page_ref),
@@ -1206,15 +1254,6 @@ impl PageCache {
         assert!(before > 0, "miss-status entry released twice");
     }
 
-    fn get_until(
-        &self,
-        page: u64,
-        class: PageClass,
-        deadline: u64,
-    ) -> Result<PageRef<'_>, CacheError> {
-        self.get_until_with(page, class, deadline, false)
-    }
-
     /// The page for a caller that will overwrite all of it: on a miss the frame is installed
     /// zeroed, without reading the device (a page that is cached, or being read by another
     /// thread, is returned as it is). For freshly allocated pages.
@@ -1235,7 +1274,7 @@ impl PageCache {
         if class.kind() == Kind::Index && self.place(page, class) != self.data_set_of(page) {
             self.discard_data_copy(page, deadline)?;
         }
-        self.get_until_with(page, class, deadline, true)
+        self.get_until_with(page, class, deadline, Begin::counted(true))
     }
 
     /// Drops `page`, cached as `class`, without writing it back: the caller freed it (a tree
@@ -1303,27 +1342,37 @@ impl PageCache {
         Ok(())
     }
 
+    fn get_until(
+        &self,
+        page: u64,
+        class: PageClass,
+        deadline: u64,
+    ) -> Result<PageRef<'_>, CacheError> {
+        self.get_until_with(page, class, deadline, Begin::counted(false))
+    }
+
+    /// A blocking lookup: `first` for its first pass, uncounted retries after a merged miss.
     fn get_until_with(
         &self,
         page: u64,
         class: PageClass,
         deadline: u64,
-        zeroed: bool,
+        first: Begin,
     ) -> Result<PageRef<'_>, CacheError> {
-        let mut count_hit = true;
+        debug_assert!(first.blocking, "a blocking lookup");
+        let mut begin = first;
         loop {
-            let begin = Begin {
-                count_hit,
-                blocking: true,
-                zeroed,
-            };
             match self.start(page, class, deadline, begin)? {
                 Start::Ready(page_ref) => return Ok(page_ref),
                 Start::Loading(load) => return self.finish_load(load),
                 Start::Merged { frame } => self.wait_merged(frame, page, deadline)?,
                 Start::Deferred => unreachable!("a blocking start does not defer"),
             }
-            count_hit = false;
+            begin = Begin {
+                count_hit: false,
+                touch: false,
+                ..begin
+            };
         }
     }
 
@@ -1358,7 +1407,7 @@ impl PageCache {
         begin: Begin,
     ) -> Result<Start<'_>, CacheError> {
         let kind = class.kind();
-        if begin.count_hit && kind == Kind::Data {
+        if begin.touch && kind == Kind::Data {
             self.sketch.touch(page);
         }
         loop {
