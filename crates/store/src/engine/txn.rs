@@ -111,6 +111,11 @@ pub struct Tx<'a> {
     /// Whether that may abort this attempt: only the first time in a transaction (a
     /// transaction whose own changes fill a set would otherwise fill it on every attempt).
     pressure_abort: bool,
+    /// The last committed value read under its key's lock (key, value): a read-then-write
+    /// command (`SET`, `INCR`, `APPEND`) reads it again at no page access. Valid until the
+    /// transaction ends: the lock keeps others from changing it, and this transaction's own
+    /// writes are in `index`, which every read checks first.
+    read_memo: Option<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl<'a> Tx<'a> {
@@ -128,7 +133,24 @@ impl<'a> Tx<'a> {
             need_catalog: false,
             need_checkpoint: false,
             pressure_abort: true,
+            read_memo: None,
         }
+    }
+
+    /// `key`'s committed value if the last read under its lock was of it.
+    fn memo(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.read_memo
+            .as_ref()
+            .filter(|(k, _)| k.as_slice() == key)
+            .map(|(_, v)| v)
+    }
+
+    /// Remembers `key`'s committed `value`, read under its lock.
+    fn remember(&mut self, key: &[u8], value: &Option<Vec<u8>>) {
+        let mut memo_key = self.read_memo.take().map(|(k, _)| k).unwrap_or_default();
+        memo_key.clear();
+        memo_key.extend_from_slice(key);
+        self.read_memo = Some((memo_key, value.clone()));
     }
 
     /// Takes `key`'s lock for this transaction (no-op if held).
@@ -169,7 +191,12 @@ impl<'a> Tx<'a> {
         if let Some(&i) = self.index.get(key) {
             return Ok(self.writes[i].1.clone());
         }
-        self.engine.get(key)
+        if let Some(value) = self.memo(key) {
+            return Ok(value.clone());
+        }
+        let value = self.engine.get(key)?;
+        self.remember(key, &value);
+        Ok(value)
     }
 
     /// The first `n` bytes of `key`'s value as this transaction sees it (locks the key); a
@@ -182,6 +209,9 @@ impl<'a> Tx<'a> {
                 .1
                 .as_ref()
                 .map(|v| v[..n.min(v.len())].to_vec()));
+        }
+        if let Some(value) = self.memo(key) {
+            return Ok(value.as_ref().map(|v| v[..n.min(v.len())].to_vec()));
         }
         self.engine.get_head(key, n)
     }
@@ -221,6 +251,9 @@ impl<'a> Tx<'a> {
         self.lock(key)?;
         if let Some(&i) = self.index.get(key) {
             return Ok(self.writes[i].1.is_some());
+        }
+        if let Some(value) = self.memo(key) {
+            return Ok(value.is_some());
         }
         self.engine.contains(key)
     }
