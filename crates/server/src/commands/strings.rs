@@ -260,6 +260,15 @@ fn set_string(
     o: &SetOptions,
     expire: Option<u64>,
 ) -> OpResult<SetDone> {
+    if !(o.get || o.keepttl || o.nx || o.xx) {
+        // Nothing of the old value matters: `keyspace::put` looks at its head alone.
+        store(ctx, tx, key, &Entry::string(value.to_vec(), expire))?;
+        notify_set(ctx, key, expire);
+        return Ok(SetDone {
+            old: None,
+            written: true,
+        });
+    }
     // `SET ... GET` reads the key as `GET` does (counted); a plain `SET` only writes it.
     let found = if o.get {
         find_read(ctx, tx, key)?
@@ -286,13 +295,18 @@ fn set_string(
         } else {
             store(ctx, tx, key, &entry)?;
         }
-        ctx.notify(Class::String, "set", key);
-        if expire.is_some() {
-            ctx.notify(Class::Generic, "expire", key);
-        }
+        notify_set(ctx, key, expire);
     }
     let old = old.map(|e| e.payload);
     Ok(SetDone { old, written })
+}
+
+/// `SET`'s keyspace events: `set`, and `expire` when it set an expiry time.
+fn notify_set(ctx: &Context, key: &[u8], expire: Option<u64>) {
+    ctx.notify(Class::String, "set", key);
+    if expire.is_some() {
+        ctx.notify(Class::Generic, "expire", key);
+    }
 }
 
 /// `MGET key [key ...]`: a nil for each key that is absent or not a string.

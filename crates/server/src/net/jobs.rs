@@ -116,7 +116,12 @@ pub(super) fn run_batch(
     let started = Instant::now();
     let requests = batch.len();
     if shared.prefetch {
-        prefetch::batch(handle, shared.map.peek(session.db), &batch);
+        prefetch::batch(
+            handle,
+            &shared.prefetch_gate,
+            shared.map.peek(session.db),
+            &batch,
+        );
     }
     let mut replies = Vec::new();
     let mut batch = batch.into_iter();

@@ -70,6 +70,8 @@ pub(super) struct Shared {
     pub(super) pubsub: Arc<crate::pubsub::Hub>,
     /// Prefetch a job's keys before it runs ([`super::ServerOptions::prefetch`]).
     pub(super) prefetch: bool,
+    /// Whether a batch is worth prefetching now (the cache missed lately).
+    pub(super) prefetch_gate: super::prefetch::Gate,
 }
 
 /// One client connection, under the network's lock.

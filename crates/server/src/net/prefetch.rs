@@ -5,6 +5,8 @@
 //! request. A batch naming fewer than two keys is not prefetched (its one access would miss
 //! all the same).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tamer_store::DbHandle;
 
 use crate::commands::spec::{AclCategories, Command};
@@ -13,16 +15,43 @@ use crate::keyspace::store_key;
 /// Keys one batch prefetches at most.
 pub const BATCH_KEYS_MAX: usize = 256;
 
+/// Whether a batch is prefetched: only when the cache missed since the last batch was
+/// asked about. A batch whose pages are all in DRAM gains nothing from a prefetch and pays
+/// a second lookup of every key; once anything misses (a prefetch skipped, then its batch
+/// missed, or any other access), the next batches are prefetched again. Shared by every
+/// core: the snapshot is the cache's miss count when the last batch was asked about.
+#[derive(Debug, Default)]
+pub struct Gate {
+    misses_seen: AtomicU64,
+}
+
+impl Gate {
+    /// Whether to prefetch now, the cache having missed `misses_total` times since open.
+    pub fn admit(&self, misses_total: u64) -> bool {
+        let seen = self.misses_seen.swap(misses_total, Ordering::Relaxed);
+        worth(seen, misses_total)
+    }
+}
+
+/// The policy, a pure function of the snapshot: prefetch when the cache's miss count moved
+/// since the last batch was asked about (`seen`, then `now`).
+pub fn worth(seen: u64, now: u64) -> bool {
+    now != seen
+}
+
 /// Prefetches the keys `batch`'s requests name, in namespace `namespace` (the client's
 /// database when the batch starts: a `SELECT` within it makes later keys' prefetch miss its
-/// mark, which costs nothing but the wasted reads).
-pub fn batch(handle: &DbHandle, namespace: u32, batch: &[Vec<Vec<u8>>]) {
+/// mark, which costs nothing but the wasted reads), when `gate` admits it.
+pub fn batch(handle: &DbHandle, gate: &Gate, namespace: u32, batch: &[Vec<Vec<u8>>]) {
     if let [only] = batch {
         // One request of one key at most: nothing to overlap (and nothing to allocate).
         let command = crate::commands::table::lookup_request(only);
         if command.is_none_or(|c| !prefetched(c) || c.names_one_key_at_most()) {
             return;
         }
+    }
+    if !gate.admit(handle.cache().misses_total()) {
+        return;
     }
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for args in batch {
@@ -93,5 +122,21 @@ mod tests {
         assert!(keys(&["zunionstore", "d", "2", "a", "b"]).is_empty());
         assert_eq!(keys(&["del", "a", "b"]), ["a", "b"]);
         assert!(keys(&[]).is_empty());
+    }
+
+    /// Mutations caught: prefetching while nothing misses (the policy always true), never
+    /// prefetching again after a quiet spell (the snapshot not updated, or compared the
+    /// wrong way), a miss between two batches ignored.
+    #[test]
+    fn a_batch_is_prefetched_only_after_a_miss() {
+        assert!(!worth(7, 7), "nothing missed since the last batch");
+        assert!(worth(7, 8), "a miss since the last batch");
+        let gate = Gate::default();
+        assert!(!gate.admit(0), "a cache that never missed");
+        assert!(gate.admit(3), "three misses since");
+        assert!(!gate.admit(3), "none since the last batch");
+        assert!(!gate.admit(3));
+        assert!(gate.admit(4), "one more miss");
+        assert!(!gate.admit(4));
     }
 }

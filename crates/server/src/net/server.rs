@@ -53,6 +53,7 @@ impl Server {
             scripts,
             pubsub: Arc::default(),
             prefetch: options.prefetch,
+            prefetch_gate: super::prefetch::Gate::default(),
         });
         crate::commands::server::apply_buffer_limits(&stats.config, &shared.pubsub);
         let reclaimer = Some(Reclaimer::start(db.clone())?);
