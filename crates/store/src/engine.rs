@@ -463,7 +463,9 @@ impl Engine {
 
     /// What checkpoints did since open.
     pub fn checkpoint_stats(&self) -> checkpoint::CheckpointStats {
-        *self.lock_checkpoint_stats()
+        let mut stats = *self.lock_checkpoint_stats();
+        self.ckpt.waits.fill(&mut stats);
+        stats
     }
 
     // --- open and close ---

@@ -361,6 +361,22 @@ fn tamer(stats: &ServerStats) -> String {
         stats.admission.rate_per_s.load(Ordering::Relaxed),
         stats.admission.service_ns.load(Ordering::Relaxed),
         db.runtime().queued(),
+    ) + &writer_waits(&checkpoint)
+}
+
+/// The writers' waits for checkpoints: how many, in all, the longest, and quantiles of
+/// their distribution (a power-of-two bucket's upper bound, µs).
+fn writer_waits(checkpoint: &tamer_store::CheckpointStats) -> String {
+    format!(
+        "checkpoint_writer_waits:{}\r\ncheckpoint_writer_wait_us_total:{}\r\n\
+         checkpoint_writer_wait_us_max:{}\r\ncheckpoint_writer_wait_us_p50:{}\r\n\
+         checkpoint_writer_wait_us_p99:{}\r\ncheckpoint_writer_wait_us_p999:{}\r\n",
+        checkpoint.writer_waits,
+        checkpoint.writer_wait_ns_total / 1_000,
+        checkpoint.writer_wait_ns_max / 1_000,
+        checkpoint.writer_wait_us_quantile(0.5),
+        checkpoint.writer_wait_us_quantile(0.99),
+        checkpoint.writer_wait_us_quantile(0.999),
     )
 }
 
