@@ -407,7 +407,8 @@ impl Executor {
         if let Some(sleep_ns) = self.timer_sleep_ns(quiet_ns) {
             // Only timers are pending, the next is far, and no job arrived and no access
             // completed for `idle_spin_ns`: sleep in the OS instead of spinning a core away
-            // (an idle store's cleaner wakes every few ms). Spawns unpark every core, so new
+            // (an idle store's cleaner wakes every few ms). A spawn unparks the cores it
+            // needs (`cores_to_wake`: the spawner's own next pass takes a lone job), so new
             // jobs end the sleep.
             self.core.stats.borrow_mut().timer_sleeps += 1;
             if !self.wait_external(sleep_ns) {
@@ -466,13 +467,15 @@ impl Executor {
         let now_ns = self.core.read_clock();
         let since_ns = *idle_since_ns.get_or_insert(now_ns);
         if self.core.config.idle == crate::IdleMode::Poll
-            || now_ns.saturating_sub(since_ns) < self.core.config.idle_spin_ns
+            || now_ns.saturating_sub(since_ns)
+                < idle_spin_without_work_ns(self.core.id, self.core.config.idle_spin_ns)
         {
             std::hint::spin_loop();
             return;
         }
-        // `Runtime::spawn` unparks every core, and an unpark that comes first makes this
-        // return at once, so the timeout only bounds a missed shutdown. The idle start is
+        // `Runtime::spawn` unparks the cores it needs (a lone job is left to the spawning
+        // core; a backlog or a spawn from outside wakes others), and an unpark that comes
+        // first makes this return at once, so the timeout only bounds a missed shutdown. The idle start is
         // kept: a timeout with still nothing to do parks again at once instead of spinning
         // `idle_spin_ns` anew (with a 10 ms spin, an idle core spun half the time).
         if !self.wait_external(IDLE_PARK_NS) {
@@ -788,5 +791,17 @@ fn worker_body(yielder: &WorkerYielder, first: Option<Job>) {
             }
         }
         next = yielder.suspend(Suspend::Done);
+    }
+}
+
+/// How long a core with no work at all spins before it parks: the whole `idle_spin_ns` on
+/// core 0, which takes the network's events and most jobs; none on the others, which are
+/// woken for a backlog ([`crate::runtime`]'s `cores_to_wake`) and otherwise only take CPU
+/// from the clients and the kernel's network work on a machine with few CPUs.
+pub(crate) fn idle_spin_without_work_ns(core: usize, idle_spin_ns: u64) -> u64 {
+    if core == 0 {
+        idle_spin_ns
+    } else {
+        0
     }
 }
