@@ -7,12 +7,16 @@
 //! is a row of the JSON. Throughput "at SLO": [`slo::search`]. Figures: `vs_redis_get`,
 //! `vs_redis_set` (+ `_p16`), `vs_extstore` (+ redis-server's `maxmemory` behaviour),
 //! `single_vs_partitioned_at_slo` (measured on 2 cores, `_sim16`/`_sim64` simulated by
-//! [`sim`]), `overload_goodput_ratio` (+ `_redis`), `durable_set_vs_redis_aof`.
+//! [`sim`]), `overload_goodput_ratio` (+ `_redis`), `durable_set_vs_redis_aof`; and issue 25's
+//! closed-loop ratios by redis-benchmark ([`closed`]: `get_p16_vs_redis`, `set_p16_vs_redis`,
+//! `hset_p16_vs_redis`, `set_vs_redis`, `mset_vs_redis`, `durable_set_vs_aof`,
+//! `durable_set_p16_vs_aof`, `cores2_vs_cores1_min`, CPU ns per request beside each).
 //!
-//! Modules: `plan`, `servers` (processes), `slo` (the rate search), `sim` (the queueing
+//! Modules: `closed` (the redis-benchmark figures), `plan`, `servers` (processes), `slo` (the rate search), `sim` (the queueing
 //! simulation), `scenarios` (vs_redis, vs_extstore), `scenarios2` (partitioned, overload,
 //! durable).
 
+pub mod closed;
 pub mod plan;
 pub(crate) mod scenarios;
 mod scenarios2;
@@ -80,7 +84,8 @@ pub fn run(options: &BenchOptions, plan: Plan) -> Result<BenchResult, String> {
     }
     notes(&plan, &mut result);
     let dir = options.data_dir.join("rpc");
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
+        ("closed_loop", closed::round),
         ("vs_redis", scenarios::vs_redis),
         ("vs_extstore", scenarios::vs_extstore),
         ("single_vs_partitioned", scenarios2::partitioned),

@@ -28,14 +28,17 @@ pub struct Plan {
     pub overload: Duration,
     /// Length of the durable-SET scenario's window.
     pub durable: Duration,
+    /// redis-benchmark requests of a pipelined closed-loop test (`closed`; the others run a
+    /// share of it).
+    pub closed_requests: u64,
     /// CPUs of the server under test and of the load generator (`taskset -c`).
     pub server_cpu: usize,
     /// The load generator's CPU.
     pub load_cpu: usize,
     /// Cores of the single-vs-partitioned simulation.
     pub sim_cores: Vec<usize>,
-    /// Run only these scenarios (vs_redis, vs_extstore, single_vs_partitioned, overload,
-    /// durable); empty: all.
+    /// Run only these scenarios (closed_loop, vs_redis, vs_extstore, single_vs_partitioned,
+    /// overload, durable); empty: all.
     pub only: Vec<String>,
 }
 
@@ -55,6 +58,7 @@ impl Plan {
             ext_value_bytes: 4_000,
             overload: if quick { ms(10_000) } else { ms(60_000) },
             durable: if quick { ms(2_000) } else { ms(5_000) },
+            closed_requests: if quick { 100_000 } else { 400_000 },
             server_cpu: 1,
             load_cpu: 0,
             sim_cores: vec![2, 16, 64],
