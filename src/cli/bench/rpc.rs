@@ -20,8 +20,8 @@ pub struct RpcArgs {
     /// MiB of DRAM budget of vs_extstore (default 64; quick 16).
     #[arg(long)]
     budget_mib: Option<u64>,
-    /// Run only these scenarios: vs_redis, vs_extstore, single_vs_partitioned (after
-    /// vs_extstore: it reuses its store), overload, durable.
+    /// Run only these scenarios: closed_loop, vs_redis, vs_extstore, single_vs_partitioned
+    /// (after vs_extstore: it reuses its store), overload, durable.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
