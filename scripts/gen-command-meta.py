@@ -45,7 +45,7 @@ SUBCOMMANDS = {
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list"],
     "config": ["get", "resetstat", "rewrite", "set"],
     "function": ["delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats"],
-    "latency": ["history", "latest", "reset"],
+    "latency": ["histogram", "history", "latest", "reset"],
     "memory": ["usage"],
     "object": ["encoding", "freq", "help", "refcount"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub"],

@@ -49,8 +49,7 @@ FIXED_PREFIXES = ("tls-", "repl", "replica", "masterauth", "masteruser", "min-re
 FIXED = {"aclfile", "unixsocket", "unixsocketperm", "daemonize", "supervised", "pidfile",
          "enable-debug-command", "enable-module-command",
          "enable-protected-configs", "maxmemory-clients", "activedefrag",
-         # Their own syntax, which tamer does not parse: shown, not changed.
-         "latency-tracking-info-percentiles",
+         # Its own syntax, which tamer does not parse: shown, not changed.
          "oom-score-adj-values"}
 
 # Settings with a syntax of their own that tamer parses (crates/server/src/config/).

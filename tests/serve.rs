@@ -889,6 +889,15 @@ const ADMIN_REQUESTS: &[&str] = &[
     "latency history",
     "latency foo",
     "latency latest x",
+    "latency histogram",
+    "latency histogram get nosuch config",
+    "info latencystats",
+    "config set latency-tracking-info-percentiles 50 abc",
+    "config set latency-tracking-info-percentiles 101",
+    "config set latency-tracking-info-percentiles 99.9 50.0 1e1",
+    "config get latency-tracking-info-percentiles",
+    "config set latency-tracking maybe",
+    "config get latency-tracking",
     "memory usage",
     "memory foo",
     "memory usage nokey",
@@ -944,7 +953,12 @@ fn admin_commands_reply_as_redis_does() {
     for case in 0..20 {
         let (mut theirs, mut ours) = (redis.connect(), served.connect());
         let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        let mut setup = vec!["config set slowlog-log-slower-than -1"];
+        // Latency distributions are timings: off (and emptied) for the random sequence.
+        let mut setup = vec![
+            "config set slowlog-log-slower-than -1",
+            "config set latency-tracking no",
+            "config resetstat",
+        ];
         if case % 2 == 1 {
             setup.push("hello 3");
         }
@@ -1946,6 +1960,7 @@ fn probe_values(s: &tamer_server::config::Setting) -> (String, Option<String>) {
         Kind::Save => ("3600 1 300 100".into(), Some("0 1".into())),
         Kind::Text | Kind::KeyspaceEvents => ("tamer probe".into(), None),
         Kind::BufferLimits => ("PUBSUB 1mb 512kb 10".into(), Some("master 1 1 1".into())),
+        Kind::Percentiles => ("99.9 50.0 1e1".into(), Some("50 abc".into())),
     }
 }
 
@@ -2105,5 +2120,128 @@ fn appendfsync_chooses_durability_at_start() {
             served.line
         );
         served.terminate();
+    }
+}
+
+/// `LATENCY HISTOGRAM` and `INFO latencystats` beside redis-server's for the same calls
+/// (RESP3): the same commands in the same order, the same calls, levels among Redis's (1, 2,
+/// 4, 8, 16, 33, 66, ... µs) with cumulative counts ending at the calls, and the same
+/// percentile fields; `latency-tracking no` counts nothing. Timings differ, so the levels'
+/// values are not compared. Mutations caught: a command missing or counted twice, a container
+/// not bringing its subcommands, counts not cumulative, a level Redis never shows, tracking
+/// that cannot be turned off, percentiles not following the setting.
+#[test]
+fn latency_histograms_have_redis_s_shape() {
+    use common::table::{parse, Resp};
+    if !have("redis-server", &["--version"]) {
+        return;
+    }
+    let redis = Redis::start().unwrap();
+    let dir = temp_dir("latency-histogram");
+    let served = Served::start(&dir.0);
+    let script: &[&str] = &[
+        "hello 3",
+        "config resetstat",
+        "set a 1",
+        "set b 2",
+        "get a",
+        "get a",
+        "get nosuch",
+        "config get maxclients",
+        "config set latency-tracking-info-percentiles 99.99",
+        "latency histogram set get nosuch config get",
+        "info latencystats",
+        "config set latency-tracking no",
+        "get a",
+        "latency histogram get",
+    ];
+    let levels: Vec<i64> = (0..30)
+        .map(|k| ((1i64 << (10 + k)) + (1i64 << (3 + k)) - 1) / 1000)
+        .collect();
+    let run = |mut conn: std::net::TcpStream| -> Vec<String> {
+        script
+            .iter()
+            .map(|line| {
+                let words: Vec<&str> = line.split(' ').collect();
+                send_command(&mut conn, &words);
+                read_replies(&mut conn, 1).remove(0)
+            })
+            .collect()
+    };
+    let (theirs, ours) = (run(redis.connect()), run(served.connect()));
+    // Commands and calls of a histogram reply; every level checked on the way.
+    let shape = |reply: &str| -> Vec<(String, i64)> {
+        let Resp::Map(commands) = parse(reply) else {
+            panic!("not a map: {reply:?}")
+        };
+        let mut out = Vec::new();
+        for (name, body) in commands {
+            let (Resp::Bulk(name), Resp::Map(fields)) = (name, body) else {
+                panic!("{reply:?}")
+            };
+            let (Resp::Int(calls), Resp::Map(histogram)) = (&fields[0].1, &fields[1].1) else {
+                panic!("{reply:?}")
+            };
+            let mut previous = 0;
+            for (level, count) in histogram {
+                let (Resp::Int(level), Resp::Int(count)) = (level, count) else {
+                    panic!("{reply:?}")
+                };
+                assert!(levels.contains(level), "level {level} in {reply:?}");
+                assert!(*count > previous, "not growing: {reply:?}");
+                previous = *count;
+            }
+            assert_eq!(previous, *calls, "{reply:?}");
+            out.push((String::from_utf8(name).unwrap(), *calls));
+        }
+        out
+    };
+    // A container's subcommands come in Redis's hash order: compared as sets.
+    let sorted = |mut v: Vec<(String, i64)>| {
+        v.sort();
+        v
+    };
+    for i in [9, 13] {
+        assert_eq!(
+            sorted(shape(&ours[i])),
+            sorted(shape(&theirs[i])),
+            "{}",
+            script[i]
+        );
+    }
+    let named = shape(&ours[9]);
+    assert_eq!(named[..2], [("set".to_string(), 2), ("get".to_string(), 3)]);
+    assert_eq!(
+        named.last(),
+        Some(&("get".to_string(), 3)),
+        "a name given twice"
+    );
+    assert_eq!(
+        sorted(named[2..5].to_vec()),
+        [
+            ("config|get", 1),
+            ("config|resetstat", 1),
+            ("config|set", 1)
+        ]
+        .map(|(n, c)| (n.to_string(), c))
+        .to_vec()
+    );
+    let fields = |reply: &str, command: &str| -> Vec<String> {
+        let line = reply
+            .lines()
+            .find(|l| l.starts_with(&format!("latency_percentiles_usec_{command}:")))
+            .unwrap_or_else(|| panic!("no {command} in {reply:?}"));
+        let values = line.split_once(':').unwrap().1;
+        values
+            .split(',')
+            .map(|f| f.split_once('=').unwrap().0.to_string())
+            .collect()
+    };
+    for command in ["set", "get", "config|get"] {
+        assert_eq!(fields(&ours[10], command), fields(&theirs[10], command));
+        assert_eq!(fields(&ours[10], command), ["p99.99"]);
+    }
+    for i in [1, 2, 3, 4, 5, 6, 8, 11, 12] {
+        assert_eq!(ours[i], theirs[i], "{}", script[i]);
     }
 }

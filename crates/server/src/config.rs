@@ -10,7 +10,7 @@
 //! pair first and changes nothing if one fails, as Redis 7.0.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use keyspace_events::Classes;
@@ -44,6 +44,9 @@ pub enum Kind {
     KeyspaceEvents,
     /// `save`'s pairs of seconds (≥ 1) and changes (≥ 0), one space apart, or nothing.
     Save,
+    /// `latency-tracking-info-percentiles`: numbers in `0..=100`, one space apart (shown as
+    /// Redis shows them: `50 99 99.9`), or nothing.
+    Percentiles,
     /// `client-output-buffer-limit`: `class hard soft seconds` for some of the classes
     /// `normal`, `replica` (shown `slave`) and `pubsub`; a `CONFIG SET` changes the classes
     /// it names (`buffer_limits::merge`).
@@ -180,6 +183,13 @@ pub const SETTINGS: &[Setting] = &[
         "latency-monitor-threshold",
         "0",
         Kind::Int { min: 0, max: I64 },
+        true,
+    ),
+    setting("latency-tracking", "yes", Kind::Bool, true),
+    setting(
+        "latency-tracking-info-percentiles",
+        "50 99 99.9",
+        Kind::Percentiles,
         true,
     ),
     setting(
@@ -384,12 +394,35 @@ pub fn normalize(kind: Kind, value: &str) -> Result<String, String> {
             }
         }
         Kind::Text => Ok(value.to_string()),
+        Kind::Percentiles => {
+            percentiles(value).map(|p| p.iter().map(f64::to_string).collect::<Vec<_>>().join(" "))
+        }
         Kind::KeyspaceEvents => Classes::parse(value)
             .map(Classes::every_letter)
             .map_err(str::to_string),
         Kind::Save => save_points(value).ok_or_else(|| "Invalid save parameters".to_string()),
         Kind::BufferLimits => buffer_limits::parse(value).map(|l| buffer_limits::show(&l)),
     }
+}
+
+/// `latency-tracking-info-percentiles`'s numbers, checked with Redis's errors.
+pub fn percentiles(value: &str) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for word in value.split_whitespace() {
+        let p: f64 = word
+            .parse()
+            .ok()
+            .filter(|p: &f64| p.is_finite())
+            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .to_string(),
+            );
+        }
+        out.push(p);
+    }
+    Ok(out)
 }
 
 /// The server's settings (see the module docs).
@@ -401,6 +434,7 @@ pub struct Config {
     slowlog_slower_than_us: AtomicI64,
     slowlog_max_len: AtomicUsize,
     latency_threshold_ms: AtomicU64,
+    latency_tracking: AtomicBool,
     busy_reply_threshold_ms: AtomicU64,
     tracking_table_max_keys: AtomicU64,
     keyspace_events: AtomicU16,
@@ -424,6 +458,7 @@ impl Default for Config {
             slowlog_slower_than_us: AtomicI64::new(0),
             slowlog_max_len: AtomicUsize::new(0),
             latency_threshold_ms: AtomicU64::new(0),
+            latency_tracking: AtomicBool::new(true),
             busy_reply_threshold_ms: AtomicU64::new(0),
             tracking_table_max_keys: AtomicU64::new(0),
             keyspace_events: AtomicU16::new(0),
@@ -496,6 +531,14 @@ impl Config {
     pub fn slowlog_max_len(&self) -> usize {
         self.slowlog_max_len.load(Ordering::Relaxed)
     }
+    /// Whether each command's latency distribution is counted (`latency-tracking`).
+    pub fn latency_tracking(&self) -> bool {
+        self.latency_tracking.load(Ordering::Relaxed)
+    }
+    /// `latency-tracking-info-percentiles`.
+    pub fn latency_percentiles(&self) -> Vec<f64> {
+        percentiles(&self.get("latency-tracking-info-percentiles")).unwrap_or_default()
+    }
     /// Commands at least this many ms long are latency events (0: the monitor is off).
     pub fn latency_threshold_ms(&self) -> u64 {
         self.latency_threshold_ms.load(Ordering::Relaxed)
@@ -524,6 +567,8 @@ impl Config {
             .store(num("slowlog-max-len") as usize, Ordering::Relaxed);
         self.latency_threshold_ms
             .store(num("latency-monitor-threshold") as u64, Ordering::Relaxed);
+        let tracking = values[find("latency-tracking").expect("registered")] == "yes";
+        self.latency_tracking.store(tracking, Ordering::Relaxed);
         self.busy_reply_threshold_ms
             .store(num("busy-reply-threshold") as u64, Ordering::Relaxed);
         self.tracking_table_max_keys

@@ -255,6 +255,54 @@ pub fn latency_history(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut 
     Ok(())
 }
 
+/// `LATENCY HISTOGRAM [command ...]`: each named command's calls and cumulative latency
+/// distribution (`stats::latency::cdf_levels`), as Redis's `fillCommandCDF` writes them; with
+/// no name, every command that has any. A container's name brings its subcommands; a name
+/// given twice is answered twice; a name without calls, or unknown, is left out.
+pub fn latency_histogram(
+    ctx: &Context,
+    _: &mut Tx<'_>,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result {
+    let monitor = &ctx.stats.monitor;
+    let mut named: Vec<(&'static str, Vec<u64>)> = Vec::new();
+    let mut add = |name: &'static str, counts: Vec<u64>| {
+        if counts.iter().any(|&n| n > 0) {
+            named.push((name, counts));
+        }
+    };
+    if args.len() == 2 {
+        for (name, c) in monitor.all() {
+            add(name, c.latency.counts());
+        }
+    }
+    for arg in &args[2..] {
+        let wanted = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        let container = format!("{wanted}|");
+        for (name, c) in monitor.all() {
+            if name == wanted || name.starts_with(&container) {
+                add(name, c.latency.counts());
+            }
+        }
+    }
+    write::map(out, named.len(), ctx.protocol);
+    for (name, counts) in named {
+        let levels = crate::stats::latency::cdf_levels(&counts);
+        write::bulk(out, name.as_bytes());
+        write::map(out, 2, ctx.protocol);
+        write::bulk(out, b"calls");
+        write::integer(out, counts.iter().sum::<u64>() as i64);
+        write::bulk(out, b"histogram_usec");
+        write::map(out, levels.len(), ctx.protocol);
+        for (level_us, calls) in levels {
+            write::integer(out, level_us as i64);
+            write::integer(out, calls as i64);
+        }
+    }
+    Ok(())
+}
+
 /// `LATENCY RESET [event ...]`: how many events it reset.
 pub fn latency_reset(ctx: &Context, _: &mut Tx<'_>, args: &[&[u8]], out: &mut Vec<u8>) -> Result {
     write::integer(out, ctx.stats.monitor.latency_reset(&args[2..]) as i64);

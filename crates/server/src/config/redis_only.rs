@@ -68,8 +68,6 @@ pub const REDIS_ONLY: &[Setting] = &[
     Setting::redis_only("io-threads", "1", Kind::Int { min: -i64::MAX, max: i64::MAX }, Mutability::Immutable),
     Setting::redis_only("io-threads-do-reads", "no", Kind::Bool, Mutability::Immutable),
     Setting::redis_only("jemalloc-bg-thread", "yes", Kind::Bool, Mutability::Live),
-    Setting::redis_only("latency-tracking", "yes", Kind::Bool, Mutability::Live),
-    Setting::redis_only("latency-tracking-info-percentiles", "50 99 99.9", Kind::Text, Mutability::Fixed),
     Setting::redis_only("lazyfree-lazy-eviction", "no", Kind::Bool, Mutability::Live),
     Setting::redis_only("lazyfree-lazy-expire", "no", Kind::Bool, Mutability::Live),
     Setting::redis_only("lazyfree-lazy-server-del", "no", Kind::Bool, Mutability::Live),

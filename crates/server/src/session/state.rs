@@ -439,8 +439,8 @@ impl Session {
         if outcome != Outcome::Ok {
             monitor.record_error(reply);
         }
-        monitor.record_call(label.as_bytes(), took, outcome);
         let config = &self.stats.config;
+        monitor.record_call(label.as_bytes(), took, outcome, config.latency_tracking());
         let us = took.as_micros() as u64;
         let threshold_us = config.slowlog_slower_than_us();
         if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {

@@ -492,6 +492,7 @@ impl Session {
         spans: Spans,
     ) {
         let monitor = &self.stats.monitor;
+        let track_latency = self.stats.config.latency_tracking();
         for ((command, _), (span, took)) in queued.iter().zip(spans) {
             let reply = &replies[span];
             let outcome = if reply.first() == Some(&b'-') {
@@ -500,7 +501,7 @@ impl Session {
             } else {
                 Outcome::Ok
             };
-            monitor.record_call(command.name.as_bytes(), took, outcome);
+            monitor.record_call(command.name.as_bytes(), took, outcome, track_latency);
         }
     }
 }

@@ -25,6 +25,7 @@ const SECTIONS: &[(&str, bool)] = &[
     ("modules", true),
     ("commandstats", false),
     ("errorstats", true),
+    ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
     ("tamer", true),
@@ -83,6 +84,7 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
             "cpu" => cpu(),
             "commandstats" => commandstats(stats),
             "errorstats" => errorstats(stats),
+            "latencystats" => latencystats(stats),
             "keyspace" => keyspace_section(gathered.keyspace),
             "modules" => "# Modules\r\n".to_string(),
             // Clients (redis-py's test fixtures, cluster-aware clients) read this field.
@@ -300,6 +302,32 @@ fn commandstats(stats: &ServerStats) -> String {
             "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},\
              rejected_calls={rejected},failed_calls={}\r\n",
             c.failed.load(Ordering::Relaxed)
+        );
+    }
+    s
+}
+
+/// Each command's percentiles (`latency-tracking-info-percentiles`) in µs, as Redis 7.0
+/// prints them: `latency_percentiles_usec_get:p50=1.003,p99=4.015,p99.9=4.015`.
+fn latencystats(stats: &ServerStats) -> String {
+    let percentiles = stats.config.latency_percentiles();
+    let mut s = "# Latencystats\r\n".to_string();
+    for (name, c) in stats.monitor.all() {
+        let counts = c.latency.counts();
+        if counts.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let values: Vec<String> = percentiles
+            .iter()
+            .map(|&p| {
+                let value = crate::stats::latency::percentile_us(&counts, p);
+                format!("p{p}={value:.3}")
+            })
+            .collect();
+        let _ = write!(
+            s,
+            "latency_percentiles_usec_{name}:{}\r\n",
+            values.join(",")
         );
     }
     s

@@ -4,6 +4,7 @@
 
 pub(crate) mod clients;
 pub(crate) mod info;
+pub mod latency;
 pub mod metrics;
 pub(crate) mod monitor;
 

@@ -44,6 +44,9 @@ pub struct CommandCounters {
     pub failed: AtomicU64,
     /// Calls per latency bucket (not cumulative; the last one is past `BUCKETS_US`).
     pub buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    /// The finer distribution of `LATENCY HISTOGRAM` and `INFO latencystats` (counted while
+    /// `latency-tracking` is on).
+    pub latency: super::latency::LatencyHistogram,
 }
 
 /// How a command ended.
@@ -134,8 +137,9 @@ impl Monitor {
         self.commands.iter().map(|(n, c)| (*n, c))
     }
 
-    /// Counts one call of `name` that took `took`.
-    pub fn record_call(&self, name: &[u8], took: Duration, outcome: Outcome) {
+    /// Counts one call of `name` that took `took` (in its latency distribution too when
+    /// `track_latency`: `latency-tracking`).
+    pub fn record_call(&self, name: &[u8], took: Duration, outcome: Outcome, track_latency: bool) {
         let Some(c) = self.counters(name) else {
             return;
         };
@@ -147,6 +151,9 @@ impl Monitor {
         c.calls.fetch_add(1, Ordering::Relaxed);
         c.nsec.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         c.buckets[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
+        if track_latency {
+            c.latency.record(took.as_nanos() as u64);
+        }
         if outcome == Outcome::Failed {
             c.failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -186,6 +193,7 @@ impl Monitor {
             for b in &c.buckets {
                 b.store(0, Ordering::Relaxed);
             }
+            c.latency.reset();
         }
         lock(&self.errors).clear();
         self.total_errors.store(0, Ordering::Relaxed);
@@ -317,10 +325,10 @@ mod tests {
     #[test]
     fn calls_are_counted_by_outcome() {
         let m = Monitor::new(&["get", "set"]);
-        m.record_call(b"get", Duration::from_micros(7), Outcome::Ok);
-        m.record_call(b"get", Duration::from_micros(30), Outcome::Failed);
-        m.record_call(b"get", Duration::from_micros(30), Outcome::Rejected);
-        m.record_call(b"nosuch", Duration::from_micros(30), Outcome::Ok);
+        m.record_call(b"get", Duration::from_micros(7), Outcome::Ok, true);
+        m.record_call(b"get", Duration::from_micros(30), Outcome::Failed, true);
+        m.record_call(b"get", Duration::from_micros(30), Outcome::Rejected, true);
+        m.record_call(b"nosuch", Duration::from_micros(30), Outcome::Ok, true);
         let c = m.counters(b"get").unwrap();
         assert_eq!(c.calls.load(Ordering::Relaxed), 2);
         assert_eq!(c.nsec.load(Ordering::Relaxed), 37_000);
