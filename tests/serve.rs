@@ -1191,6 +1191,12 @@ fn metrics_endpoint_counters_move() {
     );
     let inf = "tamer_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"}";
     assert_eq!(sample(&after, inf), 5.0);
+    let commit_wait = "tamer_command_wait_seconds_total{cmd=\"set\",wait=\"commit\"}";
+    assert!(
+        moved(commit_wait) > 0.0,
+        "durable SETs wait for commits: {after}"
+    );
+    assert!(after.contains("tamer_command_wait_seconds_total{cmd=\"set\",wait=\"device\"}"));
     assert!(moved("tamer_commits_staged_total") >= 5.0, "{after}");
     assert!(moved("tamer_cache_hits_total") > 0.0);
     assert!(moved("tamer_admitted_requests_total") >= 1.0);
@@ -2244,4 +2250,57 @@ fn latency_histograms_have_redis_s_shape() {
     for i in [1, 2, 3, 4, 5, 6, 8, 11, 12] {
         assert_eq!(ours[i], theirs[i], "{}", script[i]);
     }
+}
+
+/// `INFO commandsplit` says where each command's time went: a durable SET waits for its
+/// group commit, a GET of a cached key waits for nothing durable, the parts never exceed
+/// the whole, and jobs' time queued is counted. Mutations caught: the commit wait not
+/// counted (or counted for reads), a part larger than the command's time, jobs not counted.
+#[test]
+fn commandsplit_accounts_for_commit_waits() {
+    let dir = temp_dir("commandsplit");
+    let served = Served::start(&dir.0);
+    let mut c = served.connect();
+    for i in 0..20 {
+        assert_eq!(call(&mut c, &["SET", &format!("k{i}"), "v"]), "+OK\r\n");
+        assert_eq!(call(&mut c, &["GET", &format!("k{i}")]), "$1\r\nv\r\n");
+    }
+    let info = call(&mut c, &["INFO", "commandsplit"]);
+    let field = |command: &str, name: &str| -> u64 {
+        let line = info
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdsplit_{command}:")))
+            .unwrap_or_else(|| panic!("no {command}: {info}"));
+        line.split_once(':')
+            .unwrap()
+            .1
+            .split(',')
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name}: {line}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("set", "calls"), 20);
+    assert!(field("set", "usec_commit") > 0, "{info}");
+    assert_eq!(field("get", "usec_commit"), 0, "{info}");
+    for command in ["set", "get"] {
+        let parts: u64 = [
+            "usec_running",
+            "usec_device",
+            "usec_commit",
+            "usec_checkpoint",
+        ]
+        .iter()
+        .map(|p| field(command, p))
+        .sum();
+        assert!(parts <= field(command, "usec") + 4, "{info}");
+    }
+    let jobs: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("jobs_started:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(jobs >= 40, "{info}");
 }

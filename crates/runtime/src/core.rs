@@ -81,6 +81,8 @@ pub(crate) struct WorkerState {
     pub job_enqueued_ns: u64,
     /// When it last parked.
     pub parked_at_ns: u64,
+    /// What its current job waited for so far (`thread::waits`).
+    pub waits: crate::thread::Waits,
     /// Others wait for it (`thread::Urgent`): once its accesses complete it runs first.
     pub urgent: bool,
 }
@@ -321,6 +323,7 @@ impl Sched {
             force_progress: false,
             job_enqueued_ns: 0,
             parked_at_ns: 0,
+            waits: crate::thread::Waits::default(),
             urgent: false,
         };
         Self {

@@ -56,6 +56,8 @@ pub fn wait_all(tickets: &[Ticket]) -> Result<(), DeviceError> {
 pub fn wait_all_with(tickets: &[Ticket], mode: WaitMode) -> Result<(), DeviceError> {
     with_core(|core| {
         let worker = core.current.get().expect(OUTSIDE);
+        // Read only once the thread has to wait (its job's device time: `thread::waits`).
+        let mut waited_since_ns = None;
         // Bounded: each round either finds everything done or waits for at least one event;
         // accesses complete within the device's bounded latency.
         loop {
@@ -63,6 +65,7 @@ pub fn wait_all_with(tickets: &[Ticket], mode: WaitMode) -> Result<(), DeviceErr
             if not_done == 0 {
                 break;
             }
+            waited_since_ns.get_or_insert_with(now_ns);
             let forced = core.sched.borrow().workers[worker as usize].force_progress;
             match mode {
                 WaitMode::Spin => core.spin_once(),
@@ -89,7 +92,14 @@ pub fn wait_all_with(tickets: &[Ticket], mode: WaitMode) -> Result<(), DeviceErr
                 }
             }
         }
-        core.sched.borrow_mut().workers[worker as usize].force_progress = false;
+        {
+            let mut sched = core.sched.borrow_mut();
+            let state = &mut sched.workers[worker as usize];
+            state.force_progress = false;
+            if let Some(since) = waited_since_ns {
+                state.waits.device_ns += now_ns().saturating_sub(since);
+            }
+        }
         let mut first_error = Ok(());
         for &ticket in tickets {
             let result = core.claim(worker, ticket);

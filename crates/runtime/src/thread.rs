@@ -154,3 +154,58 @@ fn watch(word: WatchWord, expected: u64, deadline_ns: u64) {
 pub fn sleep(duration: Duration) {
     sleep_until(now_ns() + duration.as_nanos() as u64);
 }
+
+/// What a user-level thread's current job waited for, in nanoseconds: the per-request
+/// accounting a server reports (its time queued and running it measures itself). Zero
+/// outside a user-level thread; reset when a thread starts a job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Parked (or spinning) on device accesses, outside the spans below.
+    pub device_ns: u64,
+    /// Waiting for a group commit to make a change durable (its device time included).
+    pub commit_ns: u64,
+    /// Waiting for a checkpoint: for its latch, or running one a bound made due.
+    pub checkpoint_ns: u64,
+}
+
+/// A span [`account_as`] counts whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitKind {
+    /// See [`Waits::commit_ns`].
+    Commit,
+    /// See [`Waits::checkpoint_ns`].
+    Checkpoint,
+}
+
+/// The calling thread's job's waits so far.
+pub fn waits() -> Waits {
+    with_core(|core| {
+        let worker = core.current.get()?;
+        Some(core.sched.borrow().workers[worker as usize].waits)
+    })
+    .flatten()
+    .unwrap_or_default()
+}
+
+/// Runs `f`, counting its whole time as `kind`: waits inside it (device accesses, a nested
+/// span) are not counted again. Outside a user-level thread, only runs `f`.
+pub fn account_as<R>(kind: WaitKind, f: impl FnOnce() -> R) -> R {
+    if !in_user_thread() {
+        return f();
+    }
+    let before = waits();
+    let start = now_ns();
+    let out = f();
+    let took = now_ns().saturating_sub(start);
+    let mut after = before;
+    match kind {
+        WaitKind::Commit => after.commit_ns += took,
+        WaitKind::Checkpoint => after.checkpoint_ns += took,
+    }
+    with_core(|core| {
+        if let Some(worker) = core.current.get() {
+            core.sched.borrow_mut().workers[worker as usize].waits = after;
+        }
+    });
+    out
+}

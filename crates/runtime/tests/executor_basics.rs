@@ -767,3 +767,50 @@ fn a_flush_parks_and_other_jobs_run_meanwhile() {
     assert!(other < flushed, "the other job ran only after the flush");
     assert_eq!(tracker.completions.load(Ordering::SeqCst), 1);
 }
+
+/// A job's waits: a device read counts its latency as device time; a span counted as a
+/// commit counts its whole time once, the read inside it not again; a new job starts at
+/// zero; outside a user-level thread there is nothing. Mutations caught: device time not
+/// counted, counted twice inside a span, a span's time lost, the totals carried from one job
+/// to the next.
+#[test]
+fn a_job_s_waits_are_counted_by_kind() {
+    const LATENCY_NS: u64 = 2_000_000;
+    let config = RuntimeConfig::with_threads(1);
+    let (mut executor, _arena, _tracker) = emulated_executor(config, LATENCY_NS, 64, 1);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    for job in 0..2u32 {
+        let seen = seen.clone();
+        executor
+            .spawn(move || {
+                let start = thread::waits();
+                io::read(u64::from(job) * BLOCK, 0, 1).unwrap();
+                let after_read = thread::waits();
+                thread::account_as(thread::WaitKind::Commit, || {
+                    io::read(u64::from(job + 2) * BLOCK, 0, 1).unwrap();
+                });
+                let end = thread::waits();
+                seen.lock().unwrap().push((start, after_read, end));
+            })
+            .unwrap();
+    }
+    executor.run_until_idle();
+    assert_eq!(
+        thread::waits(),
+        thread::Waits::default(),
+        "outside a thread"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    for &(start, after_read, end) in seen.iter() {
+        assert_eq!(start, thread::Waits::default(), "a job starts at zero");
+        assert!(after_read.device_ns >= LATENCY_NS, "{after_read:?}");
+        assert_eq!(after_read.commit_ns, 0);
+        assert_eq!(
+            end.device_ns, after_read.device_ns,
+            "not again inside the span"
+        );
+        assert!(end.commit_ns >= LATENCY_NS, "{end:?}");
+        assert_eq!(end.checkpoint_ns, 0);
+    }
+}

@@ -104,16 +104,18 @@ pub(super) fn session_job(
     (slot, job)
 }
 
-/// Runs one connection's batch of requests on the store, in order, through its session.
+/// Runs one connection's batch of requests on the store, in order, through its session;
+/// `spawned` is when the network core queued the job (its time queued is counted).
 pub(super) fn run_batch(
     handle: &DbHandle,
     shared: &Shared,
-    conn: usize,
-    generation: u32,
+    (conn, generation): (usize, u32),
+    spawned: Instant,
     mut session: Session,
     batch: Vec<Vec<Vec<u8>>>,
 ) -> Done {
     let started = Instant::now();
+    count_queued(&shared.stats, started.saturating_duration_since(spawned));
     let requests = batch.len();
     if shared.prefetch {
         prefetch::batch(
@@ -172,4 +174,13 @@ fn run_retry(
         rest: Vec::new(),
         retry: true,
     }
+}
+
+/// Counts a job's time queued (`INFO tamer`: `jobs_queued_usec_total`, `_max`).
+fn count_queued(stats: &crate::stats::ServerStats, queued: std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    let ns = queued.as_nanos() as u64;
+    stats.jobs_started.fetch_add(1, Ordering::Relaxed);
+    stats.jobs_queued_ns.fetch_add(ns, Ordering::Relaxed);
+    stats.jobs_queued_ns_max.fetch_max(ns, Ordering::Relaxed);
 }

@@ -123,8 +123,9 @@ impl Network {
         let n = batch.len();
         debug_assert!(n > 0, "a request is at the front");
         let generation = conn.generation;
+        let spawned = Instant::now();
         let run = move |handle: &DbHandle, shared: &Shared, session| {
-            run_batch(handle, shared, c, generation, session, batch)
+            run_batch(handle, shared, (c, generation), spawned, session, batch)
         };
         let session = conn.session.take();
         let (slot, job) = session_job(&self.handle, &self.shared, &self.me, session, run);

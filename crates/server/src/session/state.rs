@@ -17,7 +17,7 @@ use crate::keyspace::watches::Watches;
 use crate::pubsub::{monitor_line, Client, Hub, MonitorSource};
 use crate::resp::{write, Protocol};
 use crate::stats::clients::ClientEntry;
-use crate::stats::monitor::{Outcome, SlowEntry};
+use crate::stats::monitor::{Call, Outcome, SlowEntry};
 use crate::stats::ServerStats;
 
 /// Most commands `MULTI` queues (past it the transaction is refused at `EXEC`).
@@ -246,6 +246,7 @@ impl Session {
         out: &mut Vec<u8>,
     ) -> Option<Vec<Vec<u8>>> {
         let started = Instant::now();
+        let waits_before = tamer_runtime::thread::waits();
         self.take_mail(out);
         self.refresh_user();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -309,7 +310,8 @@ impl Session {
         let logged = (!secret).then_some(args);
         self.update_entry();
         if !queued {
-            self.record(&label, logged, started, &out[before..], rejected);
+            let waits = waits_since(waits_before);
+            self.record(&label, logged, (started, waits), &out[before..], rejected);
         }
         self.silence(command_of(verdict), out, before);
         let client_command = command_of(verdict).is_some_and(|c| c.name.starts_with("client"));
@@ -425,7 +427,7 @@ impl Session {
         &self,
         label: &str,
         args: Option<Vec<Vec<u8>>>,
-        started: Instant,
+        (started, waits): (Instant, tamer_runtime::thread::Waits),
         reply: &[u8],
         rejected: bool,
     ) {
@@ -440,7 +442,13 @@ impl Session {
             monitor.record_error(reply);
         }
         let config = &self.stats.config;
-        monitor.record_call(label.as_bytes(), took, outcome, config.latency_tracking());
+        let call = Call {
+            took,
+            outcome,
+            track_latency: config.latency_tracking(),
+            waits,
+        };
+        monitor.record_call(label.as_bytes(), &call);
         let us = took.as_micros() as u64;
         let threshold_us = config.slowlog_slower_than_us();
         if let Some(args) = args.filter(|_| threshold_us >= 0 && us >= threshold_us as u64) {
@@ -516,6 +524,16 @@ pub(super) fn arity_error(out: &mut Vec<u8>, name: &str) {
         out,
         &format!("ERR wrong number of arguments for '{name}' command"),
     );
+}
+
+/// What the calling thread waited for since `before` (its job's waits then).
+fn waits_since(before: tamer_runtime::thread::Waits) -> tamer_runtime::thread::Waits {
+    let now = tamer_runtime::thread::waits();
+    tamer_runtime::thread::Waits {
+        device_ns: now.device_ns.saturating_sub(before.device_ns),
+        commit_ns: now.commit_ns.saturating_sub(before.commit_ns),
+        checkpoint_ns: now.checkpoint_ns.saturating_sub(before.checkpoint_ns),
+    }
 }
 
 #[cfg(test)]

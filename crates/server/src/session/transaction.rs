@@ -19,7 +19,7 @@ use crate::keyspace::scope::Scope;
 use crate::keyspace::{store_key, KeyspaceError, DATABASES};
 use crate::pubsub::Effects;
 use crate::resp::{parse_i64, write, Protocol};
-use crate::stats::monitor::Outcome;
+use crate::stats::monitor::{Call, Outcome};
 
 /// The reply span of each command an `EXEC` ran, and the time it took.
 type Spans = Vec<(std::ops::Range<usize>, Duration)>;
@@ -501,7 +501,13 @@ impl Session {
             } else {
                 Outcome::Ok
             };
-            monitor.record_call(command.name.as_bytes(), took, outcome, track_latency);
+            let call = Call {
+                took,
+                outcome,
+                track_latency,
+                waits: tamer_runtime::thread::Waits::default(),
+            };
+            monitor.record_call(command.name.as_bytes(), &call);
         }
     }
 }

@@ -26,6 +26,7 @@ const SECTIONS: &[(&str, bool)] = &[
     ("commandstats", false),
     ("errorstats", true),
     ("latencystats", false),
+    ("commandsplit", false),
     ("cluster", true),
     ("keyspace", true),
     ("tamer", true),
@@ -85,6 +86,7 @@ pub fn text(stats: &ServerStats, args: &[&[u8]], gathered: Gathered<'_>) -> Stri
             "commandstats" => commandstats(stats),
             "errorstats" => errorstats(stats),
             "latencystats" => latencystats(stats),
+            "commandsplit" => commandsplit(stats),
             "keyspace" => keyspace_section(gathered.keyspace),
             "modules" => "# Modules\r\n".to_string(),
             // Clients (redis-py's test fixtures, cluster-aware clients) read this field.
@@ -330,6 +332,39 @@ fn latencystats(stats: &ServerStats) -> String {
             values.join(",")
         );
     }
+    s
+}
+
+/// tamer's own: where each command's time went (µs in all): waiting for the device, for a
+/// group commit, for a checkpoint, and the rest running (`cmdsplit_set:calls=...`).
+fn commandsplit(stats: &ServerStats) -> String {
+    let mut s = "# Commandsplit\r\n".to_string();
+    for (name, c) in stats.monitor.all() {
+        let calls = c.calls.load(Ordering::Relaxed);
+        if calls == 0 {
+            continue;
+        }
+        let us = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) / 1_000;
+        let (total, device, commit, checkpoint) = (
+            us(&c.nsec),
+            us(&c.device_ns),
+            us(&c.commit_ns),
+            us(&c.checkpoint_ns),
+        );
+        let running = total.saturating_sub(device + commit + checkpoint);
+        let _ = write!(
+            s,
+            "cmdsplit_{name}:calls={calls},usec={total},usec_running={running},\
+             usec_device={device},usec_commit={commit},usec_checkpoint={checkpoint}\r\n"
+        );
+    }
+    let jobs = stats.jobs_started.load(Ordering::Relaxed);
+    let _ = write!(
+        s,
+        "jobs_started:{jobs}\r\njobs_queued_usec_total:{}\r\njobs_queued_usec_max:{}\r\n",
+        stats.jobs_queued_ns.load(Ordering::Relaxed) / 1_000,
+        stats.jobs_queued_ns_max.load(Ordering::Relaxed) / 1_000,
+    );
     s
 }
 

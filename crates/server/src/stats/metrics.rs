@@ -312,4 +312,25 @@ fn commands(out: &mut String, stats: &ServerStats) {
         let _ = writeln!(out, "{h}_sum{{cmd=\"{cmd}\"}} {secs}");
         let _ = writeln!(out, "{h}_count{{cmd=\"{cmd}\"}} {calls}");
     }
+    command_waits(out, &active);
+}
+
+/// Where each command's time went besides running: `tamer_command_wait_seconds_total` by
+/// name and `wait` (device, commit, checkpoint), as `INFO commandsplit` reports it.
+fn command_waits(out: &mut String, active: &[(&str, &crate::stats::monitor::CommandCounters)]) {
+    let w = "tamer_command_wait_seconds_total";
+    let _ = write!(
+        out,
+        "# HELP {w} Time commands waited, by name and for what.\n# TYPE {w} counter\n"
+    );
+    for (cmd, c) in active {
+        for (wait, ns) in [
+            ("device", &c.device_ns),
+            ("commit", &c.commit_ns),
+            ("checkpoint", &c.checkpoint_ns),
+        ] {
+            let secs = ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(out, "{w}{{cmd=\"{cmd}\",wait=\"{wait}\"}} {secs}");
+        }
+    }
 }

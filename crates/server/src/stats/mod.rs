@@ -34,6 +34,11 @@ pub struct ServerStats {
     pub(crate) commands: AtomicU64,
     /// Requests handed to the runtime (admitted) and refused with `-BUSY` (NACKed).
     pub(crate) admitted: AtomicU64,
+    /// Jobs (a connection's batch of requests) that started, their time queued in all and
+    /// the longest (ns): from the network core's spawn to a core starting them.
+    pub(crate) jobs_started: AtomicU64,
+    pub(crate) jobs_queued_ns: AtomicU64,
+    pub(crate) jobs_queued_ns_max: AtomicU64,
     pub(crate) busy: AtomicU64,
     /// Admission's measurements and its refusals by cause.
     pub(crate) admission: AdmissionStats,
@@ -106,6 +111,9 @@ impl ServerStats {
             rejected: AtomicU64::new(0),
             commands: AtomicU64::new(0),
             admitted: AtomicU64::new(0),
+            jobs_started: AtomicU64::new(0),
+            jobs_queued_ns: AtomicU64::new(0),
+            jobs_queued_ns_max: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             admission: Default::default(),
             shutdown: AtomicBool::new(false),

@@ -47,6 +47,35 @@ pub struct CommandCounters {
     /// The finer distribution of `LATENCY HISTOGRAM` and `INFO latencystats` (counted while
     /// `latency-tracking` is on).
     pub latency: super::latency::LatencyHistogram,
+    /// Of `nsec`, the time parked on the device, waiting for a group commit, waiting for a
+    /// checkpoint (`tamer_runtime::thread::Waits`); the rest ran.
+    pub device_ns: AtomicU64,
+    pub commit_ns: AtomicU64,
+    pub checkpoint_ns: AtomicU64,
+}
+
+/// One call, as [`Monitor::record_call`] counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    pub took: Duration,
+    pub outcome: Outcome,
+    /// Count it in the command's latency distribution (`latency-tracking`).
+    pub track_latency: bool,
+    /// What it waited for, within `took`.
+    pub waits: tamer_runtime::thread::Waits,
+}
+
+#[cfg(test)]
+impl Call {
+    /// A call that waited for nothing.
+    pub fn plain(took: Duration, outcome: Outcome) -> Self {
+        Self {
+            took,
+            outcome,
+            track_latency: true,
+            waits: tamer_runtime::thread::Waits::default(),
+        }
+    }
 }
 
 /// How a command ended.
@@ -137,12 +166,17 @@ impl Monitor {
         self.commands.iter().map(|(n, c)| (*n, c))
     }
 
-    /// Counts one call of `name` that took `took` (in its latency distribution too when
-    /// `track_latency`: `latency-tracking`).
-    pub fn record_call(&self, name: &[u8], took: Duration, outcome: Outcome, track_latency: bool) {
+    /// Counts one call of `name`.
+    pub fn record_call(&self, name: &[u8], call: &Call) {
         let Some(c) = self.counters(name) else {
             return;
         };
+        let Call {
+            took,
+            outcome,
+            track_latency,
+            waits,
+        } = *call;
         if outcome == Outcome::Rejected {
             c.rejected.fetch_add(1, Ordering::Relaxed);
             return;
@@ -153,6 +187,15 @@ impl Monitor {
         c.buckets[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
         if track_latency {
             c.latency.record(took.as_nanos() as u64);
+        }
+        for (counter, ns) in [
+            (&c.device_ns, waits.device_ns),
+            (&c.commit_ns, waits.commit_ns),
+            (&c.checkpoint_ns, waits.checkpoint_ns),
+        ] {
+            if ns > 0 {
+                counter.fetch_add(ns, Ordering::Relaxed);
+            }
         }
         if outcome == Outcome::Failed {
             c.failed.fetch_add(1, Ordering::Relaxed);
@@ -187,7 +230,15 @@ impl Monitor {
     /// have their own resets, as in Redis).
     pub fn reset_stats(&self) {
         for (_, c) in &self.commands {
-            for counter in [&c.calls, &c.nsec, &c.rejected, &c.failed] {
+            for counter in [
+                &c.calls,
+                &c.nsec,
+                &c.rejected,
+                &c.failed,
+                &c.device_ns,
+                &c.commit_ns,
+                &c.checkpoint_ns,
+            ] {
                 counter.store(0, Ordering::Relaxed);
             }
             for b in &c.buckets {
@@ -325,10 +376,19 @@ mod tests {
     #[test]
     fn calls_are_counted_by_outcome() {
         let m = Monitor::new(&["get", "set"]);
-        m.record_call(b"get", Duration::from_micros(7), Outcome::Ok, true);
-        m.record_call(b"get", Duration::from_micros(30), Outcome::Failed, true);
-        m.record_call(b"get", Duration::from_micros(30), Outcome::Rejected, true);
-        m.record_call(b"nosuch", Duration::from_micros(30), Outcome::Ok, true);
+        m.record_call(b"get", &Call::plain(Duration::from_micros(7), Outcome::Ok));
+        m.record_call(
+            b"get",
+            &Call::plain(Duration::from_micros(30), Outcome::Failed),
+        );
+        m.record_call(
+            b"get",
+            &Call::plain(Duration::from_micros(30), Outcome::Rejected),
+        );
+        m.record_call(
+            b"nosuch",
+            &Call::plain(Duration::from_micros(30), Outcome::Ok),
+        );
         let c = m.counters(b"get").unwrap();
         assert_eq!(c.calls.load(Ordering::Relaxed), 2);
         assert_eq!(c.nsec.load(Ordering::Relaxed), 37_000);

@@ -104,26 +104,39 @@ impl CheckpointLatch {
 
     pub fn shared(&self) -> SharedGuard<'_> {
         let core = thread::core_id().unwrap_or(0) % LATCH_CORES;
-        let count = &self.shared[core].0;
-        // Read only once this holder has to wait.
-        let mut waited_since_ns = None;
-        loop {
-            // SeqCst on both sides: a sharer that sees no flag after counting itself, and a
-            // checkpoint that sees no count after raising the flag, cannot both go on.
-            count.fetch_add(1, Ordering::SeqCst);
-            if !self.exclusive.load(Ordering::SeqCst) {
-                if let Some(since) = waited_since_ns {
-                    self.waits
-                        .record(tamer_device::now_ns().saturating_sub(since));
-                }
-                return SharedGuard(self, core);
-            }
-            count.fetch_sub(1, Ordering::SeqCst);
-            waited_since_ns.get_or_insert_with(tamer_device::now_ns);
-            while self.exclusive.load(Ordering::SeqCst) {
-                thread::yield_now();
-            }
+        if let Some(guard) = self.try_shared(core) {
+            return guard;
         }
+        // This holder waits for a checkpoint: counted in the latch's distribution and as
+        // the caller's request's checkpoint wait.
+        thread::account_as(thread::WaitKind::Checkpoint, || {
+            let since = tamer_device::now_ns();
+            // Bounded by the checkpoint's run (the flag drops when it ends).
+            let guard = loop {
+                while self.exclusive.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                if let Some(guard) = self.try_shared(core) {
+                    break guard;
+                }
+            };
+            self.waits
+                .record(tamer_device::now_ns().saturating_sub(since));
+            guard
+        })
+    }
+
+    /// The latch shared on `core`'s count, unless an exclusive holder is in or coming.
+    fn try_shared(&self, core: usize) -> Option<SharedGuard<'_>> {
+        let count = &self.shared[core].0;
+        // SeqCst on both sides: a sharer that sees no flag after counting itself, and a
+        // checkpoint that sees no count after raising the flag, cannot both go on.
+        count.fetch_add(1, Ordering::SeqCst);
+        if !self.exclusive.load(Ordering::SeqCst) {
+            return Some(SharedGuard(self, core));
+        }
+        count.fetch_sub(1, Ordering::SeqCst);
+        None
     }
 
     pub fn exclusive(&self) -> ExclusiveGuard<'_> {
@@ -218,7 +231,9 @@ impl Engine {
         }
         // The writer runs (or waits for) the checkpoint: its change waits that long.
         let start = tamer_device::now_ns();
-        let result = self.checkpoint_if(false, Self::over_bounds);
+        let result = thread::account_as(thread::WaitKind::Checkpoint, || {
+            self.checkpoint_if(false, Self::over_bounds)
+        });
         self.ckpt
             .waits
             .record(tamer_device::now_ns().saturating_sub(start));

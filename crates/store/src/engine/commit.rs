@@ -406,6 +406,16 @@ impl Engine {
     /// runs, else waits for the one running; runs a checkpoint when an overflowed transaction
     /// at or below `ts` needs one. Fails when the store failed, or after [`DURABLE_WAIT`].
     pub fn wait_durable(&self, ts: u64) -> Result<(), DbError> {
+        if self.commit.is_durable(ts) {
+            return Ok(());
+        }
+        // The caller's request waits for a group commit (its device time included).
+        tamer_runtime::thread::account_as(tamer_runtime::thread::WaitKind::Commit, || {
+            self.wait_durable_uncounted(ts)
+        })
+    }
+
+    fn wait_durable_uncounted(&self, ts: u64) -> Result<(), DbError> {
         let c = &self.commit;
         let deadline = tamer_device::now_ns() + DURABLE_WAIT.as_nanos() as u64;
         loop {
