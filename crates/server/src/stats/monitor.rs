@@ -120,6 +120,10 @@ struct SlowLog {
 pub struct Monitor {
     /// Sorted by name.
     commands: Vec<(&'static str, CommandCounters)>,
+    /// Each name's place in `commands` (every call looks its counters up: a hash of a few
+    /// bytes instead of a binary search that missed the CPU's cache at each step, 1-3 % of
+    /// a pipelined GET's CPU).
+    places: rustc_hash::FxHashMap<&'static [u8], usize>,
     errors: Mutex<BTreeMap<String, u64>>,
     pub total_errors: AtomicU64,
     slowlog: Mutex<SlowLog>,
@@ -141,11 +145,17 @@ impl Monitor {
         let mut names = names.to_vec();
         names.sort_unstable();
         names.dedup();
+        let places = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_bytes(), i))
+            .collect();
         Self {
             commands: names
                 .into_iter()
                 .map(|n| (n, CommandCounters::default()))
                 .collect(),
+            places,
             errors: Mutex::new(BTreeMap::new()),
             total_errors: AtomicU64::new(0),
             slowlog: Mutex::new(SlowLog::default()),
@@ -155,10 +165,7 @@ impl Monitor {
 
     /// The counters of the command `name` (lowercase), if it is one tamer serves.
     pub fn counters(&self, name: &[u8]) -> Option<&CommandCounters> {
-        self.commands
-            .binary_search_by(|(n, _)| n.as_bytes().cmp(name))
-            .ok()
-            .map(|i| &self.commands[i].1)
+        self.places.get(name).map(|&i| &self.commands[i].1)
     }
 
     /// Every command's name and counters, by name.
