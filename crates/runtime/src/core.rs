@@ -82,7 +82,7 @@ pub(crate) struct WorkerState {
     /// When it last parked.
     pub parked_at_ns: u64,
     /// What its current job waited for so far (`thread::waits`).
-    pub waits: crate::thread::Waits,
+    pub waits: crate::waits::Waits,
     /// Others wait for it (`thread::Urgent`): once its accesses complete it runs first.
     pub urgent: bool,
 }
@@ -323,7 +323,7 @@ impl Sched {
             force_progress: false,
             job_enqueued_ns: 0,
             parked_at_ns: 0,
-            waits: crate::thread::Waits::default(),
+            waits: crate::waits::Waits::default(),
             urgent: false,
         };
         Self {

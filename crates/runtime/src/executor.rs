@@ -639,7 +639,7 @@ impl Executor {
             let state = &mut sched.workers[worker as usize];
             state.status = Status::Running;
             state.job_enqueued_ns = job.enqueued_ns;
-            state.waits = crate::thread::Waits::default();
+            state.waits = crate::waits::Waits::default();
             state.urgent = false;
             (worker, job)
         };

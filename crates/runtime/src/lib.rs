@@ -25,6 +25,7 @@ mod poller;
 mod runtime;
 pub mod sched;
 pub mod thread;
+mod waits;
 
 pub use crate::config::{
     IdleMode, RuntimeConfig, MAX_OUTSTANDING_PER_THREAD, MAX_THREADS_PER_CORE,

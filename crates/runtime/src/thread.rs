@@ -155,27 +155,7 @@ pub fn sleep(duration: Duration) {
     sleep_until(now_ns() + duration.as_nanos() as u64);
 }
 
-/// What a user-level thread's current job waited for, in nanoseconds: the per-request
-/// accounting a server reports (its time queued and running it measures itself). Zero
-/// outside a user-level thread; reset when a thread starts a job.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Waits {
-    /// Parked (or spinning) on device accesses, outside the spans below.
-    pub device_ns: u64,
-    /// Waiting for a group commit to make a change durable (its device time included).
-    pub commit_ns: u64,
-    /// Waiting for a checkpoint: for its latch, or running one a bound made due.
-    pub checkpoint_ns: u64,
-}
-
-/// A span [`account_as`] counts whole.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitKind {
-    /// See [`Waits::commit_ns`].
-    Commit,
-    /// See [`Waits::checkpoint_ns`].
-    Checkpoint,
-}
+pub use crate::waits::{WaitKind, Waits};
 
 /// The calling thread's job's waits so far.
 pub fn waits() -> Waits {
