@@ -457,39 +457,21 @@ mod tests {
     /// more cores than exist or the spawner itself.
     #[test]
     fn a_spawn_wakes_cores_only_for_work_the_spawner_cannot_take() {
-        assert_eq!(
-            cores_to_wake(true, 1, 2),
-            0,
-            "the spawner takes its own job"
-        );
-        assert_eq!(
-            cores_to_wake(true, 2, 2),
-            1,
-            "a backlog wakes the other core"
-        );
-        assert_eq!(
-            cores_to_wake(true, 9, 2),
-            1,
-            "never more than the other cores"
-        );
-        assert_eq!(
-            cores_to_wake(true, 9, 1),
-            0,
-            "one core: nobody else to wake"
-        );
-        assert_eq!(cores_to_wake(true, 3, 8), 2);
-        assert_eq!(
-            cores_to_wake(false, 1, 2),
-            1,
-            "an outside spawn wakes a core"
-        );
-        assert_eq!(
-            cores_to_wake(false, 0, 2),
-            1,
-            "taken already: one wake is harmless"
-        );
-        assert_eq!(cores_to_wake(false, 5, 2), 2);
-        assert_eq!(cores_to_wake(false, 5, 1), 1);
+        // (spawned by a core, jobs queued, cores, cores to wake, why)
+        let cases = [
+            (true, 1, 2, 0, "the spawner takes its own job"),
+            (true, 2, 2, 1, "a backlog wakes the other core"),
+            (true, 9, 2, 1, "never more than the other cores"),
+            (true, 9, 1, 0, "one core: nobody else to wake"),
+            (true, 3, 8, 2, "one core per job past the spawner's"),
+            (false, 1, 2, 1, "an outside spawn wakes a core"),
+            (false, 0, 2, 1, "taken already: one wake is harmless"),
+            (false, 5, 2, 2, "every core for a backlog"),
+            (false, 5, 1, 1, "the only core"),
+        ];
+        for (by_core, queued, cores, want, why) in cases {
+            assert_eq!(cores_to_wake(by_core, queued, cores), want, "{why}");
+        }
     }
 
     /// Mutations caught: core 0 parking at once (a parked poller core wakes slowly, the

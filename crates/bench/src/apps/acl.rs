@@ -9,7 +9,7 @@
 
 use super::redis_benchmark::Run;
 use super::tracking::{gets, preload};
-use super::{with_cpu, Ctx, Kind, Measured};
+use super::{Ctx, Kind, Measured};
 use crate::rpc::servers::Server;
 use crate::types::client::{args, Conn};
 
@@ -85,8 +85,7 @@ fn measure(ctx: &mut Ctx, server: &Server, kind: Kind) -> Result<Outcome, String
             user,
             test: ["-t", "get"].map(String::from).to_vec(),
         };
-        let (per_s, cpu) = with_cpu(server, ctx.plan.load_cpu, || run.run())?;
-        let m = Measured::new(run.requests, run.requests as f64 / per_s, cpu);
+        let m = super::measure(&run, server)?;
         match user {
             None => default = default.merge(m),
             Some(_) => restricted = restricted.merge(m),

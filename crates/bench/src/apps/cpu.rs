@@ -3,7 +3,19 @@
 
 use serde::Serialize;
 
+use super::redis_benchmark::Run;
 use crate::rpc::servers::Server;
+
+/// Runs `run` against `server` (its load on `run.cpu`): its requests, their time and the CPU
+/// read over them.
+pub fn measure(run: &Run, server: &Server) -> Result<Measured, String> {
+    let (per_s, cpu) = with_cpu(server, run.cpu, || run.run())?;
+    Ok(Measured::new(
+        run.requests,
+        run.requests as f64 / per_s,
+        cpu,
+    ))
+}
 
 /// One server's measurement of a figure.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -4,7 +4,7 @@
 //! redis-server's.
 
 use super::redis_benchmark::Run;
-use super::{bulk_text, with_cpu, Ctx, Measured};
+use super::{bulk_text, measure, Ctx};
 use crate::types::client::{args, Conn};
 
 /// The script (issue 24's first EVALSHA measurement's).
@@ -32,12 +32,7 @@ pub fn round(ctx: &mut Ctx) -> Result<(), String> {
                 .map(String::from)
                 .to_vec(),
         };
-        let (per_s, cpu) = with_cpu(server, ctx.plan.load_cpu, || run.run())?;
-        Ok(Measured::new(
-            run.requests,
-            run.requests as f64 / per_s,
-            cpu,
-        ))
+        measure(&run, server)
     })?;
     ctx.compare("evalsha_vs_redis", "evalsha", measured);
     Ok(())

@@ -25,7 +25,7 @@ pub mod redis_benchmark;
 pub mod report;
 pub mod tracking;
 
-pub use cpu::{cpu_jiffies, with_cpu, Cpu, Measured};
+pub use cpu::{cpu_jiffies, measure, with_cpu, Cpu, Measured};
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::scenarios::fresh_dir;
 use super::servers::{free_port, Launch, Server};
 use super::Ctx;
-use crate::apps::cpu::{with_cpu, Measured};
+use crate::apps::cpu::{measure, Measured};
 use crate::apps::redis_benchmark::Run;
 
 /// One redis-benchmark test.
@@ -227,10 +227,5 @@ fn run_test(ctx: &Ctx, server: &Server, t: Test) -> Result<Measured, String> {
             .map(String::from)
             .to_vec(),
     };
-    let (per_s, cpu) = with_cpu(server, ctx.plan.load_cpu, || run.run())?;
-    Ok(Measured::new(
-        run.requests,
-        run.requests as f64 / per_s,
-        cpu,
-    ))
+    measure(&run, server)
 }
